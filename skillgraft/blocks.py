@@ -1,0 +1,84 @@
+"""Block: one captured KV state as the catalog records it.
+
+A block's payload is the raw per-sequence llama.cpp state of its source tokens; its id is
+the first 16 hex digits of the payload's SHA-256 and its file is ``blocks/<sha256>.kv``.
+Because capture is byte-exact, the same text under the same runtime always gives the same
+payload, so the same block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+BlockKind = Literal["manual", "solution"]
+BlockStatus = Literal["ok", "quarantined"]
+BLOCK_SUFFIX = ".kv"
+
+
+def block_id_for(sha256: str) -> str:
+    return sha256[:16]
+
+
+def tokens_to_bytes(tokens) -> bytes:
+    return np.asarray(list(tokens), dtype="<i4").tobytes()
+
+
+def tokens_from_bytes(data: bytes) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.frombuffer(data, dtype="<i4"))
+
+
+def tokens_sha256(tokens) -> str:
+    return hashlib.sha256(tokens_to_bytes(tokens)).hexdigest()
+
+
+class Block(BaseModel):
+    """A catalogued block. Solutions also carry their verified question and answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    sha256: str
+    name: str
+    kind: BlockKind
+    description: str = ""
+    source: str
+    tokens: tuple[int, ...]
+    tokens_sha256: str
+    n_tokens: int
+    n_bytes: int
+    fingerprint_id: str
+    created_at: str
+    status: BlockStatus = "ok"
+    question: Optional[str] = None
+    question_key: Optional[str] = None
+    answer: Optional[str] = None
+    method: Optional[str] = None
+    verifier: Optional[str] = None
+    verifier_output_sha256: Optional[str] = None
+    verify_seconds: Optional[float] = None
+
+    @property
+    def file_name(self) -> str:
+        return self.sha256 + BLOCK_SUFFIX
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Block":
+        values = dict(row)
+        values["tokens"] = tokens_from_bytes(values["tokens"])
+        return cls(**values)
+
+    def to_row(self) -> dict:
+        row = self.model_dump()
+        row["tokens"] = tokens_to_bytes(self.tokens)
+        return row
+
+    def summary(self) -> dict:
+        """The catalog row for people and JSON: no tokens, source cut short."""
+        row = self.model_dump(exclude={"tokens"})
+        if len(row["source"]) > 200:
+            row["source"] = row["source"][:200] + "…"
+        return row

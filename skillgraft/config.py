@@ -1,0 +1,76 @@
+"""Settings: where the store lives and how the llama.cpp context is pinned.
+
+Every default is defined here once. Environment variables start with ``SKILLGRAFT_``:
+``SKILLGRAFT_HOME`` (store folder, default ``~/.skillgraft``), ``SKILLGRAFT_MODEL``
+(model name or GGUF path, default ``smollm2-135m``) and ``SKILLGRAFT_THREADS``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_HOME = Path("~/.skillgraft")
+DEFAULT_THREADS = 2
+
+KVType = Literal["f16", "f32", "q8_0"]
+
+
+class EngineSettings(BaseModel):
+    """How a llama.cpp context is pinned. Every field is part of the runtime fingerprint."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n_ctx: int = Field(4096, ge=64, le=131072, description="context window in tokens")
+    n_batch: int = Field(512, ge=1, description="tokens per llama_decode call")
+    n_ubatch: int = Field(512, ge=1, description="tokens per compute micro-batch")
+    n_threads: int = Field(DEFAULT_THREADS, ge=1, le=256, description="pinned CPU threads")
+    flash_attn: bool = Field(False, description="flash attention, pinned on or off (never auto)")
+    swa_full: Optional[bool] = Field(
+        None, description="full-size sliding-window cache; None forces it on for SWA models"
+    )
+    type_k: KVType = "f16"
+    type_v: KVType = "f16"
+    n_gpu_layers: int = Field(0, ge=0, description="layers offloaded to an accelerator")
+
+    @field_validator("n_ubatch")
+    @classmethod
+    def _ubatch_not_above_batch(cls, value: int, info) -> int:
+        n_batch = info.data.get("n_batch", value)
+        if value > n_batch:
+            raise ValueError(f"n_ubatch ({value}) must not exceed n_batch ({n_batch})")
+        return value
+
+
+def engine_settings(**overrides) -> EngineSettings:
+    """Engine settings from the environment and keyword overrides, with a clear error."""
+    values: dict = {}
+    threads = os.environ.get("SKILLGRAFT_THREADS")
+    if threads:
+        try:
+            values["n_threads"] = int(threads)
+        except ValueError:
+            raise ConfigError(f"SKILLGRAFT_THREADS must be an integer, got {threads!r}") from None
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EngineSettings(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise ConfigError(f"invalid engine setting {field}: {first['msg']}") from None
+
+
+def default_model() -> str:
+    """The model name or GGUF path used when none is given."""
+    return os.environ.get("SKILLGRAFT_MODEL") or DEFAULT_MODEL
+
+
+def default_home() -> Path:
+    """The store folder used when none is given."""
+    return Path(os.environ.get("SKILLGRAFT_HOME") or DEFAULT_HOME).expanduser()

@@ -1,0 +1,94 @@
+"""Every error skillgraft raises on purpose.
+
+The tree::
+
+    SkillgraftError
+    ├── ConfigError                    a setting or argument is invalid
+    │   └── ModelNotFoundError         unknown model name, missing GGUF or missing extra
+    ├── InputError                     bad user input (empty text, bad bytes, bad file)
+    │   └── ContextOverflowError       text does not fit the context window
+    ├── EngineError                    llama.cpp refused an operation
+    │   └── FingerprintMismatchError   a block was captured under another runtime
+    ├── StoreError                     the block store cannot do what was asked
+    │   ├── BlockNotFoundError         no block with that id or name
+    │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
+    │   └── BundleError                an export bundle is malformed or unsafe
+    ├── RouterError                    embedding, index or calibration failed
+    └── VerificationError              a solution failed or could not be verified
+        └── ConflictError              the question is stored with another answer
+
+Each error carries the ids, sizes or names involved in its message, so the CLI can print
+it as one line.
+"""
+
+from __future__ import annotations
+
+
+class SkillgraftError(Exception):
+    """Base class of every error skillgraft raises on purpose."""
+
+
+class ConfigError(SkillgraftError):
+    """A setting or argument is invalid."""
+
+
+class ModelNotFoundError(ConfigError):
+    """A model name is unknown, or the package that carries it is not installed."""
+
+
+class InputError(SkillgraftError):
+    """User input cannot be used as given."""
+
+
+class ContextOverflowError(InputError):
+    """A text does not fit the context window."""
+
+    def __init__(self, n_tokens: int, n_ctx: int, what: str = "text") -> None:
+        self.n_tokens = n_tokens
+        self.n_ctx = n_ctx
+        super().__init__(f"{what} is {n_tokens} tokens but the context holds {n_ctx}")
+
+
+class EngineError(SkillgraftError):
+    """llama.cpp refused an operation."""
+
+
+class FingerprintMismatchError(EngineError):
+    """A block was captured under a runtime other than the current one."""
+
+    def __init__(self, differences: dict[str, tuple[object, object]], block_id: str = "") -> None:
+        self.differences = differences
+        self.block_id = block_id
+        fields = ", ".join(
+            f"{name} (block {have!r} vs runtime {want!r})" for name, (have, want) in sorted(differences.items())
+        )
+        subject = f"block {block_id}" if block_id else "block"
+        super().__init__(f"{subject} was captured under another runtime: {fields}")
+
+
+class StoreError(SkillgraftError):
+    """The block store cannot do what was asked."""
+
+
+class BlockNotFoundError(StoreError):
+    """No block has that id or name."""
+
+
+class BlockIntegrityError(StoreError):
+    """A block payload does not have the size or SHA-256 the catalog records."""
+
+
+class BundleError(StoreError):
+    """An export bundle is malformed or unsafe."""
+
+
+class RouterError(SkillgraftError):
+    """Embedding, indexing or calibration failed."""
+
+
+class VerificationError(SkillgraftError):
+    """A solution failed verification or could not be verified."""
+
+
+class ConflictError(VerificationError):
+    """The normalized question is already stored with a different answer."""
