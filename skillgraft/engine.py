@@ -328,6 +328,19 @@ class Engine:
             size = n + 1
         raise EngineError("chat template output kept growing")
 
+    def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
+        """Split a chat of one system and one user message where the user's text begins.
+
+        Returns ``(prefix, turn)``: the prefix (system text included) is what a block
+        captures; the turn is ``user`` plus the template's closing and generation prompt.
+        """
+        marker = "\x1fskillgraft-user\x1f"
+        rendered = self.chat_prompt([("system", system), ("user", marker)])
+        head, found, tail = rendered.partition(marker)
+        if not found:
+            raise EngineError(f"the chat template of {self.model_name} dropped the user message")
+        return head, user + tail
+
     # -- decoding --------------------------------------------------------------------------
 
     def reset(self) -> None:

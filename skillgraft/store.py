@@ -128,6 +128,10 @@ class BlockStore:
         found = self._rows("tokens_sha256 = ? AND fingerprint_id = ?", [tokens_sha256(tokens), fingerprint_id])
         return found[0] if found else None
 
+    def solutions_for(self, question_key: str) -> list[Block]:
+        """Healthy solution blocks whose normalized question is ``question_key``."""
+        return self._rows("kind = 'solution' AND status = 'ok' AND question_key = ?", [question_key])
+
     def fingerprint(self, fingerprint_id: str) -> RuntimeFingerprint:
         rows = list(self.db.query("SELECT data FROM fingerprints WHERE id = ?", [fingerprint_id]))
         if not rows:
@@ -174,11 +178,15 @@ class BlockStore:
             created_at=utc_now(),
             **(solution or {}),
         )
+        return self.deposit(block, state.payload, state.fingerprint)
+
+    def deposit(self, block: Block, payload: bytes, fingerprint: RuntimeFingerprint) -> tuple[Block, bool]:
+        """Write a block's file and row crash-safely; return ``(block, created)``."""
         final = self.blocks_dir / block.file_name
-        temp = self.blocks_dir / f".{state.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
+        temp = self.blocks_dir / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
         try:
             with open(temp, "wb") as handle:
-                handle.write(state.payload)
+                handle.write(payload)
                 handle.flush()
                 os.fsync(handle.fileno())
         except OSError as exc:
@@ -196,7 +204,7 @@ class BlockStore:
                 _fsync_dir(self.blocks_dir)
                 conn.execute(
                     "INSERT OR IGNORE INTO fingerprints (id, data, created_at) VALUES (?, ?, ?)",
-                    (state.fingerprint.id, state.fingerprint.canonical_json(), utc_now()),
+                    (fingerprint.id, fingerprint.canonical_json(), utc_now()),
                 )
                 row = block.to_row()
                 columns = ", ".join(row)
@@ -206,7 +214,6 @@ class BlockStore:
                 )
         finally:
             temp.unlink(missing_ok=True)
-        self._remember(state)
         return block, True
 
     def remove(self, ref: str) -> Block:
@@ -366,6 +373,39 @@ class BlockStore:
                     else:
                         problems.append(entry)
         return problems
+
+    # -- routing keys ----------------------------------------------------------------------
+
+    def add_routing_keys(self, block_id: str, keys: Iterable[dict]) -> int:
+        """Insert routing keys ``{kind, text, embedder, vector}`` for a block; skip exact repeats."""
+        added = 0
+        with write_transaction(self.db.conn) as conn:
+            for key in keys:
+                seen = conn.execute(
+                    "SELECT 1 FROM routing_keys WHERE block_id = ? AND kind = ? AND text = ? AND embedder = ?",
+                    (block_id, key["kind"], key["text"], key["embedder"]),
+                ).fetchone()
+                if not seen:
+                    conn.execute(
+                        "INSERT INTO routing_keys (block_id, kind, text, embedder, vector) VALUES (?, ?, ?, ?, ?)",
+                        (block_id, key["kind"], key["text"], key["embedder"], key["vector"]),
+                    )
+                    added += 1
+        return added
+
+    def routing_keys(self, block_id: Optional[str] = None) -> list[dict]:
+        """Routing keys of one block (or all), with their stored vectors."""
+        if block_id:
+            return list(self.db.query("SELECT * FROM routing_keys WHERE block_id = ? ORDER BY id", [block_id]))
+        return list(self.db.query("SELECT * FROM routing_keys ORDER BY id"))
+
+    def catalog_version(self) -> str:
+        """Changes whenever blocks or routing keys change: the router's cache key."""
+        row = self.db.execute(
+            "SELECT (SELECT COUNT(*) FROM blocks WHERE status = 'ok'), (SELECT COALESCE(MAX(id), 0) FROM routing_keys),"
+            " (SELECT COUNT(*) FROM routing_keys), (SELECT COALESCE(MAX(created_at), '') FROM blocks)"
+        ).fetchone()
+        return ":".join(str(v) for v in row)
 
     # -- ledger and settings ---------------------------------------------------------------
 

@@ -1,0 +1,381 @@
+"""The verified flywheel: solve → verify → deposit, and the verifiers it trusts.
+
+Only what an external verifier accepts is ever deposited. Verifiers:
+
+- ``exact``: the answer equals the expected one after normalization;
+- ``numeric``: the answer and the expected value are equal numbers within a tolerance;
+- ``python``: the method code runs in a sandboxed subprocess (wall and CPU time, memory,
+  process count and file size limits; a temp working folder; a scrubbed environment; an
+  unprivileged user and no network where the OS allows) and its last printed line must
+  equal the answer;
+- any callable ``(question, answer, method) -> bool``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Union
+
+from .errors import ConfigError, InputError, VerificationError
+
+if TYPE_CHECKING:
+    from .memory import SkillMemory
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a verifier concluded."""
+
+    ok: bool
+    verifier: str
+    output_sha256: str
+    seconds: float
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
+def _parse_number(text: str) -> Optional[float]:
+    cleaned = text.strip().replace(",", "").rstrip(".")
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def answers_match(expected: str, actual: str, rel_tol: float = 1e-9, abs_tol: float = 1e-9) -> bool:
+    """Numbers compare numerically, text after folding case and whitespace."""
+    a, b = _parse_number(expected), _parse_number(actual)
+    if a is not None and b is not None:
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    return " ".join(expected.casefold().split()) == " ".join(actual.casefold().split())
+
+
+class Verifier:
+    """Base class: :meth:`check` returns a :class:`Verdict`; :meth:`verify` raises on failure."""
+
+    kind = "custom"
+
+    def check(self, question: str, answer: str, method: Optional[str]) -> Verdict:
+        raise NotImplementedError
+
+    def verify(self, question: str, answer: str, method: Optional[str]) -> Verdict:
+        verdict = self.check(question, answer, method)
+        if not verdict.ok:
+            raise VerificationError(f"{self.kind} verifier refused the answer {answer!r}: {verdict.detail}")
+        return verdict
+
+
+class ExactVerifier(Verifier):
+    """The answer must equal ``expected`` (case and whitespace folded)."""
+
+    kind = "exact"
+
+    def __init__(self, expected: Optional[str] = None) -> None:
+        self.expected = expected
+
+    def check(self, question, answer, method) -> Verdict:
+        started = time.perf_counter()
+        if self.expected is None:
+            raise InputError("the exact verifier needs the expected answer (ground truth)")
+        ok = " ".join(self.expected.casefold().split()) == " ".join(answer.casefold().split())
+        detail = "matches the ground truth" if ok else f"expected {self.expected!r}"
+        return Verdict(ok, self.kind, _sha(self.expected), time.perf_counter() - started, detail)
+
+
+class NumericVerifier(Verifier):
+    """The answer must be the number ``expected`` within ``rel_tol`` / ``abs_tol``."""
+
+    kind = "numeric"
+
+    def __init__(self, expected: Union[float, str, None] = None, rel_tol: float = 1e-9, abs_tol: float = 1e-9) -> None:
+        self.expected, self.rel_tol, self.abs_tol = expected, rel_tol, abs_tol
+
+    def check(self, question, answer, method) -> Verdict:
+        started = time.perf_counter()
+        if self.expected is None:
+            raise InputError("the numeric verifier needs the expected value (ground truth)")
+        got = _parse_number(answer)
+        want = _parse_number(str(self.expected))
+        if want is None:
+            raise InputError(f"the expected value {self.expected!r} is not a number")
+        ok = got is not None and math.isclose(got, want, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+        detail = "equal within tolerance" if ok else f"{answer!r} is not {want}"
+        return Verdict(ok, self.kind, _sha(str(want)), time.perf_counter() - started, detail)
+
+
+class CallableVerifier(Verifier):
+    """Wraps ``function(question, answer, method) -> bool``."""
+
+    def __init__(self, function: Callable[[str, str, Optional[str]], bool], name: str = "") -> None:
+        self.function = function
+        self.kind = f"callable:{name or getattr(function, '__name__', 'verifier')}"
+
+    def check(self, question, answer, method) -> Verdict:
+        started = time.perf_counter()
+        try:
+            ok = bool(self.function(question, answer, method))
+        except Exception as exc:
+            return Verdict(False, self.kind, _sha(repr(exc)), time.perf_counter() - started, f"raised {exc!r}")
+        return Verdict(ok, self.kind, _sha(str(ok)), time.perf_counter() - started, "accepted" if ok else "rejected")
+
+
+def _world_executable(path: str) -> bool:
+    """Whether any user may run ``path`` (every folder above it searchable)."""
+    import stat
+
+    real = os.path.realpath(path)
+    try:
+        if not os.stat(real).st_mode & stat.S_IXOTH:
+            return False
+        folder = os.path.dirname(real)
+        while folder and folder != os.path.dirname(folder):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return False
+            folder = os.path.dirname(folder)
+    except OSError:
+        return False
+    return True
+
+
+def sandbox_python() -> str:
+    """The interpreter for method code: ours, or a system one the unprivileged user can run."""
+    if os.geteuid() != 0:
+        return sys.executable
+    for candidate in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
+        if candidate and _world_executable(candidate):
+            return os.path.realpath(candidate)
+    raise ConfigError("no Python interpreter is executable by the sandbox user (nobody)")
+
+
+_SANDBOX_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+_NOBODY = 65534
+
+
+def _limit_child(cpu_s: int, memory_bytes: int, max_processes: int, max_file_bytes: int) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child between fork and exec
+        import resource
+
+        os.setsid()
+        if os.geteuid() == 0:
+            # Cut the network (a fresh network namespace) and drop to an unprivileged user,
+            # under which the process-count limit holds.
+            try:
+                import ctypes
+
+                ctypes.CDLL(None, use_errno=True).unshare(0x40000000)  # CLONE_NEWNET
+            except Exception:
+                pass
+            os.setgroups([])
+            os.setgid(_NOBODY)
+            os.setuid(_NOBODY)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+class PythonVerifier(Verifier):
+    """Runs the method code in a sandboxed subprocess; its last printed line must equal the answer."""
+
+    kind = "python"
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 10.0,
+        cpu_s: int = 5,
+        memory_mb: int = 512,
+        max_processes: int = 16,
+        max_output_bytes: int = 65536,
+    ) -> None:
+        self.timeout_s, self.cpu_s, self.memory_mb = timeout_s, cpu_s, memory_mb
+        self.max_processes, self.max_output_bytes = max_processes, max_output_bytes
+
+    def run(self, code: str) -> tuple[int, str, str, float]:
+        """Run ``code``; return ``(returncode, stdout, stderr, seconds)``. -9 means killed."""
+        with tempfile.TemporaryDirectory(prefix="skillgraft-verify-") as folder:
+            os.chmod(folder, 0o777)
+            script = os.path.join(folder, "method.py")
+            with open(script, "w", encoding="utf-8") as handle:
+                handle.write(code)
+            os.chmod(script, 0o644)
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                [sandbox_python(), "-I", "-S", script],
+                cwd=folder,
+                env=_SANDBOX_ENV,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=_limit_child(self.cpu_s, self.memory_mb << 20, self.max_processes, 1 << 24),
+            )
+            try:
+                out, err = process.communicate(timeout=self.timeout_s)
+                code_ = process.returncode
+            except subprocess.TimeoutExpired:
+                self._kill_group(process)
+                out, err = process.communicate()
+                code_ = -9
+                err = err + f"\nwall time limit of {self.timeout_s}s exceeded".encode()
+            finally:
+                self._kill_group(process)
+            seconds = time.perf_counter() - started
+        decode = lambda b: b[: self.max_output_bytes].decode("utf-8", "replace")  # noqa: E731
+        return code_, decode(out), decode(err), seconds
+
+    @staticmethod
+    def _kill_group(process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def check(self, question, answer, method) -> Verdict:
+        if not method or not method.strip():
+            raise InputError("the python verifier needs method code to run")
+        returncode, out, err, seconds = self.run(method)
+        lines = [line.strip() for line in out.strip().splitlines() if line.strip()]
+        printed = lines[-1] if lines else ""
+        if returncode != 0:
+            last = (err.strip().splitlines() or ["no error output"])[-1]
+            reason = "killed (time or resource limit)" if returncode < 0 else f"exit code {returncode}"
+            return Verdict(False, self.kind, _sha(out + err), seconds, f"method failed: {reason}: {last}")
+        ok = answers_match(answer, printed)
+        detail = f"method printed {printed!r}" + ("" if ok else f", not {answer!r}")
+        return Verdict(ok, self.kind, _sha(out), seconds, detail)
+
+
+def make_verifier(spec, expected: Optional[str] = None) -> Verifier:
+    """A verifier from a name (``python``, ``exact``, ``numeric``), an instance or a callable.
+
+    For ``exact`` and ``numeric`` given by name, ``expected`` is the ground truth.
+    """
+    if isinstance(spec, Verifier):
+        return spec
+    if spec == "python":
+        return PythonVerifier()
+    if spec == "exact":
+        return ExactVerifier(expected)
+    if spec == "numeric":
+        return NumericVerifier(expected)
+    if callable(spec):
+        return CallableVerifier(spec)
+    if spec is None:
+        raise InputError("a verifier is required: unverified solutions are never stored")
+    raise ConfigError(f"unknown verifier {spec!r}: use python, exact, numeric or a callable")
+
+
+def solution_text(question: str, answer: str, method: Optional[str]) -> str:
+    """The text a solution block captures."""
+    text = f"Verified solution.\nQuestion: {question}\nAnswer: {answer}"
+    if method:
+        text += f"\nMethod:\n{method.strip()}"
+    return text
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def extract_answer(text: str) -> str:
+    """The last number in ``text``, or its first line when it has none."""
+    numbers = _NUMBER.findall(text)
+    if numbers:
+        return numbers[-1].replace(",", "").rstrip(".")
+    return (text.strip().splitlines() or [""])[0].strip()
+
+
+@dataclass
+class SolveResult:
+    """What :func:`solve` did, stage by stage."""
+
+    answer: Optional[str]
+    verified: bool
+    decision: str
+    block_id: Optional[str]
+    stages: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+Solver = Callable[[str], tuple[str, Optional[str]]]
+
+
+def solve(
+    memory: "SkillMemory",
+    problem: str,
+    verifier,
+    *,
+    samples: int = 4,
+    max_tokens: int = 96,
+    solver: Optional[Solver] = None,
+    seed: int = 0,
+) -> SolveResult:
+    """Base attempt → gate → best-of-n sampling (seeded) → caller's solver; verify, deposit, answer.
+
+    ``verifier`` judges a candidate answer (``method`` is the candidate's text, or the
+    solver's method code). The first verified candidate is deposited.
+    """
+    check = make_verifier(verifier)
+    result = SolveResult(None, False, "unsolved", None)
+    recall = memory.recall(problem)
+    if recall.decision == "exact":
+        result.stages.append({"stage": "exact", "decoded_tokens": 0})
+        result.answer, result.verified, result.decision, result.block_id = recall.block.answer, True, "exact", recall.block.id
+        return result
+
+    def attempt(stage: str, answer: str, method: Optional[str], tokens: int, seed_: Optional[int] = None) -> bool:
+        verdict = check.check(problem, answer, method) if answer else Verdict(False, check.kind, _sha(""), 0.0, "no answer")
+        result.stages.append(
+            {"stage": stage, "seed": seed_, "answer": answer, "decoded_tokens": tokens, "verified": verdict.ok, "detail": verdict.detail}
+        )
+        if verdict.ok:
+            block = memory.add_solution(problem, answer, method=method, verifier=_Accepted(verdict))
+            result.answer, result.verified, result.decision, result.block_id = answer, True, stage, block.id
+        return verdict.ok
+
+    def attempts():
+        base = memory.generate(problem, max_tokens=max_tokens, recall=recall)
+        yield "base", extract_answer(base.text), base.text, base.decoded_tokens, None
+        for i in range(samples):
+            sample = memory.generate(
+                problem, max_tokens=max_tokens, temperature=0.8, seed=seed + i, recall=recall, gate=False
+            )
+            yield "best-of-n", extract_answer(sample.text), sample.text, sample.decoded_tokens, seed + i
+        if solver is not None:
+            answer, method = solver(problem)
+            yield "solver", str(answer).strip(), method, 0, None
+
+    for stage, answer, method, tokens, seed_ in attempts():
+        if attempt(stage, answer, method, tokens, seed_):
+            break
+    memory.store.log("solve", decision=result.decision, block_id=result.block_id, detail={"stages": result.stages})
+    return result
+
+
+class _Accepted(Verifier):
+    """Re-uses a verdict already reached, so a candidate is not verified twice."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict, self.kind = verdict, verdict.verifier
+
+    def check(self, question, answer, method) -> Verdict:
+        return self.verdict

