@@ -80,12 +80,51 @@ model_option = click.option(
 @click.group(cls=SkillgraftGroup)
 @click.version_option(package_name="skillgraft")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-def cli(debug: bool) -> None:
+@click.option(
+    "--home",
+    envvar="SKILLGRAFT_HOME",
+    type=click.Path(file_okay=False),
+    help="Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft).",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, home: Optional[str]) -> None:
     """skillgraft: a verified memory of skills for a frozen local language model.
 
     Skill manuals and verified solutions are prefilled once, their KV state is captured
     byte-exactly into block files and grafted back into fresh contexts on demand.
     """
+    ctx.obj = {"home": home}
+
+
+def open_memory(ctx: click.Context, model: Optional[str] = None):
+    """The SkillMemory of the store the group options name, closed with the command."""
+    from .memory import SkillMemory
+
+    memory = SkillMemory.open(ctx.obj.get("home"), model=model)
+    ctx.call_on_close(memory.close)
+    return memory
+
+
+def open_store(ctx: click.Context):
+    from .config import default_home
+    from .store import BlockStore
+
+    store = BlockStore(ctx.obj.get("home") or default_home())
+    ctx.call_on_close(store.close)
+    return store
+
+
+def read_text_file(path: str, what: str) -> str:
+    from .errors import InputError
+
+    try:
+        data = open(path, "rb").read()
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
 
 
 @cli.command()
@@ -164,3 +203,223 @@ def _render_demo(report: dict) -> str:
         lines.append(f"{step['name']:{width}}  {'yes' if step['ok'] else 'NO ':3}  {step['summary']}")
     lines.append(f"ok: {str(report['ok']).lower()}")
     return "\n".join(lines)
+
+
+# -- the store ------------------------------------------------------------------------------
+
+
+@cli.command("add-manual")
+@click.argument("name")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--example", "-e", "examples", multiple=True, help="An example query that should reach this manual.")
+@click.option("--description", "-d", default="", help="One sentence saying what the skill is for.")
+@model_option
+@json_option
+@click.pass_context
+def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
+    """Capture the skill manual in FILE as a block named NAME.
+
+    The manual is prefilled once and its KV state stored; NAME, the description and
+    every --example become routing keys. Use - as FILE to read standard input.
+    """
+    text = click.get_text_stream("stdin").read() if file == "-" else read_text_file(file, "manual")
+    memory = open_memory(ctx, model)
+    with progress_bar(f"capture {name}", not as_json) as progress:
+        block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
+    emit(
+        {"block_id": block.id, "name": block.name, "tokens": block.n_tokens, "bytes": block.n_bytes, "sha256": block.sha256},
+        as_json,
+    )
+
+
+@cli.command("list")
+@click.option("--kind", type=click.Choice(["manual", "solution"]), help="Only blocks of this kind.")
+@json_option
+@click.pass_context
+def list_blocks(ctx, kind, as_json) -> None:
+    """List the blocks in the store."""
+    rows = [b.summary() for b in open_store(ctx).blocks(kind=kind)]
+    emit(
+        {"rows": rows},
+        as_json,
+        lambda d: "\n".join(
+            f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}" for r in d["rows"]
+        )
+        or "(the store is empty)",
+    )
+
+
+@cli.command()
+@click.argument("ref")
+@json_option
+@click.pass_context
+def show(ctx, ref, as_json) -> None:
+    """Show one block (by id, id prefix or name) and its routing keys."""
+    store = open_store(ctx)
+    block = store.get(ref)
+    keys = [{"kind": k["kind"], "text": k["text"]} for k in store.routing_keys(block.id)]
+    emit({**block.summary(), "routing_keys": keys}, as_json)
+
+
+@cli.command()
+@click.argument("ref")
+@json_option
+@click.pass_context
+def rm(ctx, ref, as_json) -> None:
+    """Remove a block (by id, id prefix or name): its row, routing keys and file."""
+    block = open_store(ctx).remove(ref)
+    emit({"removed": block.id, "name": block.name}, as_json)
+
+
+@cli.command()
+@click.option("--repair", is_flag=True, help="Settle what is wrong: quarantine, re-capture, clean up.")
+@model_option
+@json_option
+@click.pass_context
+def check(ctx, repair, model, as_json) -> None:
+    """Verify every block file against the catalog (size and SHA-256).
+
+    With --repair: corrupt files go to quarantine/, blocks are re-captured from their
+    stored source text when the runtime matches (byte-identical), temp files of
+    interrupted writes are deleted and files without a catalog row are quarantined.
+    """
+    report = open_memory(ctx, model).check(repair=repair)
+    emit(report, as_json, _render_check)
+    if not report["ok"]:
+        sys.exit(1)
+
+
+def _render_check(report: dict) -> str:
+    lines = [f"{report['blocks']} blocks, {'ok' if report['ok'] else 'problems found'}"]
+    for item in report["repaired"]:
+        lines.append(f"repaired  {item.get('block_id') or item.get('file')}: {item['problem']} -> {item['action']}")
+    for item in report["problems"]:
+        lines.append(f"problem   {item.get('block_id') or item.get('file')}: {item['problem']}")
+    return "\n".join(lines)
+
+
+@cli.command("export")
+@click.argument("path", type=click.Path(dir_okay=False))
+@json_option
+@click.pass_context
+def export_command(ctx, path, as_json) -> None:
+    """Write every healthy block to a portable bundle (a tar file) at PATH."""
+    from .bundles import export_bundle
+
+    with progress_bar("export", not as_json) as progress:
+        report = export_bundle(open_store(ctx), path, progress)
+    emit(report, as_json)
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+@click.option("--allow-foreign", is_flag=True, help="Also keep blocks captured under another runtime.")
+@model_option
+@json_option
+@click.pass_context
+def import_command(ctx, path, allow_foreign, model, as_json) -> None:
+    """Verify and import a bundle: every SHA-256 checked, unsafe entries refused."""
+    from .bundles import import_bundle
+
+    memory = open_memory(ctx, model)
+    with progress_bar("import", not as_json) as progress:
+        report = import_bundle(memory.store, path, memory.engine.fingerprint, allow_foreign=allow_foreign, progress=progress)
+    emit(report, as_json, lambda d: f"imported {d['blocks']} blocks, skipped {len(d['skipped'])}")
+
+
+# -- routing and generation -----------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("query")
+@json_option
+@click.pass_context
+def route(ctx, query, as_json) -> None:
+    """The routing decision for QUERY: graft one block, or abstain and say why."""
+    emit(open_memory(ctx).route(query).as_dict(), as_json)
+
+
+@cli.command()
+@click.option("--in", "in_file", required=True, type=click.Path(dir_okay=False), help="In-domain queries: QUERY<TAB>BLOCK per line.")
+@click.option("--ood", "ood_file", required=True, type=click.Path(dir_okay=False), help="Out-of-domain queries, one per line.")
+@click.option("--max-false-accept", type=click.FloatRange(0, 1), help="Cap on the out-of-domain accept rate.")
+@json_option
+@click.pass_context
+def calibrate(ctx, in_file, ood_file, max_false_accept, as_json) -> None:
+    """Choose and store the abstain threshold from labelled queries."""
+    from .errors import InputError
+
+    in_domain = []
+    for number, line in enumerate(read_text_file(in_file, "in-domain file").splitlines(), 1):
+        if line.strip():
+            query, tab, block = line.rpartition("\t")
+            if not tab or not query.strip():
+                raise InputError(f"{in_file} line {number}: expected QUERY<TAB>BLOCK")
+            in_domain.append((query.strip(), block.strip()))
+    ood = [line.strip() for line in read_text_file(ood_file, "out-of-domain file").splitlines() if line.strip()]
+    emit(open_memory(ctx).calibrate(in_domain, ood, max_false_accept=max_false_accept), as_json)
+
+
+@cli.command("add-solution")
+@click.option("--question", "-q", required=True, help="The question the solution answers.")
+@click.option("--answer", "-a", required=True, help="The answer to deposit.")
+@click.option("--method", type=click.Path(dir_okay=False), help="File with the method (python code for --verify python).")
+@click.option("--verify", "verifier", required=True, type=click.Choice(["python", "exact", "numeric"]), help="How to verify.")
+@click.option("--expected", help="Ground truth for --verify exact or numeric.")
+@model_option
+@json_option
+@click.pass_context
+def add_solution(ctx, question, answer, method, verifier, expected, model, as_json) -> None:
+    """Verify a solution and deposit it; a failing one is refused and nothing is stored."""
+    code = read_text_file(method, "method") if method else None
+    block = open_memory(ctx, model).add_solution(question, answer, method=code, verifier=verifier, expected=expected)
+    emit({"block_id": block.id, "verified": True, "verifier": block.verifier, "question": block.question}, as_json)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--max-tokens", default=128, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--voice", is_flag=True, help="On an exact hit, let the model voice the verified answer (<= 8 tokens).")
+@click.option("--no-gate", is_flag=True, help="Keep a grafted answer even when it is not confident.")
+@model_option
+@json_option
+@click.pass_context
+def ask(ctx, query, max_tokens, voice, no_gate, model, as_json) -> None:
+    """Recall, then generate: the verified answer, a grafted block, or plain generation."""
+    result = open_memory(ctx, model).generate(query, max_tokens=max_tokens, voice=voice, gate=not no_gate)
+    emit(result.as_dict(), as_json, lambda d: f"{d['text']}\n\n[{d['decision']}] {d['recall']['reason']}")
+
+
+@cli.command()
+@click.argument("problem")
+@click.option("--verify", "verifier", required=True, type=click.Choice(["exact", "numeric"]), help="Ground-truth check.")
+@click.option("--expected", required=True, help="The ground truth the verifier compares with.")
+@click.option("--samples", default=4, show_default=True, type=click.IntRange(0, 64), help="Best-of-n samples after the base attempt.")
+@model_option
+@json_option
+@click.pass_context
+def solve(ctx, problem, verifier, expected, samples, model, as_json) -> None:
+    """The flywheel: base attempt, then best-of-n; the first verified answer is deposited."""
+    from .flywheel import make_verifier, solve as run_solve
+
+    result = run_solve(open_memory(ctx, model), problem, make_verifier(verifier, expected), samples=samples)
+    emit(result.as_dict(), as_json)
+    if not result.verified:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
+@json_option
+@click.pass_context
+def ledger(ctx, limit, as_json) -> None:
+    """The latest ledger rows: every recall, generation, deposit and solve."""
+    rows = open_store(ctx).ledger(limit)
+    emit(
+        {"rows": rows},
+        as_json,
+        lambda d: "\n".join(
+            f"{r['at']}  {r['event']:8} {r['decision'] or '':8} {r['block_id'] or '-':16} tokens {r['decoded_tokens'] or 0}"
+            for r in d["rows"]
+        ),
+    )

@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
@@ -39,6 +39,7 @@ _native_logger = logging.getLogger("skillgraft.llama_cpp")
 
 _GGML_TYPES = {"f32": 0, "f16": 1, "q8_0": 8}
 _KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32}
+Progress = Optional[Callable[[int, int], None]]
 SEQ = 0  # the one sequence every engine uses
 # llama.cpp's built-in chat templates, for GGUFs that carry none.
 _BUILTIN_TEMPLATES = {"gemma": b"gemma", "llama": b"llama3", "phi": b"phi3"}
@@ -353,7 +354,7 @@ class Engine:
         if n_tokens > self.n_ctx:
             raise ContextOverflowError(n_tokens, self.n_ctx, what)
 
-    def _decode(self, tokens: Sequence[int], start: int) -> None:
+    def _decode(self, tokens: Sequence[int], start: int, progress: Progress = None) -> None:
         """Decode ``tokens`` at positions ``start...`` in n_batch chunks; logits for the last one."""
         n_batch = self.settings.n_batch
         batch = self._batch
@@ -372,6 +373,8 @@ class Engine:
             if rc != 0:
                 self.reset()
                 raise EngineError(f"llama_decode failed with code {rc} at position {start + offset}")
+            if progress:
+                progress(offset + len(chunk), len(tokens))
         self.n_past = start + len(tokens)
         self._has_logits = True
 
@@ -383,14 +386,14 @@ class Engine:
         self._require_fits(self.n_past + len(tokens), "context plus query")
         self._decode(tokens, self.n_past)
 
-    def prefill(self, tokens: Sequence[int]) -> None:
-        """Reset and decode ``tokens`` at ``[0, len)``."""
+    def prefill(self, tokens: Sequence[int], progress: Progress = None) -> None:
+        """Reset and decode ``tokens`` at ``[0, len)``; ``progress(done, total)`` per chunk."""
         tokens = list(tokens)
         if not tokens:
             raise InputError("nothing to prefill: the text has no tokens")
         self._require_fits(len(tokens))
         self.reset()
-        self._decode(tokens, 0)
+        self._decode(tokens, 0, progress)
 
     def logits(self) -> np.ndarray:
         """A float32 copy of the logits of the last decoded token."""
@@ -405,14 +408,14 @@ class Engine:
 
     # -- capture and graft -----------------------------------------------------------------
 
-    def capture(self, source: Union[str, Sequence[int]]) -> KVState:
+    def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
         """Prefill ``source`` (text or token ids) and capture the KV state of seq 0."""
         tokens = self.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
         if not tokens:
             raise InputError("cannot capture an empty text")
         self._require_fits(len(tokens) + 1, "text plus one query token")
         started = time.perf_counter()
-        self.prefill(tokens)
+        self.prefill(tokens, progress)
         payload = self.save_state()
         elapsed = time.perf_counter() - started
         return KVState(tuple(tokens), payload, sha256_hex(payload), self.fingerprint, elapsed)

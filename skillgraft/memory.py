@@ -126,24 +126,29 @@ class SkillMemory:
         prefix, _ = self.engine.chat_split(system_text)
         return self.engine.tokenize(prefix)
 
-    def _capture(self, name: str, kind: str, text: str, description: str, solution: Optional[dict]) -> Block:
+    def _capture(
+        self, name: str, kind: str, text: str, description: str, solution: Optional[dict], progress=None
+    ) -> Block:
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{kind} {name!r} has no text")
         tokens = self._prefix_tokens(text)
         existing = self.store.find_same(tokens, self.engine.fingerprint.id)
         if existing is not None and existing.status == "ok":
             return existing
-        state = self.engine.capture(tokens)
+        state = self.engine.capture(tokens, progress)
         block, _ = self.store.put(state, name=name, kind=kind, source=text, description=description, solution=solution)
         return block
 
     def add_manual(
-        self, name: str, text: str, *, examples: Sequence[str] = (), description: str = ""
+        self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None
     ) -> Block:
-        """Capture a skill manual as a block and make it routable by name, description and examples."""
+        """Capture a skill manual as a block and make it routable by name, description and examples.
+
+        ``progress(done, total)`` is called as the manual's tokens are prefilled.
+        """
         if not isinstance(name, str) or not name.strip():
             raise InputError("a manual needs a non-empty name")
-        block = self._capture(name.strip(), "manual", text, description, None)
+        block = self._capture(name.strip(), "manual", text, description, None, progress)
         self.router.add_keys(block, [block.name.replace("-", " ").replace("_", " ")], kind="name")
         if description:
             self.router.add_keys(block, [description], kind="description")

@@ -125,6 +125,10 @@ def clean_query(query) -> str:
             raise InputError(f"the query is not valid UTF-8 (byte {exc.start})") from None
     if not isinstance(query, str):
         raise InputError(f"the query must be text, got {type(query).__name__}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"the query is not valid UTF-8 (character {exc.start})") from None
     query = query.strip()
     if not query:
         raise InputError("the query is empty")
