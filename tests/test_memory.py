@@ -1,0 +1,101 @@
+import pytest
+
+from skillgraft.errors import ConflictError, InputError, VerificationError
+from skillgraft.flywheel import ExactVerifier, NumericVerifier, solve
+from skillgraft.memory import normalize_question
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [("What is 1,000 + 2.50?", "what is 1000+2.5"), ("How  do I squash commits?!", "how do i squash commits"),
+     ("What is 17 * 23?", "what is 17*23")],
+)
+def test_normalization_folds_form_not_meaning(a, b):
+    assert normalize_question(a) == normalize_question(b)
+
+
+def test_normalization_keeps_operators():
+    assert normalize_question("what is 17+23") != normalize_question("what is 17*23")
+
+
+def test_exact_hit_answers_with_zero_decoded_tokens_and_is_logged(stocked):
+    result = stocked.generate("  what is 17*23 ")
+    assert (result.decision, result.text, result.decoded_tokens) == ("exact", "391", 0)
+    voiced = stocked.generate("What is 17 * 23?", voice=True)
+    assert voiced.decision == "exact" and 1 <= voiced.decoded_tokens <= 8
+    rows = stocked.store.ledger(2)
+    assert rows[0]["event"] == "generate" and rows[0]["decision"] == "exact" and rows[0]["decoded_tokens"] == voiced.decoded_tokens
+
+
+def test_graft_avoids_the_block_prefill_and_ledger_shows_it(stocked):
+    result = stocked.generate("how do I squash my last commits?", max_tokens=12)
+    block = stocked.store.get("git-squash")
+    assert result.recall.decision == "graft"
+    if result.decision == "graft":
+        assert result.prefill_tokens_avoided == block.n_tokens and result.block_id == block.id
+        assert result.gate["confident"] and result.text
+    row = stocked.store.ledger(1)[0]
+    assert row["decision"] == result.decision and row["prefill_tokens_avoided"] == result.prefill_tokens_avoided
+
+
+def test_graft_output_equals_a_fresh_prefill_of_the_same_tokens(stocked):
+    engine = stocked.engine
+    block = stocked.store.get("git-squash")
+    result = stocked.generate("how do I squash my last commits?", max_tokens=8, gate=False)
+    _, turn = engine.chat_split(block.source, "how do I squash my last commits?")
+    engine.prefill(list(block.tokens) + engine.tokenize(turn, add_bos=False))
+    fresh = [s.token for s in engine.generate(8)]
+    assert [s.token for s in result.steps] == fresh
+
+
+def test_unconfident_graft_falls_back_and_says_so(stocked):
+    stocked.store.set_setting("gate.mean_logprob", "-0.0001")
+    result = stocked.generate("how do I squash my last commits?", max_tokens=8)
+    assert result.decision == "abstain" and result.gate["fell_back"] is True
+    assert "not confident" in result.gate["reason"]
+
+
+def test_off_topic_query_abstains(stocked):
+    result = stocked.generate("Who painted the Mona Lisa?", max_tokens=8)
+    assert result.decision == "abstain" and result.block_id is None and result.prefill_tokens_avoided == 0
+
+
+def test_wrong_answer_is_refused_and_nothing_stored(memory):
+    with pytest.raises(VerificationError, match="printed '391'"):
+        memory.add_solution("What is 17 * 23?", "392", method="print(17 * 23)", verifier="python")
+    with pytest.raises(VerificationError):
+        memory.add_solution("Capital of France?", "Lyon", verifier=ExactVerifier("Paris"))
+    with pytest.raises(VerificationError):
+        memory.add_solution("Half of 3?", "1.6", verifier=NumericVerifier(1.5))
+    with pytest.raises(VerificationError):
+        memory.add_solution("Is it ok?", "yes", verifier=lambda q, a, m: False)
+    assert len(memory.store) == 0
+
+
+def test_verifier_is_required_and_ground_truth_too(memory):
+    with pytest.raises(InputError, match="verifier is required"):
+        memory.add_solution("What is 2+2?", "4")
+    with pytest.raises(InputError, match="expected"):
+        memory.add_solution("What is 2+2?", "4", verifier="exact")
+
+
+def test_conflicting_answer_is_an_error_not_an_overwrite(stocked):
+    with pytest.raises(ConflictError, match="391"):
+        stocked.add_solution("what is 17*23", "400", verifier=lambda q, a, m: True)
+    assert stocked.generate("What is 17 * 23?").text == "391"
+
+
+def test_solve_deposits_the_solvers_verified_answer_then_answers_by_lookup(memory):
+    problem = "What is the sum of the first 100 positive integers?"
+    result = solve(memory, problem, NumericVerifier(5050), samples=1, max_tokens=16,
+                   solver=lambda p: ("5050", "print(sum(range(1, 101)))"))
+    assert result.verified and result.answer == "5050"
+    assert [s["stage"] for s in result.stages][:2] == ["base", "best-of-n"]
+    again = solve(memory, problem, NumericVerifier(5050))
+    assert again.decision == "exact" and again.stages == [{"stage": "exact", "decoded_tokens": 0}]
+    assert memory.store.ledger(1)[0]["event"] in {"solve", "recall"}
+
+
+def test_solve_without_a_verified_answer_stores_nothing(memory):
+    result = solve(memory, "What is 123456 * 654321?", NumericVerifier(123456 * 654321), samples=1, max_tokens=8)
+    assert not result.verified and len(memory.store) == 0

@@ -1,0 +1,90 @@
+import pytest
+
+from skillgraft.errors import InputError
+from skillgraft.router import DEFAULT_THRESHOLD, Embedder, Router, wilson_interval
+
+
+def test_empty_store_abstains_saying_so(memory):
+    recall = memory.route("how do I squash commits?")
+    assert recall.decision == "abstain" and "empty" in recall.reason
+
+
+def test_routes_to_the_right_block_and_abstains_out_of_domain(stocked):
+    recall = stocked.route("I want to merge my last three commits into a single one")
+    assert recall.decision == "graft" and recall.block.name == "git-squash"
+    assert recall.score >= recall.threshold == DEFAULT_THRESHOLD
+    assert stocked.route("bread came out flat, what went wrong with my loaf?").block.name == "sourdough"
+    off = stocked.route("Who won the football world cup in 1998?")
+    assert off.decision == "abstain" and off.block is None
+    assert "< threshold" in off.reason and "out of domain" in off.reason
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t", b"\xff\xfe bad bytes", "bad \udcff surrogate", 42])
+def test_bad_queries_are_input_errors(stocked, query):
+    with pytest.raises(InputError):
+        stocked.route(query)
+
+
+def test_a_ten_thousand_word_query_still_routes(stocked):
+    recall = stocked.route("squash my git commits please " * 2000)
+    assert recall.decision in {"graft", "abstain"}
+
+
+class CountingEmbedder(Embedder):
+    def __init__(self, inner):
+        super().__init__(inner.name)
+        self._model = inner._load()
+        self.encoded = 0
+
+    def encode(self, texts, batch_size=64):
+        self.encoded += len(texts)
+        return super().encode(texts, batch_size)
+
+
+def test_reopening_a_store_re_embeds_nothing(stocked, embedder):
+    counting = CountingEmbedder(embedder)
+    router = Router(stocked.store, counting)
+    assert router.route("squash commits").block.name == "git-squash"
+    assert counting.encoded == 1  # the query only
+
+
+def test_keys_of_another_embedder_are_re_embedded(stocked, embedder):
+    stocked.store.db.execute("UPDATE routing_keys SET embedder = 'some-other-model'")
+    counting = CountingEmbedder(embedder)
+    router = Router(stocked.store, counting)
+    assert router.route("squash commits").block.name == "git-squash"
+    keys = stocked.store.routing_keys()
+    assert counting.encoded == len(keys) + 1
+    assert {k["embedder"] for k in keys} == {embedder.name}
+
+
+def test_index_follows_the_catalog(stocked):
+    assert stocked.route("how do I water a fern?").decision == "abstain"
+    stocked.add_manual("ferns", "Skill manual: ferns like moist soil and indirect light.", examples=["how do I water a fern?"])
+    assert stocked.route("how do I water a fern?").block.name == "ferns"
+    stocked.store.remove("ferns")
+    assert stocked.route("how do I water a fern?").decision == "abstain"
+
+
+def test_calibration_stores_a_threshold_and_reports_rates(stocked):
+    in_domain = [("squash the last two commits", "git-squash"), ("sourdough starter feeding", "sourdough"),
+                 ("combine my commits", "git-squash"), ("dense loaf of bread", "sourdough")]
+    ood = ["what's the weather tomorrow", "book me a flight to Rome", "tell me a joke", "who is the president of France"]
+    report = stocked.calibrate(in_domain, ood)
+    for key in ("threshold", "false_accept", "false_abstain", "false_accept_ci95", "false_abstain_ci95", "in_scope_accuracy"):
+        assert key in report
+    assert stocked.router.threshold == report["threshold"]
+    assert report["false_accept"] == 0.0 and report["in_scope_accuracy"] == 1.0
+
+
+def test_calibration_needs_out_of_domain_examples_and_known_blocks(stocked):
+    with pytest.raises(InputError, match="out-of-domain"):
+        stocked.calibrate([("squash", "git-squash")], [])
+    with pytest.raises(InputError, match="unknown block"):
+        stocked.calibrate([("squash", "no-such")], ["weather"])
+
+
+def test_wilson_interval():
+    assert wilson_interval(0, 0) == [0.0, 1.0]
+    low, high = wilson_interval(5, 100)
+    assert 0.02 < low < 0.05 < high < 0.12
