@@ -3,24 +3,33 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+ADAPTER := adapters/langchain
 
-.PHONY: install demo test clean
+.PHONY: install demo test docs bench clean
 
 install: $(STAMP)
 
 # Reinstall only when the packaging changes. CPU torch goes in first, or pip pulls a CUDA build.
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml $(wildcard $(ADAPTER)/pyproject.toml) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[models,dev,docs]'
+	if [ -f $(ADAPTER)/pyproject.toml ]; then $(BIN)/pip install --quiet -e '$(ADAPTER)[test]'; fi
 	touch $(STAMP)
 
 demo: install
 	$(BIN)/skillgraft demo
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+
+docs: install
+	$(BIN)/mkdocs build --strict
+
+bench: install
+	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json > docs/data/bench_graft.json
+	$(BIN)/skillgraft bench route --keys 1000,10000 --json > docs/data/bench_route.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info site

@@ -4,8 +4,9 @@ Skill manuals and verified solutions are prefilled once; their KV state is captu
 byte-exactly into block files and grafted back into fresh contexts at their own position.
 """
 
+from .blocks import Block
 from .config import EngineSettings
-from .engine import Engine, KVState
+from .engine import Engine, KVState, TokenStep
 from .errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -23,26 +24,54 @@ from .errors import (
     VerificationError,
 )
 from .fingerprint import RuntimeFingerprint
+from .flywheel import (
+    CallableVerifier,
+    ExactVerifier,
+    NumericVerifier,
+    PythonVerifier,
+    SolveResult,
+    Verdict,
+    Verifier,
+    solve,
+)
+from .memory import Generation, SkillMemory
+from .router import Embedder, Recall
+from .store import BlockStore
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Block",
     "BlockIntegrityError",
     "BlockNotFoundError",
+    "BlockStore",
     "BundleError",
+    "CallableVerifier",
     "ConfigError",
     "ConflictError",
     "ContextOverflowError",
+    "Embedder",
     "Engine",
     "EngineError",
     "EngineSettings",
+    "ExactVerifier",
     "FingerprintMismatchError",
+    "Generation",
     "InputError",
     "KVState",
     "ModelNotFoundError",
+    "NumericVerifier",
+    "PythonVerifier",
+    "Recall",
     "RouterError",
     "RuntimeFingerprint",
+    "SkillMemory",
     "SkillgraftError",
+    "SolveResult",
     "StoreError",
+    "TokenStep",
+    "Verdict",
     "VerificationError",
+    "Verifier",
+    "solve",
 ]
