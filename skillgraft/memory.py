@@ -16,7 +16,7 @@ import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 from .blocks import Block
 from .config import EngineSettings, default_home, default_model
@@ -317,6 +317,37 @@ class SkillMemory:
         timings = {**timings, "plain_prefill_s": prefilled - started, "plain_generate_s": time.perf_counter() - prefilled}
         text = "".join(s.piece for s in steps).strip()
         return Generation(text, decision, None, len(steps), 0, timings, recall, steps=steps)
+
+    def chat(
+        self,
+        messages: Sequence[tuple[str, str]],
+        *,
+        block: Union[Block, str, None] = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> Iterator[TokenStep]:
+        """Stream tokens after a chat of ``[(role, content), ...]``.
+
+        With ``block`` (a :class:`Block`, id or name) the block's state is restored at its
+        own position as the leading system turn and only the chat after it is prefilled;
+        otherwise the whole chat is prefilled.
+        """
+        if not messages:
+            raise InputError("the chat has no messages")
+        engine = self.engine
+        if block is None:
+            engine.prefill(engine.tokenize(engine.chat_prompt(list(messages))))
+        else:
+            block = block if isinstance(block, Block) else self.store.get(block)
+            prefix, _ = engine.chat_split(block.source)
+            rendered = engine.chat_prompt([("system", block.source), *messages])
+            if not rendered.startswith(prefix):
+                raise InputError(f"block {block.id} cannot lead this chat: the template reorders the system turn")
+            loaded = self.store.load_state(block)
+            engine.restore(loaded.state, block.id, verify_hash=False)
+            engine.append(engine.tokenize(rendered[len(prefix):], add_bos=False))
+        yield from engine.generate(max_tokens, temperature=temperature, seed=seed)
 
     def confidence(self, steps: Sequence[TokenStep]) -> dict:
         """Mean log-probability of the first generated tokens against the gate threshold."""

@@ -99,3 +99,16 @@ def test_solve_deposits_the_solvers_verified_answer_then_answers_by_lookup(memor
 def test_solve_without_a_verified_answer_stores_nothing(memory):
     result = solve(memory, "What is 123456 * 654321?", NumericVerifier(123456 * 654321), samples=1, max_tokens=8)
     assert not result.verified and len(memory.store) == 0
+
+
+def test_chat_with_a_block_equals_a_fresh_prefill_of_the_same_chat(stocked):
+    engine = stocked.engine
+    block = stocked.store.get("git-squash")
+    messages = [("user", "hi"), ("assistant", "Hello!"), ("user", "how do I squash commits?")]
+    grafted = [s.token for s in stocked.chat(messages, block="git-squash", max_tokens=6)]
+    prefix, _ = engine.chat_split(block.source)
+    rendered = engine.chat_prompt([("system", block.source), *messages])
+    engine.prefill(list(block.tokens) + engine.tokenize(rendered[len(prefix):], add_bos=False))
+    assert grafted == [s.token for s in engine.generate(6)]
+    plain = list(stocked.chat([("user", "hi")], max_tokens=3))
+    assert 1 <= len(plain) <= 3
