@@ -423,3 +423,68 @@ def ledger(ctx, limit, as_json) -> None:
             for r in d["rows"]
         ),
     )
+
+
+# -- benchmarks -----------------------------------------------------------------------------
+
+
+def _int_list(value: str) -> list[int]:
+    try:
+        numbers = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not numbers or min(numbers) <= 0:
+        raise click.BadParameter("sizes must be positive")
+    return numbers
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles"]))
+@model_option
+@click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
+@click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100), help="Repetitions; the median is kept.")
+@click.option("--samples", default=50, show_default=True, type=click.IntRange(1, 10_000), help="Samples (positions).")
+@click.option("--blocks", default=64, show_default=True, type=click.IntRange(2, 10_000), help="Blocks (needles).")
+@click.option("--no-peers", is_flag=True, help="Skip llama-cpp-python's own state APIs (graft).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
+@json_option
+def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, as_json) -> None:
+    """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
+
+    KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
+    paging (first access vs warm restore vs re-prefill), positions (own, shifted and
+    sequential exactness), route (flat vs HNSW search) or needles (a store far larger
+    than the serving window, with planted facts).
+    """
+    from . import bench as benchmarks
+    from .config import default_model
+
+    model = model or default_model()
+    with progress_bar(f"bench {kind}", True) as progress:
+        if kind == "graft":
+            report = benchmarks.bench_graft(model, _int_list(tokens), repeats, peers=not no_peers, progress=progress)
+        elif kind == "paging":
+            report = benchmarks.bench_paging(model, _int_list(tokens), repeats, progress=progress)
+        elif kind == "positions":
+            report = benchmarks.bench_positions(model, samples, progress=progress)
+        elif kind == "route":
+            report = benchmarks.bench_route(_int_list(keys), progress=progress)
+        else:
+            report = benchmarks.bench_needles(model, blocks, progress=progress)
+    if plot:
+        from .plots import plot_report
+
+        report["plot"] = str(plot_report(report, plot))
+    emit(report, as_json, _render_bench)
+
+
+def _render_bench(report: dict) -> str:
+    rows = report["rows"]
+    if not rows:
+        return "(no rows)"
+    columns = [k for k, v in rows[0].items() if isinstance(v, (int, float, str)) and k not in {"question", "answer"}][:9]
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = ["  ".join(f"{c:>14.14}" for c in columns)]
+    lines += ["  ".join(f"{fmt(r.get(c, '')):>14.14}" for c in columns) for r in rows]
+    return "\n".join(lines)

@@ -429,6 +429,33 @@ class Engine:
             raise EngineError(f"llama.cpp wrote {written} of {size} state bytes")
         return ctypes.string_at(buf, written)
 
+    def save_state_file(self, path: Union[str, Path], tokens: Sequence[int]) -> int:
+        """Write seq 0 and its ``tokens`` with llama.cpp's own ``llama_state_seq_save_file``."""
+        array = (llama_cpp.llama_token * max(1, len(tokens)))(*tokens)
+        written = llama_cpp.llama_state_seq_save_file(self._ctx, str(path).encode(), SEQ, array, len(tokens))
+        if not written:
+            raise EngineError(f"llama.cpp could not write the state file {path}")
+        return int(written)
+
+    def load_state_file(self, path: Union[str, Path], n_tokens: int) -> float:
+        """Load a file written by :meth:`save_state_file` (the native floor); return seconds.
+
+        llama.cpp checks almost nothing here: use it only on files this runtime wrote.
+        """
+        self.reset()
+        tokens = (llama_cpp.llama_token * max(1, n_tokens))()
+        count = ctypes.c_size_t(0)
+        started = time.perf_counter()
+        read = llama_cpp.llama_state_seq_load_file(
+            self._ctx, str(path).encode(), SEQ, tokens, n_tokens, ctypes.byref(count)
+        )
+        elapsed = time.perf_counter() - started
+        if not read:
+            self.reset()
+            raise EngineError(f"llama.cpp could not load the state file {path}")
+        self.n_past = int(count.value)
+        return elapsed
+
     def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
         """Raise unless ``state`` may be handed to llama.cpp under this runtime."""
         subject = f"block {block_id}" if block_id else "state"

@@ -1,0 +1,266 @@
+"""ChatSkillGraft: a LangChain chat model on a skillgraft memory's llama.cpp context.
+
+Each call renders the chat with the model's template and generates with
+:meth:`skillgraft.SkillMemory.chat`. With a ``block_id`` (per call, through ``bind`` or
+set on the model) that block's KV state is grafted as the leading system turn: restored
+at its own position, so only the chat after it is prefilled.
+"""
+
+from __future__ import annotations
+
+import codecs
+from contextlib import closing
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from skillgraft import Block, SkillMemory, TokenStep
+from skillgraft.config import default_home, default_model
+
+from .messages import to_chat
+from .shared import memory_lock, open_memory, store_key
+from .stops import StopCutter
+
+PROVIDER = "skillgraft"
+# Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
+_PASSED_THROUGH = frozenset({"stream"})
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The settings of one generation: the model's fields overridden by call arguments."""
+
+    block_id: Optional[str]
+    max_tokens: int
+    temperature: float
+    seed: int
+    stop: list[str]
+
+
+@dataclass
+class Outcome:
+    """What a finished generation cost and why it ended."""
+
+    block: Optional[Block] = None
+    prefilled_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str = "stop"
+    confidence: Optional[dict] = None
+    steps: list[TokenStep] = field(default_factory=list, repr=False)
+
+    @property
+    def usage(self) -> UsageMetadata:
+        """Input tokens are the ones prefilled: a grafted block's tokens are restored, not counted."""
+        return UsageMetadata(
+            input_tokens=self.prefilled_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.prefilled_tokens + self.output_tokens,
+        )
+
+    def skillgraft_metadata(self) -> dict:
+        block = self.block
+        return {
+            "decision": "graft" if block else "plain",
+            "block_id": block.id if block else None,
+            "block_name": block.name if block else None,
+            "restored_tokens": block.n_tokens if block else 0,
+            "prefilled_tokens": self.prefilled_tokens,
+            "confidence": self.confidence,
+        }
+
+
+class ChatSkillGraft(BaseChatModel):
+    """A chat model that owns a skillgraft memory's llama.cpp context and can graft its blocks.
+
+    Give it a ``memory``, or a store folder ``home`` (default ``$SKILLGRAFT_HOME``) and a
+    ``model`` (default the embedded ``smollm2-135m``); memories opened by folder are shared
+    per process, so building many instances is cheap. Calls on one memory are serialised.
+
+    Example:
+        ```python
+        from langchain_skillgraft import ChatSkillGraft
+
+        chat = ChatSkillGraft(home="~/.skillgraft", max_tokens=64)
+        chat.invoke("How do I squash three commits?", block_id="git-squash")
+        ```
+    """
+
+    memory: Optional[SkillMemory] = Field(default=None, exclude=True, repr=False)
+    """An open memory; when given, ``home`` and ``model`` are taken from it."""
+    home: str = Field(default_factory=lambda: str(default_home()))
+    """The store folder, used when no ``memory`` is given."""
+    model: str = Field(default_factory=default_model)
+    """The model name or GGUF path, used when no ``memory`` is given."""
+    block_id: Optional[str] = None
+    """A block (id, id prefix or name) to graft on every call; ``block_id=`` per call overrides it."""
+    max_tokens: int = Field(default=256, ge=0)
+    temperature: float = Field(default=0.0, ge=0.0)
+    """0 decodes greedily."""
+    seed: int = 0
+    """Seeds sampling, so a seed reproduces a run."""
+    stop: Optional[list[str]] = None
+    """Stop sequences: the output is cut where the first one begins."""
+    streaming: bool = False
+    """Whether ``invoke`` streams internally (for callbacks)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+
+    @field_validator("home", "model", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @model_validator(mode="after")
+    def _adopt_memory(self) -> "ChatSkillGraft":
+        memory = self.memory
+        if memory is None:
+            return self
+        if "home" in self.model_fields_set and store_key(self.home) != store_key(memory.store.home):
+            raise ValueError(f"home {self.home!r} is not the store of the given memory ({memory.store.home})")
+        if "model" in self.model_fields_set and self.model != str(memory.model):
+            raise ValueError(f"model {self.model!r} is not the model of the given memory ({memory.model})")
+        self.home, self.model = str(memory.store.home), str(memory.model)
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return PROVIDER
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "home": self.home,
+            "block_id": self.block_id,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    def _get_ls_params(self, stop: Optional[list[str]] = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider=PROVIDER,
+            ls_model_name=str(kwargs.get("model") or self.model),
+            ls_model_type="chat",
+            ls_temperature=kwargs.get("temperature", self.temperature),
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        if stop or self.stop:
+            params["ls_stop"] = list(stop or self.stop or [])
+        return params
+
+    @property
+    def skill_memory(self) -> SkillMemory:
+        """The memory this model generates with."""
+        return self.memory if self.memory is not None else open_memory(self.home, self.model)
+
+    # -- one generation --------------------------------------------------------------------
+
+    def _options(self, stop: Optional[list[str]], kwargs: dict[str, Any]) -> CallOptions:
+        kwargs = {k: v for k, v in kwargs.items() if k not in _PASSED_THROUGH and not k.startswith("ls_")}
+        requested = kwargs.pop("model", None)
+        if requested is not None and str(requested) != self.model:
+            raise ValueError(
+                f"ChatSkillGraft is pinned to {self.model!r} (its blocks are bound to that runtime); "
+                f"for {requested!r} build another ChatSkillGraft(model={requested!r})"
+            )
+        options = CallOptions(
+            block_id=kwargs.pop("block_id", self.block_id),
+            max_tokens=int(kwargs.pop("max_tokens", self.max_tokens)),
+            temperature=float(kwargs.pop("temperature", self.temperature)),
+            seed=int(kwargs.pop("seed", self.seed)),
+            stop=list(stop if stop is not None else self.stop or []),
+        )
+        if kwargs:
+            known = "block_id, max_tokens, temperature, seed, stop"
+            raise TypeError(f"ChatSkillGraft got unexpected call arguments {sorted(kwargs)}; it takes {known}")
+        if options.max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {options.max_tokens}")
+        return options
+
+    def _pieces(self, messages: list[BaseMessage], options: CallOptions, outcome: Outcome) -> Iterator[str]:
+        """Yield the output text as it is decoded; fill ``outcome`` once it ends."""
+        chat = to_chat(messages)
+        memory = self.skill_memory
+        with memory_lock(memory):
+            block = memory.store.get(options.block_id) if options.block_id else None
+            engine = memory.engine
+            cutter = StopCutter(options.stop)
+            utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # a character may span tokens
+            steps = outcome.steps
+            stream = memory.chat(
+                chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
+            )
+            with closing(stream):
+                for step in stream:
+                    steps.append(step)
+                    text = cutter.feed(utf8.decode(engine.piece(step.token)))
+                    if text:
+                        yield text
+                    if cutter.stopped:
+                        break
+            if not cutter.stopped:
+                tail = cutter.feed(utf8.decode(b"", final=True))
+                tail += cutter.flush()
+                if tail:
+                    yield tail
+            restored = block.n_tokens if block else 0
+            outcome.block = block
+            outcome.output_tokens = len(steps)
+            outcome.prefilled_tokens = engine.n_past - restored - len(steps)
+            outcome.finish_reason = "length" if not cutter.stopped and len(steps) >= options.max_tokens else "stop"
+            outcome.confidence = memory.confidence(steps) if block is not None and steps else None
+
+    def _response_metadata(self, outcome: Outcome) -> dict[str, Any]:
+        return {
+            "model_name": self.model,
+            "model_provider": PROVIDER,
+            "finish_reason": outcome.finish_reason,
+            PROVIDER: outcome.skillgraft_metadata(),
+        }
+
+    # -- LangChain hooks -------------------------------------------------------------------
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: Optional[list[str]] = None,
+        run_manager: Optional[CallbackManagerForLLMRun] = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        options = self._options(stop, kwargs)
+        outcome = Outcome()
+        text = "".join(self._pieces(messages, options, outcome))
+        message = AIMessage(
+            content=text, usage_metadata=outcome.usage, response_metadata=self._response_metadata(outcome)
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: Optional[list[str]] = None,
+        run_manager: Optional[CallbackManagerForLLMRun] = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        options = self._options(stop, kwargs)
+        outcome = Outcome()
+        for text in self._pieces(messages, options, outcome):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+            if run_manager:
+                run_manager.on_llm_new_token(text, chunk=chunk)
+            yield chunk
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=outcome.usage,
+                response_metadata=self._response_metadata(outcome),
+                chunk_position="last",
+            )
+        )

@@ -1,0 +1,39 @@
+"""The test session's store: one manual and one verified solution, built once per process.
+
+The standard suites configure models through properties, which cannot use fixtures, so
+the store lives in a temp folder made on first use and removed by the session fixture in
+``conftest.py``. Models and retrievers reach it by ``home``, sharing one loaded memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+GIT_MANUAL = (
+    "Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick "
+    "and change the others to squash. Push with git push --force-with-lease."
+)
+GIT_EXAMPLES = ["how do I squash my last commits?", "combine commits into one"]
+SOLVED_QUESTION = "What is 17 * 23?"
+SOLVED_ANSWER = "391"
+GRAFT_QUESTION = "How do I squash my last three commits into one?"
+ABSTAIN_QUESTION = "What is the capital of France?"
+MAX_TOKENS = 16
+
+
+@functools.lru_cache(maxsize=None)
+def store_home() -> Path:
+    """The folder of the stocked store (built on the first call)."""
+    from langchain_skillgraft import open_memory
+
+    home = Path(tempfile.mkdtemp(prefix="langchain-skillgraft-tests-"))
+    memory = open_memory(home)
+    memory.add_manual("git-squash", GIT_MANUAL, examples=GIT_EXAMPLES)
+    memory.add_solution(SOLVED_QUESTION, SOLVED_ANSWER, method="print(17 * 23)", verifier="python")
+    return home
+
+
+def built() -> bool:
+    return store_home.cache_info().currsize > 0

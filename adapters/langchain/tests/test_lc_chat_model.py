@@ -1,0 +1,118 @@
+"""ChatSkillGraft on the real embedded model: grafting, usage, stops, streaming, errors."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from skillgraft import BlockNotFoundError
+
+import lc_store
+from langchain_skillgraft import ChatSkillGraft, open_memory
+
+QUESTION = lc_store.GRAFT_QUESTION
+
+
+def joined(chunks):
+    full = None
+    for chunk in chunks:
+        full = chunk if full is None else full + chunk
+    return full
+
+
+def test_graft_matches_prefilling_the_block_text(chat, manual):
+    grafted = chat.invoke([HumanMessage(QUESTION)], block_id=manual.id)
+    prefilled = chat.invoke([SystemMessage(manual.source), HumanMessage(QUESTION)])
+
+    assert grafted.content and grafted.content == prefilled.content  # the graft is exact
+    meta = grafted.response_metadata["skillgraft"]
+    assert meta["decision"] == "graft" and meta["block_id"] == manual.id and meta["block_name"] == "git-squash"
+    assert meta["restored_tokens"] == manual.n_tokens
+    assert meta["confidence"]["mean_logprob"] is not None
+    assert prefilled.response_metadata["skillgraft"]["decision"] == "plain"
+    # Only the chat after the block is prefilled and counted as input.
+    assert grafted.usage_metadata["input_tokens"] == meta["prefilled_tokens"]
+    assert grafted.usage_metadata["input_tokens"] + manual.n_tokens == prefilled.usage_metadata["input_tokens"]
+    assert grafted.usage_metadata["total_tokens"] == (
+        grafted.usage_metadata["input_tokens"] + grafted.usage_metadata["output_tokens"]
+    )
+
+
+def test_block_by_name_through_bind_and_field(chat, memory, manual):
+    bound = chat.bind(block_id="git-squash").invoke(QUESTION)
+    fielded = ChatSkillGraft(memory=memory, block_id=manual.id, max_tokens=lc_store.MAX_TOKENS).invoke(QUESTION)
+    assert bound.response_metadata["skillgraft"]["block_id"] == manual.id
+    assert fielded.content == bound.content
+
+
+def test_max_tokens_and_finish_reason(chat):
+    short = chat.invoke(QUESTION, max_tokens=3)
+    assert short.usage_metadata["output_tokens"] == 3
+    assert short.response_metadata["finish_reason"] == "length"
+    assert chat.invoke("Say hi.", max_tokens=0).content == ""
+
+
+def test_stream_matches_invoke(chat, manual):
+    message = chat.invoke(QUESTION, block_id=manual.id)
+    chunks = list(chat.stream(QUESTION, block_id=manual.id))
+    full = joined(chunks)
+    assert len(chunks) > 2 and full.content == message.content
+    assert full.usage_metadata == message.usage_metadata
+    assert full.response_metadata["skillgraft"] == message.response_metadata["skillgraft"]
+    assert chunks[-1].chunk_position == "last"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_stop_sequence_cuts_at_the_first_stop(chat, streaming):
+    full = chat.invoke(QUESTION).content
+    stop = full[6:10]
+    assert len(full) > 12 and stop.strip()
+    expected = full[: full.find(stop)]
+    if streaming:
+        message = joined(chat.stream(QUESTION, stop=[stop, "never appears"]))
+    else:
+        message = chat.invoke(QUESTION, stop=["never appears", stop])
+    assert message.content == expected
+    assert message.response_metadata["finish_reason"] == "stop"
+    assert ChatSkillGraft(memory=chat.memory, stop=[stop], max_tokens=lc_store.MAX_TOKENS).invoke(QUESTION).content == expected
+
+
+async def test_async_matches_sync(chat, manual):
+    message = chat.invoke(QUESTION, block_id=manual.id)
+    assert (await chat.ainvoke(QUESTION, block_id=manual.id)).content == message.content
+    full = joined([chunk async for chunk in chat.astream(QUESTION, block_id=manual.id)])
+    assert full.content == message.content
+
+
+def test_concurrent_calls_are_serialised(chat, manual):
+    expected = chat.invoke(QUESTION, block_id=manual.id).content
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(lambda _: chat.invoke(QUESTION, block_id=manual.id).content, range(3)))
+    assert results == [expected] * 3
+
+
+def test_models_opened_by_folder_share_one_memory(home, memory):
+    first, second = ChatSkillGraft(home=str(home)), ChatSkillGraft(home=home / "." )
+    assert first.skill_memory is memory and second.skill_memory is memory
+    assert first.home == second.home
+
+
+def test_clear_errors(chat, memory):
+    with pytest.raises(TypeError, match="max_token"):
+        chat.invoke("hi", max_token=5)
+    with pytest.raises(ValueError, match="pinned"):
+        chat.invoke("hi", model="gemma3-270m")
+    with pytest.raises(ValueError, match="text only"):
+        chat.invoke([HumanMessage([{"type": "image", "url": "https://example.com/a.png"}])])
+    with pytest.raises(BlockNotFoundError):
+        chat.invoke("hi", block_id="no-such-block")
+    with pytest.raises(ValueError, match="not the store"):
+        ChatSkillGraft(memory=memory, home="/somewhere/else")
+
+
+def test_a_memory_given_sets_home_and_model(memory):
+    model = ChatSkillGraft(memory=memory)
+    assert open_memory(model.home, model.model) is memory
+    assert model._llm_type == "skillgraft"
+    assert model._get_ls_params()["ls_provider"] == "skillgraft"

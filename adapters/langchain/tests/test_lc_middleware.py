@@ -1,0 +1,98 @@
+"""create_agent with SkillGraftMiddleware end to end: exact, graft and abstain on the real model."""
+
+from __future__ import annotations
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+
+import lc_store
+from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
+
+
+class ModelCalls(BaseCallbackHandler):
+    """Counts chat model runs."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_chat_model_start(self, *args, **kwargs) -> None:
+        self.count += 1
+
+
+@pytest.fixture(scope="module")
+def agent(chat, memory):
+    return create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory)])
+
+
+async def ask(agent, question: str, asynchronous: bool, history=()):
+    calls = ModelCalls()
+    state = {"messages": [*history, HumanMessage(question)]}
+    config = {"callbacks": [calls]}
+    result = await agent.ainvoke(state, config) if asynchronous else agent.invoke(state, config)
+    answer = result["messages"][-1]
+    assert isinstance(answer, AIMessage)
+    return answer, answer.response_metadata["skillgraft"], calls.count
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_exact_answers_without_calling_the_model(agent, memory, asynchronous):
+    answer, meta, model_calls = await ask(agent, "what is 17*23", asynchronous)
+    solution = memory.store.solutions_for("what is 17*23")[0]
+    assert answer.content == lc_store.SOLVED_ANSWER
+    assert meta["decision"] == "exact" and meta["block_id"] == solution.id and meta["score"] == 1.0
+    assert meta["verifier"] == "python"
+    assert model_calls == 0 and answer.usage_metadata["output_tokens"] == 0
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_graft_grafts_the_routed_block(agent, chat, manual, asynchronous):
+    answer, meta, model_calls = await ask(agent, lc_store.GRAFT_QUESTION, asynchronous)
+    assert meta["decision"] == "graft" and meta["block_id"] == manual.id and meta["block_name"] == "git-squash"
+    assert meta["score"] >= meta["threshold"] and "git-squash" in meta["reason"]
+    assert meta["restored_tokens"] == manual.n_tokens and model_calls == 1
+    assert answer.content == chat.invoke(lc_store.GRAFT_QUESTION, block_id=manual.id).content
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+async def test_abstain_generates_plainly(agent, chat, asynchronous):
+    answer, meta, model_calls = await ask(agent, lc_store.ABSTAIN_QUESTION, asynchronous)
+    assert meta["decision"] == "abstain" and meta["block_id"] is None
+    assert meta["score"] < meta["threshold"] and "out of domain" in meta["reason"]
+    assert meta["restored_tokens"] == 0 and model_calls == 1
+    assert answer.content == chat.invoke(lc_store.ABSTAIN_QUESTION).content
+
+
+async def test_the_latest_user_message_decides(agent):
+    history = [HumanMessage(lc_store.ABSTAIN_QUESTION), AIMessage("Paris.")]
+    answer, meta, _ = await ask(agent, lc_store.SOLVED_QUESTION, False, history)
+    assert meta["decision"] == "exact" and answer.content == lc_store.SOLVED_ANSWER
+
+
+def test_another_agent_model_gets_exact_answers_and_hands_grafts_over(chat, memory, manual):
+    other = GenericFakeChatModel(messages=iter([AIMessage("from the other model")] * 3))
+    agent = create_agent(model=other, tools=[], middleware=[SkillGraftMiddleware(memory, chat_model=chat)])
+    exact = agent.invoke({"messages": [HumanMessage(lc_store.SOLVED_QUESTION)]})["messages"][-1]
+    grafted = agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]})["messages"][-1]
+    plain = agent.invoke({"messages": [HumanMessage(lc_store.ABSTAIN_QUESTION)]})["messages"][-1]
+    assert exact.content == lc_store.SOLVED_ANSWER
+    assert grafted.response_metadata["skillgraft"]["block_id"] == manual.id
+    assert grafted.response_metadata["model_provider"] == "skillgraft"
+    assert plain.content == "from the other model"
+    assert plain.response_metadata["skillgraft"]["decision"] == "abstain"
+
+
+def test_grafting_needs_a_skillgraft_model(memory):
+    other = GenericFakeChatModel(messages=iter([AIMessage("unused")]))
+    agent = create_agent(model=other, tools=[], middleware=[SkillGraftMiddleware(memory)])
+    with pytest.raises(TypeError, match="chat_model=ChatSkillGraft"):
+        agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]})
+
+
+def test_model_and_middleware_must_share_a_store(memory, tmp_path):
+    elsewhere = ChatSkillGraft(home=str(tmp_path / "other-store"))
+    agent = create_agent(model=elsewhere, tools=[], middleware=[SkillGraftMiddleware(memory)])
+    with pytest.raises(ValueError, match="same memory"):
+        agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]})

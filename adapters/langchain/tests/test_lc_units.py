@@ -1,0 +1,60 @@
+"""Message rendering and stop sequences: pure functions, no model."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_skillgraft.messages import last_user_text, to_chat
+from langchain_skillgraft.stops import StopCutter
+
+
+def test_roles_and_tool_messages():
+    chat = to_chat(
+        [
+            SystemMessage("Be brief."),
+            HumanMessage([{"type": "text", "text": "Add 2 and 3."}]),
+            AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "c1"}]),
+            ToolMessage("5", tool_call_id="c1", name="add"),
+            ChatMessage(role="developer", content="Use digits."),
+        ]
+    )
+    assert chat == [
+        ("system", "Be brief."),
+        ("user", "Add 2 and 3."),
+        ("assistant", 'Called tool add with {"a": 2, "b": 3}.'),
+        ("user", "Tool add returned: 5"),
+        ("system", "Use digits."),
+    ]
+
+
+def test_empty_chat_and_media_are_refused():
+    with pytest.raises(ValueError, match="at least one"):
+        to_chat([])
+    with pytest.raises(ValueError, match="'audio'"):
+        to_chat([HumanMessage([{"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"}])])
+
+
+def test_last_user_text():
+    assert last_user_text([HumanMessage(" first "), AIMessage("x"), HumanMessage(" second ")]) == "second"
+    assert last_user_text([SystemMessage("only system")]) == ""
+
+
+def feed_all(cutter, pieces):
+    out = "".join(cutter.feed(p) for p in pieces)
+    return out + ("" if cutter.stopped else cutter.flush())
+
+
+def test_stop_split_across_pieces():
+    cutter = StopCutter(["END"])
+    assert cutter.feed("abc E") == "abc "  # "E" may begin the stop: held back
+    assert cutter.feed("N") == ""
+    assert cutter.feed("Dtail") == "" and cutter.stopped
+    assert cutter.feed("more") == ""
+
+
+def test_earliest_stop_wins_and_false_starts_are_released():
+    assert feed_all(StopCutter(["zz", "b"]), ["a", "z", "b", "zz"]) == "az"
+    assert feed_all(StopCutter(["END"]), ["EN", "x", "E"]) == "ENxE"
+    assert feed_all(StopCutter([]), ["a", "b"]) == "ab"
+    assert feed_all(StopCutter(["", "q"]), ["abc"]) == "abc"

@@ -1,0 +1,40 @@
+"""mkdocs hook: the CLI reference, generated from ``--help`` at build time.
+
+``docs/cli.md`` holds the placeholder ``<!-- cli-reference -->``; this hook replaces it
+with the group's help and then, for every command of ``skillgraft.cli.cli`` in sorted
+order, a ``## command`` heading and its ``--help`` output in a fenced text block. The
+reference therefore cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+PLACEHOLDER = "<!-- cli-reference -->"
+
+
+def _help(args: list[str]) -> str:
+    from click.testing import CliRunner
+
+    from skillgraft.cli import cli
+
+    result = CliRunner().invoke(cli, [*args, "--help"], prog_name="skillgraft", terminal_width=100)
+    if result.exit_code != 0:
+        raise RuntimeError(f"skillgraft {' '.join(args)} --help exited {result.exit_code}: {result.output}")
+    return result.output.rstrip()
+
+
+def render_reference() -> str:
+    """The Markdown that replaces the placeholder."""
+    from skillgraft.cli import cli
+
+    parts = ["```text", _help([]), "```", ""]
+    for name in sorted(cli.commands):
+        parts += [f"## {name}", "", "```text", _help([name]), "```", ""]
+    return "\n".join(parts)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if page.file.src_uri != "cli.md":
+        return markdown
+    if PLACEHOLDER not in markdown:
+        raise RuntimeError(f"docs/cli.md lost its placeholder {PLACEHOLDER}")
+    return markdown.replace(PLACEHOLDER, render_reference())

@@ -1,0 +1,67 @@
+"""The peers a user would pick instead of skillgraft, for benchmarks only.
+
+llama-cpp-python's own high-level state API: ``Llama.save_state()/load_state()`` and
+``LlamaDiskCache``. Besides :mod:`skillgraft.engine`, this is the only module that imports
+``llama_cpp``, and nothing but :mod:`skillgraft.bench` uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pickle
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .config import EngineSettings
+
+
+def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequence[int], repeats: int) -> dict:
+    """Time ``Llama.save_state/load_state`` and ``LlamaDiskCache`` on ``tokens``; medians."""
+    import statistics
+
+    from llama_cpp import Llama
+    from llama_cpp.llama_cache import LlamaDiskCache
+
+    llm = Llama(
+        model_path=str(model_path),
+        n_ctx=settings.n_ctx,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        n_threads=settings.n_threads,
+        n_threads_batch=settings.n_threads,
+        flash_attn=settings.flash_attn,
+        verbose=False,
+    )
+    try:
+        llm.eval(list(tokens))
+        saves, loads, disk_loads = [], [], []
+        state = None
+        with tempfile.TemporaryDirectory(prefix="skillgraft-peer-") as folder:
+            cache = LlamaDiskCache(cache_dir=folder, capacity_bytes=1 << 40)
+            for _ in range(repeats):
+                started = time.perf_counter()
+                state = llm.save_state()
+                saves.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                llm.load_state(state)
+                loads.append(time.perf_counter() - started)
+                with contextlib.redirect_stderr(io.StringIO()):  # LlamaDiskCache prints as it stores
+                    cache[tuple(tokens)] = state
+                started = time.perf_counter()
+                llm.load_state(cache[tuple(tokens)])
+                disk_loads.append(time.perf_counter() - started)
+        state_bytes = int(state.llama_state_size)
+        scores_bytes = int(state.scores.nbytes) if state.scores is not None else 0
+        return {
+            "save_state_s": statistics.median(saves),
+            "load_state_s": statistics.median(loads),
+            "disk_cache_load_s": statistics.median(disk_loads),
+            "state_bytes": state_bytes,
+            "scores_bytes": scores_bytes,
+            "pickled_bytes": len(pickle.dumps(state)),
+        }
+    finally:
+        llm.close()

@@ -1,0 +1,63 @@
+"""PNG plots of benchmark reports (``skillgraft bench KIND --plot FILE``)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .errors import ConfigError
+
+
+def _pyplot():
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("plots need matplotlib: pip install 'skillgraft[bench]'")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_report(report: dict, path: Path) -> Path:
+    """Draw the report of one benchmark kind into ``path``."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    kind, rows = report["kind"], report["rows"]
+    if kind == "graft":
+        sizes = [r["tokens"] for r in rows]
+        series = [("prefill_s", "cold prefill"), ("restore_plus_one_s", "restore + 1 token"), ("restore_s", "restore"),
+                  ("floor_s", "native load (floor)"), ("llama_cpp_python_load_state_s", "Llama.load_state")]
+        for key, label in series:
+            if key in rows[0]:
+                axis.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+        axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
+    elif kind == "paging":
+        sizes = [r["tokens"] for r in rows]
+        for key, label in (("reprefill_s", "re-prefill"), ("first_access_s", "first access"), ("warm_restore_s", "warm restore")):
+            axis.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+        axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
+    elif kind == "route":
+        for index in ("flat", "hnsw"):
+            part = [r for r in rows if r["index"] == index]
+            axis.plot([r["keys"] for r in part], [r["search_p50_ms"] for r in part], marker="o", label=f"{index} search p50")
+        axis.set(xscale="log", yscale="log", xlabel="routing keys", ylabel="milliseconds")
+    elif kind == "positions":
+        labels = [f"{r['case'].split(':')[0]} {r['offset']}" for r in rows]
+        axis.barh(labels, [r["kl_median"] or 0 for r in rows])
+        axis.set(xlabel="KL median (nats)")
+    elif kind == "needles":
+        axis.bar([str(r["depth_block"]) for r in rows], [1 if r["found"] else 0 for r in rows])
+        axis.set(xlabel="needle depth (block)", ylabel="found", ylim=(0, 1.2))
+    else:
+        raise ConfigError(f"no plot for benchmark kind {kind!r}")
+    axis.set_title(f"skillgraft bench {kind}" + (f" — {report['model']}" if "model" in report else ""))
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend()
+    axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
