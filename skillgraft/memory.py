@@ -24,9 +24,9 @@ from .engine import Engine, KVState, TokenStep
 from .errors import ConflictError, InputError
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 
-# Mean log-probability of the first grafted tokens below which the graft is not trusted.
-# Calibrated on the gate evaluation (docs/concepts.md, "The confidence gate").
-DEFAULT_GATE_LOGPROB = -1.6
+# Mean log-probability of the first grafted tokens below which the graft is not trusted:
+# the highest value that kept every right answer of the gate evaluation (docs/routing.md).
+DEFAULT_GATE_LOGPROB = -0.75
 GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
 MAX_VOICE_TOKENS = 8
@@ -364,6 +364,36 @@ class SkillMemory:
             "threshold": threshold,
             "reason": f"mean log-probability of the first {len(head)} tokens {mean:.3f} {relation} {threshold:.3f}",
         }
+
+    def calibrate_gate(self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True) -> dict:
+        """Choose the gate threshold from grafted answers whose correctness is known.
+
+        ``cases`` are ``(query, block name or id, text a right answer contains)``. The
+        threshold is the highest that keeps every right answer; the report says how many
+        wrong answers it turns away.
+        """
+        rows = []
+        for query, block, expected in cases:
+            steps = list(self.chat([("user", clean_query(query))], block=block, max_tokens=max_tokens))
+            text = "".join(s.piece for s in steps)
+            rows.append({"query": query, "block": block, "correct": expected in text,
+                         "mean_logprob": self.confidence(steps)["mean_logprob"]})
+        right = [r["mean_logprob"] for r in rows if r["correct"] and r["mean_logprob"] is not None]
+        if not right:
+            raise InputError("no grafted answer was right, so no threshold can keep the right ones")
+        threshold = round(min(right) - 0.005, 4)
+        wrong = [r for r in rows if not r["correct"]]
+        report = {
+            "threshold": threshold,
+            "cases": len(rows),
+            "right": len(right),
+            "wrong_turned_away": sum(1 for r in wrong if r["mean_logprob"] is None or r["mean_logprob"] < threshold),
+            "wrong": len(wrong),
+            "rows": rows,
+        }
+        if save:
+            self.store.set_setting(GATE_SETTING, repr(threshold))
+        return report
 
     # -- upkeep ----------------------------------------------------------------------------
 
