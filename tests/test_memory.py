@@ -112,3 +112,15 @@ def test_chat_with_a_block_equals_a_fresh_prefill_of_the_same_chat(stocked):
     assert grafted == [s.token for s in engine.generate(6)]
     plain = list(stocked.chat([("user", "hi")], max_tokens=3))
     assert 1 <= len(plain) <= 3
+
+
+def test_calibrate_gate_keeps_every_right_answer(stocked):
+    cases = [("how do I squash my commits with git?", "git-squash", "git"),
+             ("how do I squash my commits with git?", "sourdough", "git rebase")]
+    report = stocked.calibrate_gate(cases, max_tokens=12)
+    assert report["right"] >= 1
+    kept = [r["mean_logprob"] for r in report["rows"] if r["correct"]]
+    assert all(v >= report["threshold"] for v in kept)
+    assert stocked.gate_threshold == report["threshold"]
+    with pytest.raises(InputError, match="no grafted answer was right"):
+        stocked.calibrate_gate([("how do I squash my commits?", "sourdough", "zzz-never")], max_tokens=4)
