@@ -523,25 +523,38 @@ class Engine:
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int = 0,
+        repeat_penalty: float = 1.0,
+        penalty_last_n: int = 64,
     ) -> Iterator[TokenStep]:
         """Sample up to ``max_tokens`` after what the context holds; stops at end of generation.
 
         ``temperature`` 0 is greedy. Sampling is seeded, so a seed reproduces a run.
+        ``repeat_penalty`` > 1 discourages the last ``penalty_last_n`` generated tokens (as
+        llama.cpp's sampler does). Each step's log-probability and entropy are those of the
+        model's own distribution, before the penalty.
         """
         if max_tokens < 0:
             raise InputError(f"max_tokens must be >= 0, got {max_tokens}")
         rng = np.random.default_rng(seed)
+        recent: list[int] = []
         for _ in range(max_tokens):
-            logprobs = log_softmax(self.logits())
+            logits = self.logits()
+            logprobs = log_softmax(logits)
             probs = np.exp(logprobs)
             entropy = float(-(probs * logprobs).sum())
-            token = self._pick(logprobs, temperature, top_p, rng)
+            if repeat_penalty != 1.0 and recent:
+                seen = np.fromiter(set(recent[-penalty_last_n:]), dtype=np.int64)
+                logits[seen] = np.where(logits[seen] > 0, logits[seen] / repeat_penalty, logits[seen] * repeat_penalty)
+                token = self._pick(log_softmax(logits), temperature, top_p, rng)
+            else:
+                token = self._pick(logprobs, temperature, top_p, rng)
             if self.is_end_of_generation(token):
                 return
             piece = self.piece(token).decode("utf-8", "replace")
             if self.n_past + 1 > self.n_ctx:
                 return
             self._decode([token], self.n_past)
+            recent.append(token)
             yield TokenStep(token, piece, float(logprobs[token]), entropy)
 
     @staticmethod

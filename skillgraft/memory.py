@@ -29,6 +29,7 @@ from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 DEFAULT_GATE_LOGPROB = -0.75
 GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
+REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
 MAX_VOICE_TOKENS = 8
 
 
@@ -295,7 +296,7 @@ class SkillMemory:
         block = recall.block
         timings = self._restore(block, query)
         started = time.perf_counter()
-        steps = list(self.engine.generate(options["max_tokens"], temperature=options["temperature"], seed=options["seed"]))
+        steps = list(self._sample(options))
         timings["generate_s"] = time.perf_counter() - started
         verdict = self.confidence(steps)
         if gate and not verdict["confident"]:
@@ -313,7 +314,7 @@ class SkillMemory:
         started = time.perf_counter()
         self.engine.prefill(self.engine.tokenize(prompt))
         prefilled = time.perf_counter()
-        steps = list(self.engine.generate(options["max_tokens"], temperature=options["temperature"], seed=options["seed"]))
+        steps = list(self._sample(options))
         timings = {**timings, "plain_prefill_s": prefilled - started, "plain_generate_s": time.perf_counter() - prefilled}
         text = "".join(s.piece for s in steps).strip()
         return Generation(text, decision, None, len(steps), 0, timings, recall, steps=steps)
@@ -347,7 +348,12 @@ class SkillMemory:
             loaded = self.store.load_state(block)
             engine.restore(loaded.state, block.id, verify_hash=False)
             engine.append(engine.tokenize(rendered[len(prefix):], add_bos=False))
-        yield from engine.generate(max_tokens, temperature=temperature, seed=seed)
+        yield from self._sample({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+
+    def _sample(self, options: dict) -> Iterator[TokenStep]:
+        return self.engine.generate(
+            options["max_tokens"], temperature=options["temperature"], seed=options["seed"], repeat_penalty=REPEAT_PENALTY
+        )
 
     def confidence(self, steps: Sequence[TokenStep]) -> dict:
         """Mean log-probability of the first generated tokens against the gate threshold."""

@@ -133,3 +133,13 @@ def test_bad_settings_are_config_errors():
         engine_settings(n_batch=128, n_ubatch=512)
     with pytest.raises(ConfigError, match="n_ctx"):
         engine_settings(n_ctx=0)
+
+
+def test_repeat_penalty_changes_picks_but_not_reported_logprobs(smollm2):
+    state = smollm2.capture("List: apple, apple, apple, apple, apple, apple,")
+    smollm2.graft(state, " apple,")
+    plain = list(smollm2.generate(12))
+    smollm2.graft(state, " apple,")
+    penalised = list(smollm2.generate(12, repeat_penalty=1.5))
+    assert [s.token for s in plain] != [s.token for s in penalised]
+    assert plain[0].token == penalised[0].token and plain[0].logprob == penalised[0].logprob

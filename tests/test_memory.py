@@ -2,7 +2,7 @@ import pytest
 
 from skillgraft.errors import ConflictError, InputError, VerificationError
 from skillgraft.flywheel import ExactVerifier, NumericVerifier, solve
-from skillgraft.memory import normalize_question
+from skillgraft.memory import REPEAT_PENALTY, normalize_question
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_graft_output_equals_a_fresh_prefill_of_the_same_tokens(stocked):
     result = stocked.generate("how do I squash my last commits?", max_tokens=8, gate=False)
     _, turn = engine.chat_split(block.source, "how do I squash my last commits?")
     engine.prefill(list(block.tokens) + engine.tokenize(turn, add_bos=False))
-    fresh = [s.token for s in engine.generate(8)]
+    fresh = [s.token for s in engine.generate(8, repeat_penalty=REPEAT_PENALTY)]
     assert [s.token for s in result.steps] == fresh
 
 
@@ -109,7 +109,7 @@ def test_chat_with_a_block_equals_a_fresh_prefill_of_the_same_chat(stocked):
     prefix, _ = engine.chat_split(block.source)
     rendered = engine.chat_prompt([("system", block.source), *messages])
     engine.prefill(list(block.tokens) + engine.tokenize(rendered[len(prefix):], add_bos=False))
-    assert grafted == [s.token for s in engine.generate(6)]
+    assert grafted == [s.token for s in engine.generate(6, repeat_penalty=REPEAT_PENALTY)]
     plain = list(stocked.chat([("user", "hi")], max_tokens=3))
     assert 1 <= len(plain) <= 3
 
