@@ -11,6 +11,7 @@ An :class:`Engine` is not thread-safe: use one per thread or guard it with a loc
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import hashlib
 import logging
@@ -100,7 +101,11 @@ class KVState:
 
 @dataclass(frozen=True)
 class TokenStep:
-    """One generated token with its log-probability and the entropy it was drawn from."""
+    """One generated token with its log-probability and the entropy it was drawn from.
+
+    ``piece`` is the text the token completes: empty while a multi-byte character is
+    still partial, so joining the pieces gives valid text.
+    """
 
     token: int
     piece: str
@@ -537,6 +542,8 @@ class Engine:
             raise InputError(f"max_tokens must be >= 0, got {max_tokens}")
         rng = np.random.default_rng(seed)
         recent: list[int] = []
+        # A character may span tokens: each step carries the text its token completes.
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         for _ in range(max_tokens):
             logits = self.logits()
             logprobs = log_softmax(logits)
@@ -550,7 +557,7 @@ class Engine:
                 token = self._pick(logprobs, temperature, top_p, rng)
             if self.is_end_of_generation(token):
                 return
-            piece = self.piece(token).decode("utf-8", "replace")
+            piece = text.decode(self.piece(token))
             if self.n_past + 1 > self.n_ctx:
                 return
             self._decode([token], self.n_past)

@@ -13,15 +13,20 @@ abstains otherwise.
 from __future__ import annotations
 
 import importlib.util
+import json
+import logging
 import math
 import os
 import threading
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
 from .errors import ConfigError, InputError, RouterError
+
+logger = logging.getLogger("skillgraft.router")
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -168,6 +173,41 @@ class KeyIndex:
     def search(self, vectors: np.ndarray, k: int = SEARCH_K) -> tuple[np.ndarray, np.ndarray]:
         return self.index.search(vectors, min(k, max(1, self.size)))
 
+    def save(self, folder: Path, version: str, embedder: str) -> None:
+        """Write the index as a cache file set; a later process loads it if still current."""
+        import faiss
+
+        folder.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(self.index, str(folder / "keys.faiss.part"))
+        np.savez(folder / "keys.part.npz", centroids=self.centroids)
+        meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
+                "block_ids": self.block_ids, "blocks": self.blocks}
+        (folder / "keys.json.part").write_text(json.dumps(meta))
+        os.replace(folder / "keys.faiss.part", folder / "keys.faiss")
+        os.replace(folder / "keys.part.npz", folder / "keys.npz")
+        os.replace(folder / "keys.json.part", folder / "keys.json")
+
+    @classmethod
+    def load(cls, folder: Path, version: str, embedder: str) -> Optional["KeyIndex"]:
+        """The cached index if it matches ``version`` and ``embedder``; None when missing, stale or unreadable."""
+        import faiss
+
+        try:
+            meta = json.loads((folder / "keys.json").read_text())
+            if meta["version"] != version or meta["embedder"] != embedder:
+                return None
+            loaded = cls.__new__(cls)
+            loaded.index = faiss.read_index(str(folder / "keys.faiss"))
+            with np.load(folder / "keys.npz") as arrays:
+                loaded.centroids = arrays["centroids"]
+            loaded.block_ids, loaded.blocks = meta["block_ids"], meta["blocks"]
+            loaded.size, loaded.approximate = len(loaded.block_ids), meta["approximate"]
+            if loaded.index.ntotal != loaded.size or len(loaded.centroids) != len(loaded.blocks):
+                return None
+            return loaded
+        except Exception:  # a missing, partial or foreign cache is rebuilt, never trusted
+            return None
+
 
 class Router:
     """Routes queries to blocks of one store."""
@@ -178,6 +218,7 @@ class Router:
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
+        self.cache_dir = store.home / "index"
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -193,21 +234,34 @@ class Router:
         )
 
     def index(self) -> KeyIndex:
-        """The key index, rebuilt from the catalog when it changed (or another embedder wrote keys)."""
+        """The key index: in memory, else the cache file if current, else rebuilt from the catalog.
+
+        The catalog is the source of truth; a missing, stale or foreign cache file (another
+        embedder, other keys) is rebuilt. Keys written by another embedder are re-embedded.
+        """
         version = self.store.catalog_version()
         if self._index is not None and version == self._version:
             return self._index
         blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
-        rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
-        stale = [r for r in rows if r["embedder"] != self.embedder.name or not r["vector"]]
-        if stale:
-            self._reembed(stale)
-            rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks and r["embedder"] == self.embedder.name]
-        vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
-        vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
-        self._index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
-        self._blocks, self._version = blocks, self.store.catalog_version()
-        return self._index
+        stale = self.store.db.execute(
+            "SELECT COUNT(*) FROM routing_keys WHERE embedder != ? OR vector IS NULL", [self.embedder.name]
+        ).fetchone()[0]
+        index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name)
+        if index is None:
+            rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
+            if stale:
+                self._reembed([r for r in rows if r["embedder"] != self.embedder.name or not r["vector"]])
+                rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
+                version = self.store.catalog_version()
+            vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
+            vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
+            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
+            try:
+                index.save(self.cache_dir, version, self.embedder.name)
+            except OSError as exc:  # a read-only store still routes
+                logger.debug("cannot write the index cache: %s", exc)
+        self._index, self._blocks, self._version = index, blocks, version
+        return index
 
     def _reembed(self, rows: list[dict]) -> None:
         """Keys written by another embedder are embedded again with this one."""

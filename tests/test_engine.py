@@ -143,3 +143,10 @@ def test_repeat_penalty_changes_picks_but_not_reported_logprobs(smollm2):
     penalised = list(smollm2.generate(12, repeat_penalty=1.5))
     assert [s.token for s in plain] != [s.token for s in penalised]
     assert plain[0].token == penalised[0].token and plain[0].logprob == penalised[0].logprob
+
+
+def test_characters_split_across_tokens_come_out_whole(smollm2):
+    state = smollm2.capture("Repeat exactly: 🙂🙂🙂 😎🌟 café naïve")
+    smollm2.graft(state, " Repeat exactly: 🙂🙂🙂 😎🌟 café naïve")
+    text = "".join(step.piece for step in smollm2.generate(24))
+    assert "\ufffd" not in text

@@ -88,3 +88,21 @@ def test_wilson_interval():
     assert wilson_interval(0, 0) == [0.0, 1.0]
     low, high = wilson_interval(5, 100)
     assert 0.02 < low < 0.05 < high < 0.12
+
+
+def test_index_cache_file_is_used_and_rebuilt_when_missing_foreign_or_corrupt(stocked, embedder):
+    folder = stocked.store.home / "index"
+    stocked.route("squash commits")
+    assert (folder / "keys.faiss").exists() and (folder / "keys.json").exists()
+    version = stocked.store.catalog_version()
+    from skillgraft.router import KeyIndex
+
+    assert KeyIndex.load(folder, version, embedder.name) is not None
+    assert KeyIndex.load(folder, version, "another-embedder") is None
+    (folder / "keys.faiss").write_bytes(b"garbage")
+    assert KeyIndex.load(folder, version, embedder.name) is None
+    assert Router(stocked.store, embedder).route("squash commits").block.name == "git-squash"
+    for path in folder.iterdir():
+        path.unlink()
+    assert Router(stocked.store, embedder).route("squash commits").block.name == "git-squash"
+    assert (folder / "keys.faiss").exists()

@@ -82,13 +82,10 @@ class ChatSkillGraft(BaseChatModel):
     ``model`` (default the embedded ``smollm2-135m``); memories opened by folder are shared
     per process, so building many instances is cheap. Calls on one memory are serialised.
 
-    Example:
-        ```python
-        from langchain_skillgraft import ChatSkillGraft
+    Example::
 
         chat = ChatSkillGraft(home="~/.skillgraft", max_tokens=64)
         chat.invoke("How do I squash three commits?", block_id="git-squash")
-        ```
     """
 
     memory: Optional[SkillMemory] = Field(default=None, exclude=True, repr=False)
@@ -192,7 +189,9 @@ class ChatSkillGraft(BaseChatModel):
             block = memory.store.get(options.block_id) if options.block_id else None
             engine = memory.engine
             cutter = StopCutter(options.stop)
-            utf8 = codecs.getincrementaldecoder("utf-8")("replace")  # a character may span tokens
+            # A character may span tokens: decode the token bytes incrementally; an incomplete
+            # character left when the generation stops is dropped.
+            utf8 = codecs.getincrementaldecoder("utf-8")("replace")
             steps = outcome.steps
             stream = memory.chat(
                 chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
@@ -205,11 +204,9 @@ class ChatSkillGraft(BaseChatModel):
                         yield text
                     if cutter.stopped:
                         break
-            if not cutter.stopped:
-                tail = cutter.feed(utf8.decode(b"", final=True))
-                tail += cutter.flush()
-                if tail:
-                    yield tail
+            tail = "" if cutter.stopped else cutter.flush()
+            if tail:
+                yield tail
             restored = block.n_tokens if block else 0
             outcome.block = block
             outcome.output_tokens = len(steps)

@@ -78,6 +78,8 @@ def to_chat(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
 def last_user_text(messages: Sequence[BaseMessage]) -> str:
     """The text of the latest human message, or ``""`` when there is none."""
     for message in reversed(messages):
-        if isinstance(message, HumanMessage) or (isinstance(message, ChatMessage) and to_turn(message)[0] == "user"):
-            return message_text(message).strip()
+        if isinstance(message, HumanMessage) or (
+            isinstance(message, ChatMessage) and _ROLE_NAMES.get(message.role.lower(), "user") == "user"
+        ):
+            return str(message.text).strip()  # media blocks are left out, not refused
     return ""

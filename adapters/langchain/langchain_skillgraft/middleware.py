@@ -9,11 +9,13 @@ The latest user message is recalled against the memory:
 - ``abstain``: nothing is close enough, so the call passes through unchanged.
 
 The answer's ``response_metadata["skillgraft"]`` carries the decision, block id and name,
-score, threshold and reason.
+score, threshold and reason. With ``gate=True`` a graft whose first tokens are not
+confident is retried plainly, as :meth:`skillgraft.SkillMemory.generate` does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Union
 
@@ -33,23 +35,21 @@ AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 class SkillGraftMiddleware(AgentMiddleware):
     """Answers recurring verified questions, grafts relevant blocks, abstains otherwise.
 
-    Args:
-        memory: the memory to recall from; by default the one of ``chat_model``, else the
-            shared memory of ``home`` (``$SKILLGRAFT_HOME``).
-        home: a store folder, when no ``memory`` is given.
-        chat_model: the grafting model for agents whose own model is not a
-            :class:`ChatSkillGraft`; graft decisions are routed to it.
+    ``memory`` is the memory to recall from; without it, the memory of ``chat_model``, else
+    the shared memory of the store folder ``home`` (``$SKILLGRAFT_HOME``). ``chat_model`` is
+    the grafting model for agents whose own model is not a :class:`ChatSkillGraft`: graft
+    decisions are routed to it. With ``gate=True`` a grafted answer whose first tokens are
+    not confident is generated again plainly (as :meth:`skillgraft.SkillMemory.generate`
+    does); the decision then reads ``abstain``, with the verdict under ``gate``. The tokens
+    of a streamed graft that is retried will already have been emitted.
 
-    Example:
-        ```python
-        from langchain.agents import create_agent
+    Example::
 
         agent = create_agent(
             model=ChatSkillGraft(memory=memory),
             tools=[],
             middleware=[SkillGraftMiddleware(memory)],
         )
-        ```
     """
 
     def __init__(
@@ -58,12 +58,14 @@ class SkillGraftMiddleware(AgentMiddleware):
         *,
         home: Union[str, Path, None] = None,
         chat_model: Optional[ChatSkillGraft] = None,
+        gate: bool = False,
     ) -> None:
         super().__init__()
         if memory is None:
             memory = chat_model.skill_memory if chat_model is not None else open_memory(home)
         self.memory = memory
         self.chat_model = chat_model
+        self.gate = gate
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -100,19 +102,17 @@ class SkillGraftMiddleware(AgentMiddleware):
         settings = {**request.model_settings, "block_id": recall.block.id}
         return request.override(model=model, model_settings=settings)
 
-    @staticmethod
-    def _annotate(response: Any, recall: Recall) -> Any:
-        """``response`` with the recall written into its AI message's ``response_metadata``."""
-        if isinstance(response, AIMessage):
-            return _with_recall(response, recall)
-        if not isinstance(response, ModelResponse):
-            return response
-        result = list(response.result)
-        for i in range(len(result) - 1, -1, -1):
-            if isinstance(result[i], AIMessage):
-                result[i] = _with_recall(result[i], recall)
-                break
-        return ModelResponse(result=result, structured_response=response.structured_response)
+    def _fallback(self, response: Any, recall: Recall) -> Optional[dict]:
+        """With the gate on, the metadata of a plain retry when the graft was not confident."""
+        if not self.gate:
+            return None
+        message = _ai_message(response)
+        confidence = (message.response_metadata.get(PROVIDER) or {}).get("confidence") if message else None
+        if not confidence or confidence["confident"]:
+            return None
+        reason = f"graft not confident: {confidence['reason']}; generated plainly"
+        gate = {**confidence, "fell_back": True, "reason": reason}
+        return {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None, "gate": gate}
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -122,9 +122,13 @@ class SkillGraftMiddleware(AgentMiddleware):
             return handler(request)
         if recall.decision == "exact":
             return self._verified_answer(recall)
-        if recall.decision == "graft":
-            request = self._grafting(request, recall)
-        return self._annotate(handler(request), recall)
+        if recall.decision == "abstain":
+            return _annotate(handler(request), recall.as_dict())
+        response = handler(self._grafting(request, recall))
+        fallback = self._fallback(response, recall)
+        if fallback is not None:
+            return _annotate(handler(request), fallback)
+        return _annotate(response, recall.as_dict())
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         recall = await run_in_executor(None, self.recall, request)
@@ -132,12 +136,34 @@ class SkillGraftMiddleware(AgentMiddleware):
             return await handler(request)
         if recall.decision == "exact":
             return self._verified_answer(recall)
-        if recall.decision == "graft":
-            request = self._grafting(request, recall)
-        return self._annotate(await handler(request), recall)
+        if recall.decision == "abstain":
+            return _annotate(await handler(request), recall.as_dict())
+        response = await handler(self._grafting(request, recall))
+        fallback = self._fallback(response, recall)
+        if fallback is not None:
+            return _annotate(await handler(request), fallback)
+        return _annotate(response, recall.as_dict())
 
 
-def _with_recall(message: AIMessage, recall: Recall) -> AIMessage:
+def _ai_message(response: Any) -> Optional[AIMessage]:
+    """The AI message a model call returned (the last one of a ModelResponse)."""
+    if isinstance(response, AIMessage):
+        return response
+    if isinstance(response, ModelResponse):
+        return next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+    return None
+
+
+def _annotate(response: Any, metadata: dict) -> Any:
+    """``response`` with ``metadata`` merged into its AI message's ``response_metadata["skillgraft"]``."""
+    message = _ai_message(response)
+    if message is None:
+        return response
     produced = message.response_metadata.get(PROVIDER) or {}
-    metadata = {**message.response_metadata, PROVIDER: {**produced, **recall.as_dict()}}
-    return message.model_copy(update={"response_metadata": metadata})
+    updated = message.model_copy(
+        update={"response_metadata": {**message.response_metadata, PROVIDER: {**produced, **metadata}}}
+    )
+    if isinstance(response, AIMessage):
+        return updated
+    result = [updated if m is message else m for m in response.result]
+    return dataclasses.replace(response, result=result)

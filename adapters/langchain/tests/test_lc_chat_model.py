@@ -46,6 +46,12 @@ def test_block_by_name_through_bind_and_field(chat, memory, manual):
     assert fielded.content == bound.content
 
 
+def test_characters_spanning_tokens_come_out_whole(chat):
+    text = chat.invoke("Repeat exactly: 🙂🙂🙂", max_tokens=24).content
+    assert "\ufffd" not in text
+    assert any(ord(c) > 0xFFFF for c in text)  # an emoji: two tokens in SmolLM2's vocabulary
+
+
 def test_max_tokens_and_finish_reason(chat):
     short = chat.invoke(QUESTION, max_tokens=3)
     assert short.usage_metadata["output_tokens"] == 3
@@ -75,7 +81,8 @@ def test_stop_sequence_cuts_at_the_first_stop(chat, streaming):
         message = chat.invoke(QUESTION, stop=["never appears", stop])
     assert message.content == expected
     assert message.response_metadata["finish_reason"] == "stop"
-    assert ChatSkillGraft(memory=chat.memory, stop=[stop], max_tokens=lc_store.MAX_TOKENS).invoke(QUESTION).content == expected
+    with_stop = ChatSkillGraft(memory=chat.memory, stop=[stop], max_tokens=lc_store.MAX_TOKENS)
+    assert with_stop.invoke(QUESTION).content == expected
 
 
 async def test_async_matches_sync(chat, manual):

@@ -96,3 +96,20 @@ def test_model_and_middleware_must_share_a_store(memory, tmp_path):
     agent = create_agent(model=elsewhere, tools=[], middleware=[SkillGraftMiddleware(memory)])
     with pytest.raises(ValueError, match="same memory"):
         agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]})
+
+
+async def test_gate_retries_an_unconfident_graft_plainly(chat, memory, manual):
+    from skillgraft.memory import DEFAULT_GATE_LOGPROB, GATE_SETTING
+
+    agent = create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory, gate=True)])
+    confident, meta, calls = await ask(agent, lc_store.GRAFT_QUESTION, False)
+    assert meta["decision"] == "graft" and meta["confidence"]["confident"] and calls == 1
+
+    memory.store.set_setting(GATE_SETTING, "0.0")  # no answer is that confident
+    try:
+        answer, meta, calls = await ask(agent, lc_store.GRAFT_QUESTION, True)
+    finally:
+        memory.store.set_setting(GATE_SETTING, repr(DEFAULT_GATE_LOGPROB))
+    assert meta["decision"] == "abstain" and meta["block_id"] is None and calls == 2
+    assert meta["gate"]["fell_back"] and "not confident" in meta["gate"]["reason"]
+    assert answer.content == chat.invoke(lc_store.GRAFT_QUESTION).content

@@ -1,0 +1,21 @@
+"""The LangChain example runs as a script and takes all three decisions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_agent.py"
+
+
+def test_example_runs_and_takes_every_decision():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    for decision in ("exact", "graft", "abstain"):
+        assert f"decision={decision}" in run.stdout
+    assert "A: 391" in run.stdout
