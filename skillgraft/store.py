@@ -183,15 +183,7 @@ class BlockStore:
     def deposit(self, block: Block, payload: bytes, fingerprint: RuntimeFingerprint) -> tuple[Block, bool]:
         """Write a block's file and row crash-safely; return ``(block, created)``."""
         final = self.blocks_dir / block.file_name
-        temp = self.blocks_dir / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
-        try:
-            with open(temp, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-        except OSError as exc:
-            temp.unlink(missing_ok=True)
-            raise StoreError(f"cannot write block {block.id} ({block.n_bytes} bytes): {exc.strerror or exc}") from exc
+        temp = self._write_temp(block, payload)
         try:
             with write_transaction(self.db.conn) as conn:
                 existing = self._rows("id = ?", [block.id])
@@ -215,6 +207,19 @@ class BlockStore:
         finally:
             temp.unlink(missing_ok=True)
         return block, True
+
+    def _write_temp(self, block: Block, payload: bytes) -> Path:
+        """Write and fsync ``payload`` to a temp file named after the block and this process."""
+        temp = self.blocks_dir / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
+        try:
+            with open(temp, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise StoreError(f"cannot write block {block.id} ({block.n_bytes} bytes): {exc.strerror or exc}") from exc
+        return temp
 
     def remove(self, ref: str) -> Block:
         """Delete a block's row, routing keys and file."""
@@ -338,11 +343,7 @@ class BlockStore:
         return {"blocks": len(blocks), "ok": not problems, "problems": problems, "repaired": repaired}
 
     def _restore_file(self, block: Block, state: KVState) -> None:
-        temp = self.blocks_dir / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
-        with open(temp, "wb") as handle:
-            handle.write(state.payload)
-            handle.flush()
-            os.fsync(handle.fileno())
+        temp = self._write_temp(block, state.payload)
         with write_transaction(self.db.conn) as conn:
             os.replace(temp, self.path_of(block))
             conn.execute("UPDATE blocks SET status = 'ok' WHERE id = ?", (block.id,))

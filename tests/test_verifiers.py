@@ -45,9 +45,10 @@ def test_network_is_cut():
     # A fresh network namespace holds only a loopback interface, and it is down.
     code = "print([line.split(':')[0].strip() for line in open('/proc/net/dev').read().splitlines()[2:]])"
     host_interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+    if host_interfaces == ["lo"]:
+        pytest.skip("this host has no network interface to cut")
     verdict = FAST.check("q", "['lo']", code)
     assert verdict.ok, verdict.detail
-    assert host_interfaces != ["lo"] or verdict.ok
 
 
 def test_answer_helpers():
