@@ -33,7 +33,7 @@ PYTHON_PROBLEM = ("A box holds 24 eggs. How many eggs are in 9 boxes?", 216)
 REPHRASED = [
     "a shop sells pencils at 3 dollars each   how much do 14 pencils cost",
     "TOM HAS 125 MARBLES AND GIVES AWAY 38 OF THEM. HOW MANY MARBLES DOES HE HAVE LEFT",
-    "A train travels at 60 km per hour for 7 hours -- how many km does it travel ?",
+    "A train travels at 60 km per hour for 7 hours: how many km does it travel ?",
     "a farm has 48 cows and buys 27 more; how many cows does it have altogether?",
     "  A box holds 24 eggs!  How many eggs are in 9 boxes  ",
 ]
