@@ -76,7 +76,12 @@ class Generation:
 
 
 class SkillMemory:
-    """A block store, its router and (lazily) one engine."""
+    """A block store, its router and (lazily) one engine.
+
+    ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
+    model file, context size, build ...) be answered by prefilling its stored source text
+    instead of raising :class:`FingerprintMismatchError`; no prefill is then avoided.
+    """
 
     def __init__(
         self,
@@ -86,6 +91,7 @@ class SkillMemory:
         settings: Optional[EngineSettings] = None,
         embedder: Union[str, Embedder, None] = None,
         engine: Optional[Engine] = None,
+        reprefill_foreign: bool = False,
     ) -> None:
         from .store import BlockStore
 
@@ -94,6 +100,7 @@ class SkillMemory:
         self.settings = settings
         self._engine = engine
         self._owns_engine = engine is None
+        self.reprefill_foreign = reprefill_foreign
         if not isinstance(embedder, Embedder):
             embedder = Embedder(embedder or DEFAULT_EMBEDDER)
         self.router = Router(self.store, embedder)
@@ -278,9 +285,17 @@ class SkillMemory:
         return Generation(text or block.answer, "exact", block.id, len(steps), block.n_tokens, timings, recall, steps=steps)
 
     def _restore(self, block: Block, query: str) -> dict:
-        """Restore ``block`` at its own position and evaluate the user's turn after it."""
+        """Restore ``block`` at its own position and evaluate the user's turn after it.
+
+        A block captured under another runtime raises :class:`FingerprintMismatchError`,
+        unless ``reprefill_foreign`` was set: then its stored source text is prefilled.
+        """
+        prefix, turn = self.engine.chat_split(block.source, query)
+        if self.reprefill_foreign and block.fingerprint_id != self.engine.fingerprint.id:
+            started = time.perf_counter()
+            self.engine.prefill(self.engine.tokenize(prefix) + self.engine.tokenize(turn, add_bos=False))
+            return {"reprefilled": True, "prefill_s": time.perf_counter() - started}
         loaded = self.store.load_state(block)
-        source_prefix, turn = self.engine.chat_split(block.source, query)
         started = time.perf_counter()
         self.engine.restore(loaded.state, block.id, verify_hash=False)
         restored = time.perf_counter()
@@ -307,7 +322,8 @@ class SkillMemory:
                 gate_info, fallback.steps,
             )
         text = "".join(s.piece for s in steps).strip()
-        return Generation(text, "graft", block.id, len(steps), block.n_tokens, timings, recall, {**verdict, "fell_back": False}, steps)
+        avoided = 0 if timings.get("reprefilled") else block.n_tokens
+        return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, {**verdict, "fell_back": False}, steps)
 
     def _plain(self, query: str, recall: Recall, decision: str, options: dict, timings: dict) -> Generation:
         prompt = self.engine.chat_prompt([("user", query)])

@@ -5,6 +5,7 @@ Layout of a store folder (``$SKILLGRAFT_HOME``, default ``~/.skillgraft``)::
     catalog.db          SQLite (WAL): blocks, fingerprints, routing keys, ledger, settings
     blocks/<sha>.kv     raw per-sequence llama.cpp state, named by its SHA-256
     quarantine/         corrupt or unclaimed files, moved aside, never deleted
+    index/              the router's FAISS cache, rebuilt from the catalog when stale
 
 A deposit writes the payload to a temp file, fsyncs it, then under the catalog's write
 lock renames it into place and inserts the row in one transaction: a process killed at any

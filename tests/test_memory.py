@@ -124,3 +124,20 @@ def test_calibrate_gate_keeps_every_right_answer(stocked):
     assert stocked.gate_threshold == report["threshold"]
     with pytest.raises(InputError, match="no grafted answer was right"):
         stocked.calibrate_gate([("how do I squash my commits?", "sourdough", "zzz-never")], max_tokens=4)
+
+
+def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
+    from skillgraft.config import engine_settings
+    from skillgraft.engine import Engine
+    from skillgraft.errors import FingerprintMismatchError
+    from skillgraft.memory import SkillMemory
+
+    with Engine("smollm2-135m", engine_settings(n_ctx=2048)) as smaller:
+        strict = SkillMemory(stocked.store.home, engine=smaller, embedder=embedder)
+        with pytest.raises(FingerprintMismatchError, match="n_ctx"):
+            strict.generate("how do I squash my last commits?", max_tokens=4, gate=False)
+        strict.close()
+        lenient = SkillMemory(stocked.store.home, engine=smaller, embedder=embedder, reprefill_foreign=True)
+        result = lenient.generate("how do I squash my last commits?", max_tokens=4, gate=False)
+        assert result.decision == "graft" and result.prefill_tokens_avoided == 0 and result.timings["reprefilled"]
+        lenient.close()
