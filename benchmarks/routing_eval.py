@@ -49,6 +49,20 @@ def main() -> int:
             abstained += recall.decision == "abstain"
         ood_abstained = sum(memory.route(q).decision == "abstain" for q in data["ood"]["test"])
         n_in, n_ood = len(test_in), len(data["ood"]["test"])
+        ids = {b.name: b.id for b in memory.store.blocks()}
+        in_best = [r[0] for r in memory.router.scores([q for q, _ in test_in])]
+        ood_best = [r[0][1] for r in memory.router.scores(data["ood"]["test"])]
+        sweep = []
+        for threshold in (0.22, 0.24, 0.26, 0.28, 0.30, 0.32, 0.34, 0.38):
+            ok = sum(1 for (bid, s), (_, name) in zip(in_best, test_in) if s >= threshold and bid == ids[name])
+            sweep.append({"threshold": threshold, "in_scope_accuracy": round(ok / n_in, 4),
+                          "ood_recall": round(sum(s < threshold for s in ood_best) / n_ood, 4)})
+        ablation = {}
+        for label, weight in (("nearest key only", 0.0), ("key centroid only", 1.0), ("mean (default)", 0.5)):
+            memory.router.centroid_weight = weight
+            best = [r[0][0] for r in memory.router.scores([q for q, _ in test_in])]
+            ablation[label] = round(sum(b == ids[name] for b, (_, name) in zip(best, test_in)) / n_in, 4)
+        memory.router.centroid_weight = 0.5
         report = {
             "intents": len(intents),
             "routing_keys": len(memory.store.routing_keys()),
@@ -65,6 +79,8 @@ def main() -> int:
                 "ood_recall_ci95": wilson_interval(ood_abstained, n_ood),
                 "route_ms_median": round(statistics.median(latencies) * 1000, 2),
             },
+            "test_threshold_sweep": sweep,
+            "test_top1_by_score": ablation,
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -36,6 +36,8 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 # Chosen on the routing evaluation's calibration split (docs/routing.md).
 DEFAULT_THRESHOLD = 0.3
 DEFAULT_IN_SCOPE_TOLERANCE = 0.02
+# A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
+CENTROID_WEIGHT = 0.5
 APPROXIMATE_ABOVE = 50_000
 MAX_QUERY_CHARS = 4_000
 SEARCH_K = 32
@@ -219,6 +221,7 @@ class Router:
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
         self.cache_dir = store.home / "index"
+        self.centroid_weight = CENTROID_WEIGHT
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -285,8 +288,9 @@ class Router:
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per query, ``[(block_id, score), ...]`` best first.
 
-        score = (cosine to the block's nearest key + cosine to its key centroid) / 2, over
-        the blocks among the nearest keys and the nearest centroids.
+        score = (1 - w) * cosine to the block's nearest key + w * cosine to its key centroid,
+        with w = ``centroid_weight`` (0.5), over the blocks among the nearest keys and the
+        nearest centroids.
         """
         index = self.index()
         if index.size == 0:
@@ -304,7 +308,8 @@ class Router:
                     nearest[block_id] = max(nearest.get(block_id, -1.0), float(sim))
             for i in np.argsort(-row_centroids)[:4]:
                 nearest.setdefault(index.blocks[i], float(row_centroids[i]))
-            scored = {b: (s + float(row_centroids[position[b]])) / 2 for b, s in nearest.items()}
+            w = self.centroid_weight
+            scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
             results.append(sorted(scored.items(), key=lambda item: -item[1]))
         return results
 
