@@ -26,7 +26,10 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 def load(name: str):
     path = DATA / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # missing, or still being written
+        return None
 
 
 def main() -> int:
@@ -34,12 +37,12 @@ def main() -> int:
     if graft:
         print("## graft\n")
         print(table(graft["rows"], [
-            ("tokens", "tokens", ""), ("prefill_s", "prefill s", ".3f"), ("restore_s", "restore ms", ""),
+            ("tokens", "tokens", ""), ("prefill_s", "prefill s", ".3f"), ("restore_s", "restore s", ".5f"),
             ("restore_plus_one_s", "restore+1 s", ".4f"), ("floor_s", "floor s", ".4f"), ("speedup", "speedup", ".0f"),
             ("restore_vs_floor", "restore/floor", ".2f"), ("first_access_vs_floor", "first access/floor", ".2f"),
             ("vs_llama_cpp_python_load_state", "Llama.load_state/restore", ".1f"),
             ("vs_llama_cpp_python_disk_cache", "LlamaDiskCache/restore", ".1f"), ("bytes_per_token", "bytes/token", ".1f"),
-        ]).replace("| restore ms |", "| restore s |"))
+        ]))
         print()
         print(table(graft["rows"], [
             ("tokens", "tokens", ""), ("bytes", "our block bytes", ","), ("native_file_bytes", "native file bytes", ","),

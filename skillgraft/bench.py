@@ -48,13 +48,17 @@ def corpus_tokens(engine: Engine, n_tokens: int) -> list[int]:
     return tokens[:n_tokens]
 
 
-def _median_time(action: Callable[[], object], repeats: int) -> float:
+def _times(action: Callable[[], object], repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
         action()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return times
+
+
+def _median_time(action: Callable[[], object], repeats: int) -> float:
+    return statistics.median(_times(action, repeats))
 
 
 def _context_for(n_tokens: int) -> int:
@@ -81,7 +85,7 @@ def bench_graft(
         with Engine(model, settings) as engine, tempfile.TemporaryDirectory(prefix="skillgraft-bench-") as folder:
             tokens = corpus_tokens(engine, size)
             engine.prefill(tokens[:32])  # warm-up
-            prefill_s = _median_time(lambda: engine.prefill(tokens), repeats)
+            prefills = _times(lambda: engine.prefill(tokens), repeats)
             state = engine.capture(tokens)
             block_file = Path(folder) / f"{state.sha256}.kv"
             block_file.write_bytes(state.payload)
@@ -101,14 +105,18 @@ def bench_graft(
 
             for action in (first_access, restore_plus_one):  # warm-up
                 action()
-            restore_s = statistics.median(engine.restore(state, verify_hash=False) for _ in range(repeats))
+            restores = [engine.restore(state, verify_hash=False) for _ in range(repeats)]
+            plus_one = _times(restore_plus_one, repeats)
+            floors = [engine.load_state_file(native_file, size) for _ in range(repeats)]
             row = {
                 "tokens": size,
-                "prefill_s": prefill_s,
-                "restore_s": restore_s,
+                "prefill_s": statistics.median(prefills),
+                "restore_s": statistics.median(restores),
                 "restore_first_access_s": _median_time(first_access, repeats),
-                "restore_plus_one_s": _median_time(restore_plus_one, repeats),
-                "floor_s": statistics.median(engine.load_state_file(native_file, size) for _ in range(repeats + 1)),
+                "restore_plus_one_s": statistics.median(plus_one),
+                "floor_s": statistics.median(floors),
+                "speedup_range": [min(prefills) / max(plus_one), max(prefills) / min(plus_one)],
+                "restore_vs_floor_range": [min(restores) / max(floors), max(restores) / min(floors)],
                 "bytes": state.n_bytes,
                 "bytes_per_token": state.n_bytes / size,
                 "native_file_bytes": native_file.stat().st_size,
@@ -120,6 +128,8 @@ def bench_graft(
                 peer = high_level_state(engine.model_path, settings, tokens, repeats)
                 row.update({f"llama_cpp_python_{k}": v for k, v in peer.items()})
                 row["vs_llama_cpp_python_load_state"] = peer["load_state_s"] / row["restore_s"]
+                low, high = peer["load_state_range_s"]
+                row["vs_llama_cpp_python_load_state_range"] = [low / max(restores), high / min(restores)]
                 row["vs_llama_cpp_python_disk_cache"] = peer["disk_cache_load_s"] / row["restore_s"]
             rows.append(row)
         if progress:

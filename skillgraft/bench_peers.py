@@ -58,6 +58,7 @@ def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequenc
         return {
             "save_state_s": statistics.median(saves),
             "load_state_s": statistics.median(loads),
+            "load_state_range_s": [min(loads), max(loads)],
             "disk_cache_load_s": statistics.median(disk_loads),
             "state_bytes": state_bytes,
             "scores_bytes": scores_bytes,

@@ -19,6 +19,15 @@ def _pyplot():
     return plt
 
 
+def _label_sizes(axis, sizes) -> None:
+    """Tick a log axis at the measured sizes only, in plain numbers."""
+    from matplotlib.ticker import NullFormatter
+
+    axis.set_xticks(list(sizes))
+    axis.set_xticklabels([f"{size:,}" for size in sizes])
+    axis.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot_report(report: dict, path: Path) -> Path:
     """Draw the report of one benchmark kind into ``path``."""
     plt = _pyplot()
@@ -32,16 +41,19 @@ def plot_report(report: dict, path: Path) -> Path:
             if key in rows[0]:
                 axis.plot(sizes, [r[key] for r in rows], marker="o", label=label)
         axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
+        _label_sizes(axis, sizes)
     elif kind == "paging":
         sizes = [r["tokens"] for r in rows]
         for key, label in (("reprefill_s", "re-prefill"), ("first_access_s", "first access"), ("warm_restore_s", "warm restore")):
             axis.plot(sizes, [r[key] for r in rows], marker="o", label=label)
         axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
+        _label_sizes(axis, sizes)
     elif kind == "route":
         for index in ("flat", "hnsw"):
             part = [r for r in rows if r["index"] == index]
             axis.plot([r["keys"] for r in part], [r["search_p50_ms"] for r in part], marker="o", label=f"{index} search p50")
         axis.set(xscale="log", yscale="log", xlabel="routing keys", ylabel="milliseconds")
+        _label_sizes(axis, sorted({r["keys"] for r in rows}))
     elif kind == "positions":
         labels = [f"{r['case'].split(':')[0]} {r['offset']}" for r in rows]
         axis.barh(labels, [r["kl_median"] or 0 for r in rows])
