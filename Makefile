@@ -27,9 +27,12 @@ test: install
 docs: install
 	$(BIN)/mkdocs build --strict
 
+# A quick set; docs/benchmarks.md gives the full commands behind its tables.
 bench: install
-	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json > docs/data/bench_graft.json
-	$(BIN)/skillgraft bench route --keys 1000,10000 --json > docs/data/bench_route.json
+	mkdir -p build/bench
+	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json --plot build/bench/graft.png > build/bench/graft.json
+	$(BIN)/skillgraft bench route --keys 1000,10000 --json --plot build/bench/route.png > build/bench/route.json
+	$(BIN)/python benchmarks/tables.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info site
