@@ -30,9 +30,9 @@ docs: install
 # A quick set; docs/benchmarks.md gives the full commands behind its tables.
 bench: install
 	mkdir -p build/bench
-	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json --plot build/bench/graft.png > build/bench/graft.json
-	$(BIN)/skillgraft bench route --keys 1000,10000 --json --plot build/bench/route.png > build/bench/route.json
-	$(BIN)/python benchmarks/tables.py
+	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json --plot build/bench/graft.png > build/bench/bench_graft.json
+	$(BIN)/skillgraft bench route --keys 1000,10000 --json --plot build/bench/route.png > build/bench/bench_route.json
+	$(BIN)/python benchmarks/tables.py build/bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info site

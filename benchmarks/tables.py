@@ -1,6 +1,6 @@
-"""Print the Markdown tables of docs/benchmarks.md and docs/routing.md from docs/data/*.json.
+"""Print the Markdown tables of docs/benchmarks.md from the JSON reports in a folder.
 
-    .venv/bin/python benchmarks/tables.py
+    .venv/bin/python benchmarks/tables.py [FOLDER]      # default docs/data
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-DATA = Path("docs/data")
+DATA = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/data")
 
 
 def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
