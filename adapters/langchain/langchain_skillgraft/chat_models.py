@@ -8,7 +8,6 @@ at its own position, so only the chat after it is prefilled.
 
 from __future__ import annotations
 
-import codecs
 from contextlib import closing
 import os
 from dataclasses import dataclass, field
@@ -189,9 +188,6 @@ class ChatSkillGraft(BaseChatModel):
             block = memory.store.get(options.block_id) if options.block_id else None
             engine = memory.engine
             cutter = StopCutter(options.stop)
-            # A character may span tokens: decode the token bytes incrementally; an incomplete
-            # character left when the generation stops is dropped.
-            utf8 = codecs.getincrementaldecoder("utf-8")("replace")
             steps = outcome.steps
             stream = memory.chat(
                 chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
@@ -199,7 +195,7 @@ class ChatSkillGraft(BaseChatModel):
             with closing(stream):
                 for step in stream:
                     steps.append(step)
-                    text = cutter.feed(utf8.decode(engine.piece(step.token)))
+                    text = cutter.feed(step.piece)  # whole characters: a partial one yields ""
                     if text:
                         yield text
                     if cutter.stopped:
