@@ -150,7 +150,7 @@ def bench_paging(model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: 
             block, _ = store.put(engine.capture(tokens), name=f"page-{size}", kind="manual", source=f"{size} tokens")
             first, warm = [], []
             for _ in range(repeats):
-                store._forget(block.sha256)
+                store.evict(block.sha256)
                 loaded = store.load_state(block)
                 first.append(loaded.read_s + engine.restore(loaded.state, block.id, verify_hash=False))
                 again = store.load_state(block)

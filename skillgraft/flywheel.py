@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from abc import ABC, abstractmethod
 import os
 import re
 import shutil
@@ -65,13 +66,14 @@ def answers_match(expected: str, actual: str, rel_tol: float = 1e-9, abs_tol: fl
     return " ".join(expected.casefold().split()) == " ".join(actual.casefold().split())
 
 
-class Verifier:
+class Verifier(ABC):
     """Base class: :meth:`check` returns a :class:`Verdict`; :meth:`verify` raises on failure."""
 
     kind = "custom"
 
+    @abstractmethod
     def check(self, question: str, answer: str, method: Optional[str]) -> Verdict:
-        raise NotImplementedError
+        """Judge ``answer`` (and ``method``, where the verifier runs it)."""
 
     def verify(self, question: str, answer: str, method: Optional[str]) -> Verdict:
         verdict = self.check(question, answer, method)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
+from .catalog import write_transaction
 from .errors import ConfigError, InputError, RouterError
 
 logger = logging.getLogger("skillgraft.router")
@@ -109,12 +110,6 @@ class Embedder:
         except Exception as exc:  # sentence-transformers raises many kinds
             raise ConfigError(f"cannot load the embedder {self.name!r}: {exc}") from exc
         return self._model
-
-    @property
-    def dimension(self) -> int:
-        model = self._load()
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
@@ -269,8 +264,6 @@ class Router:
     def _reembed(self, rows: list[dict]) -> None:
         """Keys written by another embedder are embedded again with this one."""
         vectors = self.embedder.encode([r["text"] for r in rows])
-        from .catalog import write_transaction
-
         with write_transaction(self.store.db.conn) as conn:
             for row, vector in zip(rows, vectors):
                 conn.execute(

@@ -229,7 +229,7 @@ class BlockStore:
             conn.execute("DELETE FROM routing_keys WHERE block_id = ?", (block.id,))
             conn.execute("DELETE FROM blocks WHERE id = ?", (block.id,))
             self.path_of(block).unlink(missing_ok=True)
-        self._forget(block.sha256)
+        self.evict(block.sha256)
         return block
 
     # -- reading payloads ------------------------------------------------------------------
@@ -280,14 +280,15 @@ class BlockStore:
             _, evicted = self._cache.popitem(last=False)
             self._cached_bytes -= evicted.n_bytes
 
-    def _forget(self, sha256: str) -> None:
+    def evict(self, sha256: str) -> None:
+        """Drop a payload from the LRU cache (its next load reads and verifies the file)."""
         evicted = self._cache.pop(sha256, None)
         if evicted is not None:
             self._cached_bytes -= evicted.n_bytes
 
     def quarantine(self, block: Block, reason: str) -> Optional[Path]:
         """Move a block's file aside and mark its row; routing skips quarantined blocks."""
-        self._forget(block.sha256)
+        self.evict(block.sha256)
         moved = self._move_to_quarantine(self.path_of(block))
         with write_transaction(self.db.conn) as conn:
             conn.execute("UPDATE blocks SET status = 'quarantined' WHERE id = ?", (block.id,))
