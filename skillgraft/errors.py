@@ -4,11 +4,15 @@ The tree::
 
     SkillgraftError
     ├── ConfigError                    a setting or argument is invalid
-    │   └── ModelNotFoundError         unknown model name, missing GGUF or missing extra
+    │   ├── ModelNotFoundError         unknown model name, missing GGUF or missing extra
+    │   └── ServerBuildError           llama-server could not be built or found
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
-    │   └── ContextOverflowError       text does not fit the context window
+    │   ├── ContextOverflowError       text does not fit the context window
+    │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
-    │   └── FingerprintMismatchError   a block was captured under another runtime
+    │   ├── FingerprintMismatchError   a block was captured under another runtime
+    │   └── ServerError                llama-server failed, refused or is unreachable
+    │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
@@ -36,6 +40,10 @@ class ModelNotFoundError(ConfigError):
     """A model name is unknown, or the package that carries it is not installed."""
 
 
+class ServerBuildError(ConfigError):
+    """llama-server could not be built or found."""
+
+
 class InputError(SkillgraftError):
     """User input cannot be used as given."""
 
@@ -47,6 +55,10 @@ class ContextOverflowError(InputError):
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx
         super().__init__(f"{what} is {n_tokens} tokens but the context holds {n_ctx}")
+
+
+class SlotFileError(InputError):
+    """A slot file or block payload does not have the layout the conversion needs."""
 
 
 class EngineError(SkillgraftError):
@@ -64,6 +76,23 @@ class FingerprintMismatchError(EngineError):
         )
         subject = f"block {block_id}" if block_id else "block"
         super().__init__(f"{subject} was captured under another runtime: {fields}")
+
+
+class ServerError(EngineError):
+    """llama-server could not be started or reached, or refused a request."""
+
+
+class SlotReuseError(ServerError):
+    """A graft's completion did not reuse the restored slot: the server re-prefilled."""
+
+    def __init__(self, block_id: str, slot: int, cache_n: int, n_block: int, prompt_n: int, n_query: int) -> None:
+        self.block_id, self.slot = block_id, slot
+        self.cache_n, self.n_block, self.prompt_n, self.n_query = cache_n, n_block, prompt_n, n_query
+        super().__init__(
+            f"graft of {block_id or 'a block'} in slot {slot} was not served from the restored state: "
+            f"cache_n {cache_n} (block {n_block} tokens), prompt_n {prompt_n} (query {n_query} tokens); "
+            "another request may have taken the slot"
+        )
 
 
 class StoreError(SkillgraftError):
