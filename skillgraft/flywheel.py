@@ -4,9 +4,9 @@ Only what an external verifier accepts is ever deposited. Verifiers:
 
 - ``exact``: the answer equals the expected one after normalization;
 - ``numeric``: the answer and the expected value are equal numbers within a tolerance;
-- ``python``: the method code runs in a sandboxed subprocess (wall and CPU time, memory,
-  process count and file size limits; a temp working folder; a scrubbed environment; an
-  unprivileged user and no network where the OS allows) and its last printed line must
+- ``python``: the method code runs in :mod:`skillgraft.sandbox` (its own PID, mount, network
+  and IPC namespaces; a private, size-bounded /tmp; wall, CPU, memory, process, file size and
+  output limits; a scrubbed environment; an unprivileged user) and its last printed line must
   equal the answer;
 - any callable ``(question, answer, method) -> bool``.
 """
@@ -16,17 +16,13 @@ from __future__ import annotations
 import hashlib
 import math
 from abc import ABC, abstractmethod
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .errors import ConfigError, InputError, VerificationError
+from .sandbox import Limits, SandboxRun, run_python, sandbox_python  # noqa: F401 - sandbox_python re-exported
 
 if TYPE_CHECKING:
     from .memory import SkillMemory
@@ -136,66 +132,9 @@ class CallableVerifier(Verifier):
         return Verdict(ok, self.kind, _sha(str(ok)), time.perf_counter() - started, "accepted" if ok else "rejected")
 
 
-def _world_executable(path: str) -> bool:
-    """Whether any user may run ``path`` (every folder above it searchable)."""
-    import stat
-
-    real = os.path.realpath(path)
-    try:
-        if not os.stat(real).st_mode & stat.S_IXOTH:
-            return False
-        folder = os.path.dirname(real)
-        while folder and folder != os.path.dirname(folder):
-            if not os.stat(folder).st_mode & stat.S_IXOTH:
-                return False
-            folder = os.path.dirname(folder)
-    except OSError:
-        return False
-    return True
-
-
-def sandbox_python() -> str:
-    """The interpreter for method code: ours, or a system one the unprivileged user can run."""
-    if os.geteuid() != 0:
-        return sys.executable
-    for candidate in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
-        if candidate and _world_executable(candidate):
-            return os.path.realpath(candidate)
-    raise ConfigError("no Python interpreter is executable by the sandbox user (nobody)")
-
-
-_SANDBOX_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-_NOBODY = 65534
-
-
-def _limit_child(cpu_s: int, memory_bytes: int, max_processes: int, max_file_bytes: int) -> Callable[[], None]:
-    def apply() -> None:  # runs in the child between fork and exec
-        import resource
-
-        os.setsid()
-        if os.geteuid() == 0:
-            # Cut the network (a fresh network namespace) and drop to an unprivileged user,
-            # under which the process-count limit holds.
-            try:
-                import ctypes
-
-                ctypes.CDLL(None, use_errno=True).unshare(0x40000000)  # CLONE_NEWNET
-            except Exception:
-                pass
-            os.setgroups([])
-            os.setgid(_NOBODY)
-            os.setuid(_NOBODY)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
-
-
 class PythonVerifier(Verifier):
-    """Runs the method code in a sandboxed subprocess; its last printed line must equal the answer."""
+    """Runs the method code in the sandbox (:mod:`skillgraft.sandbox`); its last printed line must
+    equal the answer. Output over ``max_output_bytes`` is refused, never judged on a partial line."""
 
     kind = "python"
 
@@ -207,59 +146,52 @@ class PythonVerifier(Verifier):
         memory_mb: int = 512,
         max_processes: int = 16,
         max_output_bytes: int = 65536,
+        tmp_mb: int = 32,
     ) -> None:
         self.timeout_s, self.cpu_s, self.memory_mb = timeout_s, cpu_s, memory_mb
-        self.max_processes, self.max_output_bytes = max_processes, max_output_bytes
+        self.max_processes, self.max_output_bytes, self.tmp_mb = max_processes, max_output_bytes, tmp_mb
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            wall_s=self.timeout_s,
+            cpu_s=self.cpu_s,
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            max_output_bytes=self.max_output_bytes,
+            tmp_mb=self.tmp_mb,
+        )
+
+    def execute(self, code: str) -> SandboxRun:
+        """Run ``code`` in a fresh sandbox under this verifier's limits."""
+        return run_python(code, self.limits)
 
     def run(self, code: str) -> tuple[int, str, str, float]:
-        """Run ``code``; return ``(returncode, stdout, stderr, seconds)``. -9 means killed."""
-        with tempfile.TemporaryDirectory(prefix="skillgraft-verify-") as folder:
-            os.chmod(folder, 0o777)
-            script = os.path.join(folder, "method.py")
-            with open(script, "w", encoding="utf-8") as handle:
-                handle.write(code)
-            os.chmod(script, 0o644)
-            started = time.perf_counter()
-            process = subprocess.Popen(
-                [sandbox_python(), "-I", "-S", script],
-                cwd=folder,
-                env=_SANDBOX_ENV,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                preexec_fn=_limit_child(self.cpu_s, self.memory_mb << 20, self.max_processes, 1 << 24),
-            )
-            try:
-                out, err = process.communicate(timeout=self.timeout_s)
-                code_ = process.returncode
-            except subprocess.TimeoutExpired:
-                self._kill_group(process)
-                out, err = process.communicate()
-                code_ = -9
-                err = err + f"\nwall time limit of {self.timeout_s}s exceeded".encode()
-            finally:
-                self._kill_group(process)
-            seconds = time.perf_counter() - started
-        decode = lambda b: b[: self.max_output_bytes].decode("utf-8", "replace")  # noqa: E731
-        return code_, decode(out), decode(err), seconds
-
-    @staticmethod
-    def _kill_group(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Run ``code``; return ``(returncode, stdout, stderr, seconds)``. Negative: killed by that signal."""
+        result = self.execute(code)
+        stderr = result.stderr + (f"\n{result.killed_reason}" if result.killed_reason else "")
+        return result.returncode, result.stdout, stderr, result.seconds
 
     def check(self, question, answer, method) -> Verdict:
         if not method or not method.strip():
             raise InputError("the python verifier needs method code to run")
-        returncode, out, err, seconds = self.run(method)
+        result = self.execute(method)
+        out, err, seconds = result.stdout, result.stderr, result.seconds
+        if result.truncated:
+            detail = f"method refused: {result.killed_reason}; its last line is not judged"
+            return Verdict(False, self.kind, _sha(out + err), seconds, detail)
+        if result.killed_reason or result.returncode != 0:
+            if result.killed_reason:
+                reason = f"killed: {result.killed_reason}"
+            elif result.returncode < 0:
+                reason = f"killed by signal {-result.returncode} (time or resource limit)"
+            else:
+                reason = f"exit code {result.returncode}"
+            last = (err.strip().splitlines() or [""])[-1] or ("" if result.killed_reason else "no error output")
+            detail = f"method failed: {reason}" + (f": {last}" if last else "")
+            return Verdict(False, self.kind, _sha(out + err), seconds, detail)
         lines = [line.strip() for line in out.strip().splitlines() if line.strip()]
         printed = lines[-1] if lines else ""
-        if returncode != 0:
-            last = (err.strip().splitlines() or ["no error output"])[-1]
-            reason = "killed (time or resource limit)" if returncode < 0 else f"exit code {returncode}"
-            return Verdict(False, self.kind, _sha(out + err), seconds, f"method failed: {reason}: {last}")
         ok = answers_match(answer, printed)
         detail = f"method printed {printed!r}" + ("" if ok else f", not {answer!r}")
         return Verdict(ok, self.kind, _sha(out), seconds, detail)
