@@ -1,31 +1,70 @@
 """The ``skillgraft`` command line: a thin click group over the Python API.
 
-Machine-readable commands take ``--json`` and print one JSON object on stdout; progress
-and logs go to stderr. Exit codes: 0 ok, 1 a user error (one line, no traceback unless
-``--debug``), 2 usage.
+Machine-readable commands take ``--json`` and print one JSON object on stdout, errors
+included (``{"error": {"type": ..., "message": ...}}``); progress and logs go to stderr and
+are drawn only when it is a terminal. Exit codes: 0 ok, 1 a user error (one line, no
+traceback unless ``--debug``), 2 usage. ``--home`` and ``--debug`` work before or after the
+command name. Commands that only read refuse a store folder that holds no catalog, so a
+mistyped ``--home`` is an error instead of a new, empty store.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, TextIO
 
 import click
 
-from .errors import SkillgraftError
+from .errors import SkillgraftError, StoreError
+
+# The commands that may create the store folder; every other one needs an existing store.
+ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate"})
+HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
+DEBUG_HELP = "Show tracebacks for errors."
+
+
+def _remember(key: str) -> Callable:
+    """An option callback that also records the value given in the shared ``ctx.obj``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is not None and value is not False:
+            ctx.ensure_object(dict)[key] = value
+        return value
+
+    return callback
+
+
+def _shared_options() -> list[click.Option]:
+    """``--home`` and ``--debug`` for every command, so they also work after its name."""
+    return [
+        click.Option(["--home"], type=click.Path(file_okay=False), expose_value=False, callback=_remember("home"), help=HOME_HELP),
+        click.Option(["--debug"], is_flag=True, expose_value=False, callback=_remember("debug"), help=DEBUG_HELP),
+    ]
 
 
 class SkillgraftGroup(click.Group):
-    """Turns a :class:`SkillgraftError` into a one-line message and exit code 1."""
+    """Gives every command the shared options, and turns a :class:`SkillgraftError` into
+    exit code 1 with one line on stderr (and, under ``--json``, a JSON error object on stdout)."""
+
+    def add_command(self, cmd: click.Command, name: Optional[str] = None) -> None:
+        if not any(param.name == "home" for param in cmd.params):
+            cmd.params.extend(_shared_options())
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except SkillgraftError as exc:
-            if ctx.params.get("debug"):
+            options = ctx.obj or {}
+            if options.get("debug") or ctx.params.get("debug"):
                 raise
+            if options.get("json"):
+                click.echo(json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}))
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
 
@@ -49,29 +88,98 @@ def _render_mapping(data: dict, indent: int = 0) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
-    """A ``progress(done, total)`` callback drawing a bar on stderr."""
-    from tqdm import tqdm
-
-    bar = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=label, file=sys.stderr, disable=not enabled, leave=False)
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.close()
+def is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+class Activity:
+    """What a long command is doing, drawn on stderr only when stderr is a terminal.
+
+    While ``status`` is set and no progress has come, a spinner shows it with the seconds
+    elapsed (the model and embedder load takes 6-30 s); the first ``activity(done, total)``
+    call turns it into a bar that counts ``done`` of ``total``. ``say(line)`` replaces the
+    status. Everything it draws is erased when it ends, so nothing is printed twice.
+    """
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, label: str, status: str = "", *, enabled: Optional[bool] = None, stream: Optional[TextIO] = None):
+        self.label = label
+        self.status = status
+        self.stream = stream or sys.stderr
+        self.enabled = is_terminal(self.stream) if enabled is None else enabled
+        self._bar = None
+        self._stop = threading.Event()
+        self._spinner: Optional[threading.Thread] = None
+        self._started = time.monotonic()
+
+    def __enter__(self) -> "Activity":
+        self._started = time.monotonic()
+        if self.status:
+            self._spin()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._halt_spinner()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        self._halt_spinner()
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=self.label, file=self.stream, leave=False, dynamic_ncols=True)
+        self._bar.total = total
+        self._bar.n = done
+        self._bar.refresh()
+
+    def say(self, line: str) -> None:
+        """Show ``line`` as the current status (a log callback)."""
+        self.status = line
+        if self._bar is None:
+            self._spin()
+
+    def _spin(self) -> None:
+        if not self.enabled or self._spinner is not None:
+            return
+        self._stop.clear()
+        self._spinner = threading.Thread(target=self._draw, name="skillgraft-activity", daemon=True)
+        self._spinner.start()
+
+    def _draw(self) -> None:
+        frame = 0
+        while True:
+            width = max(20, shutil.get_terminal_size().columns - 1)
+            elapsed = time.monotonic() - self._started
+            line = f"{self.FRAMES[frame % len(self.FRAMES)]} {self.status} ({elapsed:.0f} s)"
+            self.stream.write("\r\x1b[K" + line[:width])
+            self.stream.flush()
+            frame += 1
+            if self._stop.wait(0.1):
+                break
+        self.stream.write("\r\x1b[K")
+        self.stream.flush()
+
+    def _halt_spinner(self) -> None:
+        if self._spinner is not None:
+            self._stop.set()
+            self._spinner.join()
+            self._spinner = None
+
+
+def progress_bar(label: str, enabled: bool = True) -> Activity:
+    """A ``progress(done, total)`` callback drawing a bar on stderr when it is a terminal."""
+    return Activity(label, enabled=enabled and is_terminal(sys.stderr))
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, callback=_remember("json"), help="Print one JSON object on stdout."
+)
 model_option = click.option(
     "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m) or a GGUF path."
 )
@@ -79,12 +187,12 @@ model_option = click.option(
 
 @click.group(cls=SkillgraftGroup)
 @click.version_option(package_name="skillgraft")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--debug", is_flag=True, help=DEBUG_HELP + " Also accepted after the command name.")
 @click.option(
     "--home",
     envvar="SKILLGRAFT_HOME",
     type=click.Path(file_okay=False),
-    help="Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft).",
+    help=HOME_HELP[:-1] + "; also accepted after the command name, where it wins.",
 )
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, home: Optional[str]) -> None:
@@ -93,38 +201,59 @@ def cli(ctx: click.Context, debug: bool, home: Optional[str]) -> None:
     Skill manuals and verified solutions are prefilled once, their KV state is captured
     byte-exactly into block files and grafted back into fresh contexts on demand.
     """
-    ctx.obj = {"home": home}
+    ctx.obj = {"home": home, "debug": debug}
+
+
+def store_home(ctx: click.Context) -> Path:
+    """The store folder the options name; it must hold a catalog unless the command adds."""
+    from .config import default_home
+
+    given = (ctx.obj or {}).get("home")
+    home = Path(given).expanduser() if given else default_home()
+    if ctx.command.name not in ADDING_COMMANDS and not (home / "catalog.db").is_file():
+        raise StoreError(
+            f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
+            f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store"
+        )
+    return home
 
 
 def open_memory(ctx: click.Context, model: Optional[str] = None):
-    """The SkillMemory of the store the group options name, closed with the command."""
+    """The SkillMemory of the store the options name, closed with the command."""
     from .memory import SkillMemory
 
-    memory = SkillMemory.open(ctx.obj.get("home"), model=model)
+    memory = SkillMemory.open(store_home(ctx), model=model)
     ctx.call_on_close(memory.close)
     return memory
 
 
 def open_store(ctx: click.Context):
-    from .config import default_home
     from .store import BlockStore
 
-    store = BlockStore(ctx.obj.get("home") or default_home())
+    store = BlockStore(store_home(ctx))
     ctx.call_on_close(store.close)
     return store
 
 
 def read_text_file(path: str, what: str) -> str:
+    """The UTF-8 text of ``path``; ``-`` reads standard input."""
     from .errors import InputError
 
     try:
-        data = open(path, "rb").read()
+        if path == "-":
+            data = getattr(sys.stdin, "buffer", sys.stdin).read()
+        else:
+            with open(path, "rb") as file:
+                data = file.read()
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if isinstance(data, str):
+        return data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+        source = "standard input" if path == "-" else path
+        raise InputError(f"{what} {source} is not UTF-8 text (byte {exc.start})") from None
 
 
 @cli.command()
@@ -143,8 +272,9 @@ def verify(model: Optional[str], samples: int, seed: int, as_json: bool) -> None
     from .config import default_model
     from .exactness import verify as run_verify
 
-    with progress_bar("verify", not as_json or sys.stderr.isatty()) as progress:
-        report = run_verify(model or default_model(), samples, seed=seed, progress=progress)
+    model = model or default_model()
+    with Activity("verify", f"loading {model}") as progress:
+        report = run_verify(model, samples, seed=seed, progress=progress)
     emit(report, as_json, _render_verify)
 
 
@@ -190,7 +320,9 @@ def demo(model: Optional[str], as_json: bool) -> None:
     """The main job end to end on the embedded default model, in a temporary store."""
     from .demo import run_demo
 
-    report = run_demo(model=model, log=None if as_json else lambda line: click.echo(line, err=True))
+    # Each step shows once: as a passing status line on a terminal, then in the table.
+    with Activity("demo", "starting") as activity:
+        report = run_demo(model=model, log=activity.say)
     emit(report, as_json, _render_demo)
     if not report["ok"]:
         sys.exit(1)
@@ -220,16 +352,26 @@ def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
     """Capture the skill manual in FILE as a block named NAME.
 
     The manual is prefilled once and its KV state stored; NAME, the description and
-    every --example become routing keys. Use - as FILE to read standard input.
+    every --example become routing keys. Use - as FILE to read standard input. A name
+    that is taken, or a text already stored under another name, is refused before any
+    capture.
     """
-    text = click.get_text_stream("stdin").read() if file == "-" else read_text_file(file, "manual")
+    text = read_text_file(file, "manual")
     memory = open_memory(ctx, model)
-    with progress_bar(f"capture {name}", not as_json) as progress:
+    with Activity(f"capture {name}", f"loading {memory.model}") as progress:
         block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
-    emit(
-        {"block_id": block.id, "name": block.name, "tokens": block.n_tokens, "bytes": block.n_bytes, "sha256": block.sha256},
-        as_json,
-    )
+    emit(_block_result(block), as_json)
+
+
+def _block_result(block, **extra) -> dict:
+    return {
+        "block_id": block.id,
+        "name": block.name,
+        "tokens": block.n_tokens,
+        "bytes": block.n_bytes,
+        "sha256": block.sha256,
+        **extra,
+    }
 
 
 @cli.command("list")
@@ -238,7 +380,7 @@ def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
 @click.pass_context
 def list_blocks(ctx, kind, as_json) -> None:
     """List the blocks in the store."""
-    rows = [b.summary() for b in open_store(ctx).blocks(kind=kind)]
+    rows = [b.summary() for b in open_memory(ctx).list(kind=kind, include_quarantined=True)]
     emit(
         {"rows": rows},
         as_json,
@@ -249,16 +391,69 @@ def list_blocks(ctx, kind, as_json) -> None:
     )
 
 
-@cli.command()
+@click.command()
 @click.argument("ref")
 @json_option
 @click.pass_context
 def show(ctx, ref, as_json) -> None:
-    """Show one block (by id, id prefix or name) and its routing keys."""
-    store = open_store(ctx)
-    block = store.get(ref)
-    keys = [{"kind": k["kind"], "text": k["text"]} for k in store.routing_keys(block.id)]
-    emit({**block.summary(), "routing_keys": keys}, as_json)
+    """Show one block and its routing keys.
+
+    REF is a block id, a unique id prefix, a name, or the question of a verified
+    solution. `get` is the same command.
+    """
+    memory = open_memory(ctx)
+    block = memory.get(ref)
+    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store.routing_keys(block.id)]
+    emit({**block.summary(), "routing_keys": keys}, as_json, _render_block)
+
+
+cli.add_command(show)
+cli.add_command(show, "get")
+
+
+def _render_block(data: dict) -> str:
+    fields = {k: v for k, v in data.items() if k != "routing_keys" and v is not None}
+    keys = [f"  {key['kind']:11} {key['text']}" for key in data["routing_keys"]]
+    return _render_mapping(fields) + "\nrouting_keys:" + ("\n" + "\n".join(keys) if keys else " (none)")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--file", "-f", "file", type=click.Path(dir_okay=False), help="New text, re-captured (- reads standard input).")
+@click.option("--example", "-e", "examples", multiple=True, help="Replaces the example queries (repeat for several).")
+@click.option("--description", "-d", default=None, help="Replaces the description.")
+@model_option
+@json_option
+@click.pass_context
+def update(ctx, ref, file, examples, description, model, as_json) -> None:
+    """Change a block and keep its name: new text (re-captured), examples or description.
+
+    REF is a block id, a unique id prefix, a name or a solution's question. A new text
+    gives a new block id; the old block is removed once the new one is stored.
+    """
+    if file is None and not examples and description is None:
+        raise click.UsageError("nothing to update: give --file, --example or --description")
+    text = read_text_file(file, "text") if file is not None else None
+    memory = open_memory(ctx, model)
+    before = memory.get(ref)
+    with Activity(f"capture {before.name}", f"loading {memory.model}") as progress:
+        block = memory.update(
+            before.id, text=text, examples=list(examples) or None, description=description, progress=progress
+        )
+    emit(_block_result(block, previous_block_id=before.id), as_json)
+
+
+@cli.command()
+@click.argument("ref")
+@click.argument("new_name")
+@json_option
+@click.pass_context
+def rename(ctx, ref, new_name, as_json) -> None:
+    """Give a block (by id, id prefix, name or question) the name NEW_NAME."""
+    memory = open_memory(ctx)
+    before = memory.get(ref)
+    block = memory.rename(before.id, new_name)
+    emit({"block_id": block.id, "name": block.name, "previous_name": before.name}, as_json)
 
 
 @cli.command()
@@ -266,9 +461,35 @@ def show(ctx, ref, as_json) -> None:
 @json_option
 @click.pass_context
 def rm(ctx, ref, as_json) -> None:
-    """Remove a block (by id, id prefix or name): its row, routing keys and file."""
-    block = open_store(ctx).remove(ref)
+    """Remove a block (by id, id prefix, name or question): its row, routing keys and file."""
+    block = open_memory(ctx).delete(ref)
     emit({"removed": block.id, "name": block.name}, as_json)
+
+
+@cli.command()
+@model_option
+@json_option
+@click.pass_context
+def recapture(ctx, model, as_json) -> None:
+    """Capture every block again under the current runtime (model, build, settings).
+
+    After an upgrade or a settings change, blocks captured under the old runtime no
+    longer graft; this prefills each one's stored source text again and stores the new
+    state under the same name.
+    """
+    memory = open_memory(ctx, model)
+    with Activity("recapture", f"loading {memory.model}") as progress:
+        report = memory.recapture(progress=progress).as_dict()
+    emit(report, as_json, _render_recapture)
+    if report["failed"]:
+        sys.exit(1)
+
+
+def _render_recapture(report: dict) -> str:
+    lines = [f"{len(report['recaptured'])} recaptured, {len(report['unchanged'])} unchanged, {len(report['failed'])} failed"]
+    lines += [f"recaptured {r['name']}: {r['old']} -> {r['new']}" for r in report["recaptured"]]
+    lines += [f"failed     {r['name']} ({r['block_id']}): {r['error']}" for r in report["failed"]]
+    return "\n".join(lines)
 
 
 @cli.command()
@@ -335,8 +556,29 @@ def import_command(ctx, path, allow_foreign, model, as_json) -> None:
 @json_option
 @click.pass_context
 def route(ctx, query, as_json) -> None:
-    """The routing decision for QUERY: graft one block, or abstain and say why."""
-    emit(open_memory(ctx).route(query).as_dict(), as_json)
+    """The routing decision for QUERY: graft one block, or abstain and say why.
+
+    Also lists the best-scoring candidate blocks and the runner-up.
+    """
+    memory = open_memory(ctx)
+    with Activity("route", "loading the embedder"):
+        recall = memory.route(query)
+    data = recall.as_dict()
+    data.setdefault("runner_up", recall.runner_up)
+    data["candidates"] = [_candidate(memory, item) for item in recall.candidates]
+    emit(data, as_json, _render_route)
+
+
+def _candidate(memory, item) -> dict:
+    """One ranked ``(block_id, score)`` of a recall as a row with the block's name."""
+    block_id, score = (item["block_id"], item["score"]) if isinstance(item, dict) else item
+    return {"block_id": block_id, "name": memory.store.get(block_id).name, "score": round(float(score), 6)}
+
+
+def _render_route(data: dict) -> str:
+    fields = {k: v for k, v in data.items() if k != "candidates"}
+    rows = [f"  {c['score']:.3f}  {c['block_id']}  {c['name']}" for c in data["candidates"]]
+    return "\n".join([_render_mapping(fields), "candidates:" + ("" if rows else " (none)"), *rows])
 
 
 @cli.command()
@@ -357,22 +599,34 @@ def calibrate(ctx, in_file, ood_file, max_false_accept, as_json) -> None:
                 raise InputError(f"{in_file} line {number}: expected QUERY<TAB>BLOCK")
             in_domain.append((query.strip(), block.strip()))
     ood = [line.strip() for line in read_text_file(ood_file, "out-of-domain file").splitlines() if line.strip()]
-    emit(open_memory(ctx).calibrate(in_domain, ood, max_false_accept=max_false_accept), as_json)
+    memory = open_memory(ctx)
+    with Activity("calibrate", f"embedding {len(in_domain) + len(ood)} queries"):
+        report = memory.calibrate(in_domain, ood, max_false_accept=max_false_accept)
+    emit(report, as_json)
 
 
 @cli.command("add-solution")
 @click.option("--question", "-q", required=True, help="The question the solution answers.")
 @click.option("--answer", "-a", required=True, help="The answer to deposit.")
-@click.option("--method", type=click.Path(dir_okay=False), help="File with the method (python code for --verify python).")
+@click.option("--method", "method_file", type=click.Path(dir_okay=False), help="File with the method: python code for --verify python (- reads standard input).")
+@click.option("--method-code", help="The method itself, inline (instead of --method FILE).")
 @click.option("--verify", "verifier", required=True, type=click.Choice(["python", "exact", "numeric"]), help="How to verify.")
 @click.option("--expected", help="Ground truth for --verify exact or numeric.")
 @model_option
 @json_option
 @click.pass_context
-def add_solution(ctx, question, answer, method, verifier, expected, model, as_json) -> None:
-    """Verify a solution and deposit it; a failing one is refused and nothing is stored."""
-    code = read_text_file(method, "method") if method else None
-    block = open_memory(ctx, model).add_solution(question, answer, method=code, verifier=verifier, expected=expected)
+def add_solution(ctx, question, answer, method_file, method_code, verifier, expected, model, as_json) -> None:
+    """Verify a solution and deposit it; a failing one is refused and nothing is stored.
+
+    The method (what --verify python runs) comes from --method FILE or, inline, from
+    --method-code CODE; give one of them at most.
+    """
+    if method_file is not None and method_code is not None:
+        raise click.UsageError("give --method FILE or --method-code CODE, not both")
+    code = read_text_file(method_file, "method") if method_file is not None else method_code
+    memory = open_memory(ctx, model)
+    with Activity("add-solution", f"verifying, then capturing with {memory.model}"):
+        block = memory.add_solution(question, answer, method=code, verifier=verifier, expected=expected)
     emit({"block_id": block.id, "verified": True, "verifier": block.verifier, "question": block.question}, as_json)
 
 
@@ -386,7 +640,9 @@ def add_solution(ctx, question, answer, method, verifier, expected, model, as_js
 @click.pass_context
 def ask(ctx, query, max_tokens, voice, no_gate, model, as_json) -> None:
     """Recall, then generate: the verified answer, a grafted block, or plain generation."""
-    result = open_memory(ctx, model).generate(query, max_tokens=max_tokens, voice=voice, gate=not no_gate)
+    memory = open_memory(ctx, model)
+    with Activity("ask", f"loading the embedder and {memory.model}, then generating"):
+        result = memory.generate(query, max_tokens=max_tokens, voice=voice, gate=not no_gate)
     emit(result.as_dict(), as_json, lambda d: f"{d['text']}\n\n[{d['decision']}] {d['recall']['reason']}")
 
 
@@ -402,7 +658,9 @@ def solve(ctx, problem, verifier, expected, samples, model, as_json) -> None:
     """The flywheel: base attempt, then best-of-n; the first verified answer is deposited."""
     from .flywheel import make_verifier, solve as run_solve
 
-    result = run_solve(open_memory(ctx, model), problem, make_verifier(verifier, expected), samples=samples)
+    memory = open_memory(ctx, model)
+    with Activity("solve", f"solving with {memory.model}: a base attempt, then up to {samples} samples"):
+        result = run_solve(memory, problem, make_verifier(verifier, expected), samples=samples)
     emit(result.as_dict(), as_json)
     if not result.verified:
         sys.exit(1)
@@ -414,7 +672,7 @@ def solve(ctx, problem, verifier, expected, samples, model, as_json) -> None:
 @click.pass_context
 def ledger(ctx, limit, as_json) -> None:
     """The latest ledger rows: every recall, generation, deposit and solve."""
-    rows = open_store(ctx).ledger(limit)
+    rows = [_decode_json_columns(row) for row in open_store(ctx).ledger(limit)]
     emit(
         {"rows": rows},
         as_json,
@@ -423,6 +681,18 @@ def ledger(ctx, limit, as_json) -> None:
             for r in d["rows"]
         ),
     )
+
+
+def _decode_json_columns(row: dict) -> dict:
+    """A ledger row with its JSON text columns (timings, detail) as objects, not strings."""
+    row = dict(row)
+    for column in ("timings", "detail"):
+        if isinstance(row.get(column), str):
+            try:
+                row[column] = json.loads(row[column])
+            except ValueError:
+                pass
+    return row
 
 
 # -- benchmarks -----------------------------------------------------------------------------
@@ -461,7 +731,7 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
     from .config import default_model
 
     model = model or default_model()
-    with progress_bar(f"bench {kind}", True) as progress:
+    with Activity(f"bench {kind}", "preparing") as progress:
         if kind == "graft":
             report = benchmarks.bench_graft(model, _int_list(tokens), repeats, peers=not no_peers, progress=progress)
         elif kind == "paging":

@@ -1,4 +1,6 @@
+import io
 import json
+import time
 
 import pytest
 
@@ -109,6 +111,9 @@ def test_bad_input_files_and_queries(runner, home, tmp_path):
     assert result.exit_code == 1 and "not UTF-8" in result.stderr
     missing = runner.invoke(cli, ["add-manual", "bad", str(tmp_path / "nope.txt")])
     assert missing.exit_code == 1 and "cannot read" in missing.stderr
+    from skillgraft.store import BlockStore
+
+    BlockStore(home).close()  # route only reads: it needs a store
     assert runner.invoke(cli, ["route", "bad \udcff bytes"]).exit_code == 1
     empty = runner.invoke(cli, ["route", "   "])
     assert empty.exit_code == 1 and "empty" in empty.stderr
@@ -125,3 +130,178 @@ def test_calibrate_from_files(runner, home, tmp_path):
     (tmp_path / "bad.tsv").write_text("no tab here\n")
     bad = runner.invoke(cli, ["calibrate", "--in", str(tmp_path / "bad.tsv"), "--ood", str(tmp_path / "ood.txt")])
     assert bad.exit_code == 1 and "line 1" in bad.stderr
+
+
+# -- the store folder and the shared options ------------------------------------------------
+
+
+READ_COMMANDS = (
+    ["list"], ["show", "x"], ["get", "x"], ["route", "squash"], ["ask", "squash"], ["ledger"], ["check"],
+    ["export", "bundle.tar"], ["rm", "x"], ["rename", "x", "y"], ["update", "x", "-d", "new"], ["recapture"],
+)
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_commands_that_read_refuse_a_folder_without_a_store(runner, tmp_path, exists):
+    typo = tmp_path / "stor"
+    if exists:
+        typo.mkdir()
+    for args in READ_COMMANDS:
+        result = runner.invoke(cli, ["--home", str(typo), *args])
+        assert result.exit_code == 1, (args, result.output)
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1 and str(typo) in line and "add-manual" in line, (args, line)
+    assert not (typo / "catalog.db").exists() and exists == typo.exists()
+
+
+def test_home_and_debug_also_follow_the_command(runner, tmp_path, monkeypatch):
+    from skillgraft.store import BlockStore
+
+    store, decoy = tmp_path / "store", tmp_path / "decoy"
+    BlockStore(store).close()
+    monkeypatch.setenv("SKILLGRAFT_HOME", str(decoy))
+    assert runner.invoke(cli, ["list"]).exit_code == 1
+    assert invoke_json(runner, "list", "--home", str(store)) == {"rows": []}
+    assert invoke_json(runner, "--home", str(decoy), "list", "--home", str(store)) == {"rows": []}
+    debug = runner.invoke(cli, ["show", "nope", "--home", str(store), "--debug"])
+    assert type(debug.exception).__name__ == "BlockNotFoundError"
+
+
+def test_json_errors_are_one_object_on_stdout(runner, tmp_path):
+    missing = runner.invoke(cli, ["list", "--home", str(tmp_path / "nope"), "--json"])
+    assert missing.exit_code == 1
+    error = json.loads(missing.stdout)["error"]
+    assert error["type"] == "StoreError" and str(tmp_path / "nope") in error["message"]
+    model = runner.invoke(cli, ["verify", "--model", "no-such-model", "--json"])
+    assert model.exit_code == 1
+    assert json.loads(model.stdout) == {"error": {"type": "ModelNotFoundError", "message": model.stderr.strip()[len("Error: "):]}}
+    plain = runner.invoke(cli, ["verify", "--model", "no-such-model"])
+    assert plain.exit_code == 1 and plain.stdout == "" and plain.stderr.startswith("Error: unknown model")
+
+
+# -- what the commands print ----------------------------------------------------------------
+
+
+def test_route_json_lists_the_candidates_and_the_runner_up(runner, stocked):
+    routed = invoke_json(runner, "--home", str(stocked.store.home), "route", "how do I squash my last commits?")
+    names = {b.id: b.name for b in stocked.store.blocks()}
+    assert routed["block_name"] == "git-squash" and routed["runner_up"] in names.values()
+    candidates = routed["candidates"]
+    assert candidates[0] == {"block_id": routed["block_id"], "name": "git-squash", "score": pytest.approx(routed["score"], abs=1e-5)}
+    assert all(names[c["block_id"]] == c["name"] for c in candidates)
+    assert [c["score"] for c in candidates] == sorted((c["score"] for c in candidates), reverse=True)
+
+
+def test_ledger_json_holds_objects_not_json_text(runner, stocked):
+    stocked.recall("how do I squash my last commits?")
+    rows = invoke_json(runner, "--home", str(stocked.store.home), "ledger")["rows"]
+    assert {r["event"] for r in rows} >= {"recall", "deposit"}
+    for row in rows:
+        assert isinstance(row["timings"], (dict, type(None))), row
+        assert isinstance(row["detail"], (dict, type(None))), row
+    assert any(r["timings"] and "recall_s" in r["timings"] for r in rows)
+
+
+def test_add_solution_takes_the_method_inline_from_a_file_or_stdin(runner, home):
+    inline = invoke_json(runner, "add-solution", "-q", "What is 6*7?", "-a", "42", "--method-code", "print(6 * 7)", "--verify", "python")
+    assert inline["verified"] is True
+    piped = runner.invoke(cli, ["add-solution", "-q", "What is 2+2?", "-a", "4", "--method", "-", "--verify", "python", "--json"], input="print(2 + 2)\n")
+    assert piped.exit_code == 0, piped.output
+    wrong = runner.invoke(cli, ["add-solution", "-q", "What is 3+3?", "-a", "6", "--method-code", "print(7)", "--verify", "python"])
+    assert wrong.exit_code == 1 and "refused" in wrong.stderr
+    both = runner.invoke(cli, ["add-solution", "-q", "Q?", "-a", "1", "--method", "m.py", "--method-code", "print(1)", "--verify", "python"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+# -- progress on stderr ---------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_activity_draws_only_on_a_terminal_and_erases_itself():
+    from skillgraft.cli import Activity
+
+    piped = io.StringIO()
+    with Activity("capture", "loading the model", stream=piped) as progress:
+        progress(512, 1024)
+    assert piped.getvalue() == ""
+
+    terminal = Terminal()
+    with Activity("capture", "loading the model", stream=terminal) as progress:
+        time.sleep(0.25)
+        progress(512, 1024)
+        progress(1024, 1024)
+    drawn = terminal.getvalue()
+    assert "loading the model" in drawn and "50%" in drawn and "100%" in drawn
+    assert "\n" not in drawn  # every line drawn is overwritten in place, none stays
+
+
+def test_capture_progress_comes_per_decode_chunk(smollm2):
+    text = " ".join(f"step {i}: fold the dough." for i in range(200))
+    calls = []
+    smollm2.capture(text, progress=lambda done, total: calls.append((done, total)))
+    total = calls[-1][1]
+    n_batch = smollm2.settings.n_batch
+    assert total > 2 * n_batch
+    assert calls == [(min(done, total), total) for done in range(n_batch, total + n_batch, n_batch)]
+
+
+def test_add_manual_draws_nothing_when_stderr_is_not_a_terminal_and_refuses_a_taken_name(runner, home, tmp_path):
+    manual = tmp_path / "manual.txt"
+    manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
+    added = runner.invoke(cli, ["add-manual", "git-squash", str(manual)])
+    assert added.exit_code == 0, added.output
+    assert added.stderr == ""
+    manual.write_text("Skill manual: bake sourdough bread at 250 C in a covered pot.")
+    taken = runner.invoke(cli, ["add-manual", "git-squash", str(manual)])
+    assert taken.exit_code == 1 and "git-squash" in taken.stderr and "taken" in taken.stderr
+    assert len(taken.stderr.strip().splitlines()) == 1
+
+
+def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
+    """The display only: the real demo runs in test_demo_json_is_ok."""
+    import skillgraft.cli
+    import skillgraft.demo
+
+    def fake_demo(model=None, log=None):
+        steps = [{"name": f"step {i}", "ok": True, "summary": f"summary {i}"} for i in range(3)]
+        for step in steps:
+            log(f"[ok] {step['name']}: {step['summary']}")
+        return {"steps": steps, "ok": True}
+
+    monkeypatch.setattr(skillgraft.demo, "run_demo", fake_demo)
+    monkeypatch.setattr(skillgraft.cli, "is_terminal", lambda stream: True)
+    result = runner.invoke(cli, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert all(result.stdout.count(f"summary {i}") == 1 for i in range(3))
+    assert "\n" not in result.stderr  # the live status lines are overwritten, not left behind
+
+
+# -- memory verbs ---------------------------------------------------------------------------
+
+
+def test_memory_verbs(runner, stocked, tmp_path):
+    home = ["--home", str(stocked.store.home)]
+    manuals = invoke_json(runner, *home, "list", "--kind", "manual")["rows"]
+    assert sorted(r["name"] for r in manuals) == ["git-squash", "sourdough"]
+    solution = invoke_json(runner, *home, "show", "What is 17 * 23?")
+    assert solution["answer"] == "391" and solution["routing_keys"]
+    assert invoke_json(runner, *home, "get", solution["id"][:8])["id"] == solution["id"]
+    renamed = invoke_json(runner, *home, "rename", "sourdough", "bread")
+    assert (renamed["name"], renamed["previous_name"]) == ("bread", "sourdough")
+    assert invoke_json(runner, *home, "show", "bread")["id"] == renamed["block_id"]
+    text = tmp_path / "new.txt"
+    text.write_text("Skill manual: baking bread. Mix, fold, proof overnight, bake covered at 250 C.")
+    updated = invoke_json(runner, *home, "update", "bread", "--file", str(text), "-e", "how do I bake bread?")
+    assert updated["name"] == "bread" and updated["previous_block_id"] == renamed["block_id"]
+    assert invoke_json(runner, *home, "show", "bread")["id"] == updated["block_id"]
+    assert invoke_json(runner, *home, "rm", "bread")["removed"] == updated["block_id"]
+    missing = runner.invoke(cli, [*home, "show", "bread", "--json"])
+    assert missing.exit_code == 1 and json.loads(missing.stdout)["error"]["type"] == "BlockNotFoundError"
+    nothing = runner.invoke(cli, [*home, "update", "git-squash"])
+    assert nothing.exit_code == 2 and "nothing to update" in nothing.output
+    report = invoke_json(runner, *home, "recapture")
+    assert report == {"recaptured": [], "unchanged": report["unchanged"], "failed": []} and len(report["unchanged"]) == 2
