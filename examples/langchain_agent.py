@@ -1,11 +1,13 @@
 """A LangChain agent with a skillgraft memory, on the embedded model.
 
 A temporary store gets one skill manual and one verified solution. The agent's middleware
-asks the memory before each model call; the three questions below take the three paths:
+asks the memory before each model call; the questions below take the three paths:
 
 - exact:   the verified question recurs, so its verified answer comes back without decoding;
 - graft:   the manual is relevant, so its KV state is grafted and the model answers after it;
-- abstain: nothing in memory is close, so the model answers plainly.
+- abstain: nothing in memory is close, so the model answers plainly;
+- a near miss: the question routes to the verified solution of another question, the grafted
+  answer repeats that stored answer, so it is answered again plainly (``abstain``).
 
 Run it with ``.venv/bin/python examples/langchain_agent.py``.
 """
@@ -28,6 +30,7 @@ QUESTIONS = [
     "What is 17 * 23?",  # recurs: exact
     "How do I squash my last 3 commits?",  # near the manual: graft
     "What is the capital of France?",  # out of domain: abstain
+    "What is 17 * 24?",  # near the solution, another question: abstain after the graft
 ]
 
 
@@ -48,6 +51,8 @@ def main() -> None:
             print(f"Q: {question}")
             print(f"   decision={meta['decision']} block={meta['block_name']} score={meta['score']:.3f}")
             print(f"   {meta['reason']}")
+            if (meta.get("gate") or {}).get("fell_back"):
+                print(f"   gate: {meta['gate']['reason']}")
             print(f"A: {answer.text.strip()}\n")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import closing
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, NoReturn, Optional
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams
@@ -29,6 +29,18 @@ from .stops import StopCutter
 PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
 _PASSED_THROUGH = frozenset({"stream"})
+NO_TOOLS = (
+    "ChatSkillGraft has no tool calling: its local model (SmolLM2-135M by default) has no "
+    "tool-call format. It supports plain chat and grafting blocks (block_id=...). Build agents on it "
+    "with tools=[]; for an agent with tools, make a tool-calling chat model the agent's model and "
+    "pass chat_model=ChatSkillGraft(...) to SkillGraftMiddleware, which hands graft decisions to it"
+)
+NO_STRUCTURED_OUTPUT = (
+    "ChatSkillGraft has no structured output: its local model has neither tool calling nor a JSON "
+    "mode. It returns text: ask for the format in the prompt and parse the reply (say with "
+    "langchain_core.output_parsers.PydanticOutputParser), or use a chat model that supports "
+    "with_structured_output for that step"
+)
 
 
 @dataclass(frozen=True)
@@ -217,6 +229,16 @@ class ChatSkillGraft(BaseChatModel):
             "finish_reason": outcome.finish_reason,
             PROVIDER: outcome.skillgraft_metadata(),
         }
+
+    # -- unsupported -----------------------------------------------------------------------
+
+    def bind_tools(self, tools: Any, *, tool_choice: Optional[str] = None, **kwargs: Any) -> NoReturn:
+        """Not supported: raises :class:`NotImplementedError` saying what to do instead."""
+        raise NotImplementedError(NO_TOOLS)
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **kwargs: Any) -> NoReturn:
+        """Not supported: raises :class:`NotImplementedError` saying what to do instead."""
+        raise NotImplementedError(NO_STRUCTURED_OUTPUT)
 
     # -- LangChain hooks -------------------------------------------------------------------
 

@@ -8,21 +8,27 @@ The latest user message is recalled against the memory:
   block grafted;
 - ``abstain``: nothing is close enough, so the call passes through unchanged.
 
+After a graft the same rules as :meth:`skillgraft.SkillMemory.generate` apply: a grafted
+*solution* whose answer repeats its stored answer (a near miss: another question) and,
+with the gate on (the default), a graft whose first tokens are not confident are answered
+again plainly; the decision then reads ``abstain`` and ``gate`` says why.
+
 The answer's ``response_metadata["skillgraft"]`` carries the decision, block id and name,
-score, threshold and reason. With ``gate=True`` a graft whose first tokens are not
-confident is retried plainly, as :meth:`skillgraft.SkillMemory.generate` does.
+score, threshold and reason. The dispatch is written once, as a generator of model
+requests (:meth:`SkillGraftMiddleware.dispatch`); the sync and async hooks only drive it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Generator, Optional, Union
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
 from skillgraft import Recall, SkillMemory
+from skillgraft.memory import repeats_answer
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text
@@ -30,6 +36,8 @@ from .shared import memory_lock, open_memory, store_key
 
 Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
+# Sends model requests out, gets their responses back, returns the answer.
+Dispatch = Generator[ModelRequest, Any, Any]
 
 
 class SkillGraftMiddleware(AgentMiddleware):
@@ -38,10 +46,11 @@ class SkillGraftMiddleware(AgentMiddleware):
     ``memory`` is the memory to recall from; without it, the memory of ``chat_model``, else
     the shared memory of the store folder ``home`` (``$SKILLGRAFT_HOME``). ``chat_model`` is
     the grafting model for agents whose own model is not a :class:`ChatSkillGraft`: graft
-    decisions are routed to it. With ``gate=True`` a grafted answer whose first tokens are
-    not confident is generated again plainly (as :meth:`skillgraft.SkillMemory.generate`
-    does); the decision then reads ``abstain``, with the verdict under ``gate``. The tokens
-    of a streamed graft that is retried will already have been emitted.
+    decisions are routed to it. ``gate`` (on by default, as in
+    :meth:`skillgraft.SkillMemory.generate`) answers a graft again plainly when its first
+    tokens are not confident; a near miss that repeats a stored answer is answered plainly
+    whatever ``gate`` says. The tokens of a streamed graft that is answered again will
+    already have been emitted.
 
     Example::
 
@@ -49,6 +58,7 @@ class SkillGraftMiddleware(AgentMiddleware):
             model=ChatSkillGraft(memory=memory),
             tools=[],
             middleware=[SkillGraftMiddleware(memory)],
+            system_prompt="You are a terse assistant",
         )
     """
 
@@ -58,7 +68,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         *,
         home: Union[str, Path, None] = None,
         chat_model: Optional[ChatSkillGraft] = None,
-        gate: bool = False,
+        gate: bool = True,
     ) -> None:
         super().__init__()
         if memory is None:
@@ -76,6 +86,21 @@ class SkillGraftMiddleware(AgentMiddleware):
             return None
         with memory_lock(self.memory):
             return self.memory.recall(query)
+
+    def dispatch(self, request: ModelRequest, recall: Optional[Recall]) -> Dispatch:
+        """The one exact/graft/abstain dispatch: yields the model requests to make, returns the answer."""
+        if recall is None:
+            return (yield request)
+        if recall.decision == "exact":
+            return self._verified_answer(recall)
+        if recall.decision == "abstain":
+            return _annotate((yield request), recall.as_dict())
+        grafted = yield self._grafting(request, recall)
+        gate = self._verdict(grafted, recall)
+        if gate["fell_back"]:
+            fallback = {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None}
+            return _annotate((yield request), {**fallback, "gate": gate})
+        return _annotate(grafted, {**recall.as_dict(), "gate": gate})
 
     def _verified_answer(self, recall: Recall) -> ModelResponse:
         block = recall.block
@@ -102,47 +127,50 @@ class SkillGraftMiddleware(AgentMiddleware):
         settings = {**request.model_settings, "block_id": recall.block.id}
         return request.override(model=model, model_settings=settings)
 
-    def _fallback(self, response: Any, recall: Recall) -> Optional[dict]:
-        """With the gate on, the metadata of a plain retry when the graft was not confident."""
-        if not self.gate:
-            return None
+    def _verdict(self, response: Any, recall: Recall) -> dict:
+        """The gate's verdict on a grafted answer, as :meth:`SkillMemory.generate` reports it.
+
+        ``fell_back`` is set when the answer must be made again plainly: a solution's stored
+        answer repeated for another question (a near miss), or, with the gate on, first
+        tokens that are not confident.
+        """
         message = _ai_message(response)
-        confidence = (message.response_metadata.get(PROVIDER) or {}).get("confidence") if message else None
-        if not confidence or confidence["confident"]:
-            return None
-        reason = f"graft not confident: {confidence['reason']}; generated plainly"
-        gate = {**confidence, "fell_back": True, "reason": reason}
-        return {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None, "gate": gate}
+        produced = (message.response_metadata.get(PROVIDER) or {}) if message else {}
+        confidence = produced.get("confidence")
+        if confidence is None:  # nothing was decoded
+            with memory_lock(self.memory):
+                confidence = self.memory.confidence([])
+        block = recall.block
+        reason = confidence["reason"]
+        fell_back = False
+        if block.kind == "solution" and message is not None and repeats_answer(message.text, block.answer):
+            fell_back, reason = True, (
+                f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
+                f"({block.question!r}); generated plainly"
+            )
+        elif self.gate and not confidence["confident"]:
+            fell_back, reason = True, f"graft not confident: {confidence['reason']}; generated plainly"
+        return {**confidence, "fell_back": fell_back, "reason": reason}
 
     # -- hooks -----------------------------------------------------------------------------
 
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
-        recall = self.recall(request)
-        if recall is None:
-            return handler(request)
-        if recall.decision == "exact":
-            return self._verified_answer(recall)
-        if recall.decision == "abstain":
-            return _annotate(handler(request), recall.as_dict())
-        response = handler(self._grafting(request, recall))
-        fallback = self._fallback(response, recall)
-        if fallback is not None:
-            return _annotate(handler(request), fallback)
-        return _annotate(response, recall.as_dict())
+        steps = self.dispatch(request, self.recall(request))
+        try:
+            sent = next(steps)
+            while True:
+                sent = steps.send(handler(sent))
+        except StopIteration as done:
+            return done.value
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
-        recall = await run_in_executor(None, self.recall, request)
-        if recall is None:
-            return await handler(request)
-        if recall.decision == "exact":
-            return self._verified_answer(recall)
-        if recall.decision == "abstain":
-            return _annotate(await handler(request), recall.as_dict())
-        response = await handler(self._grafting(request, recall))
-        fallback = self._fallback(response, recall)
-        if fallback is not None:
-            return _annotate(await handler(request), fallback)
-        return _annotate(response, recall.as_dict())
+        steps = self.dispatch(request, await run_in_executor(None, self.recall, request))
+        try:
+            sent = next(steps)
+            while True:
+                sent = steps.send(await handler(sent))
+        except StopIteration as done:
+            return done.value
 
 
 def _ai_message(response: Any) -> Optional[AIMessage]:

@@ -1,4 +1,4 @@
-"""The LangChain example runs as a script and takes all three decisions."""
+"""The LangChain example runs as a script, takes all three decisions and answers a near miss plainly."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from skillgraft.memory import repeats_answer
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_agent.py"
 
@@ -19,3 +21,6 @@ def test_example_runs_and_takes_every_decision():
     for decision in ("exact", "graft", "abstain"):
         assert f"decision={decision}" in run.stdout
     assert "A: 391" in run.stdout
+    near_miss = run.stdout.split("Q: What is 17 * 24?")[1]
+    assert "decision=abstain" in near_miss and "gate: near miss" in near_miss
+    assert not repeats_answer(near_miss.split("A: ", 1)[1], "391")
