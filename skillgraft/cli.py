@@ -63,10 +63,18 @@ class SkillgraftGroup(click.Group):
             options = ctx.obj or {}
             if options.get("debug") or ctx.params.get("debug"):
                 raise
-            if options.get("json"):
-                click.echo(json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}))
+            _json_error(ctx, exc, str(exc))
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(1)
+        except click.UsageError as exc:  # click prints it on stderr and exits 2
+            _json_error(ctx, exc, exc.format_message())
+            raise
+
+
+def _json_error(ctx: click.Context, exc: Exception, message: str) -> None:
+    """Under ``--json``, the error as one JSON object on stdout."""
+    if (ctx.obj or {}).get("json"):
+        click.echo(json.dumps({"error": {"type": type(exc).__name__, "message": message}}))
 
 
 def emit(data: dict, as_json: bool, render: Optional[Callable[[dict], str]] = None) -> None:
@@ -104,8 +112,11 @@ class Activity:
 
     FRAMES = "|/-\\"
 
-    def __init__(self, label: str, status: str = "", *, enabled: Optional[bool] = None, stream: Optional[TextIO] = None):
+    def __init__(
+        self, label: str, status: str = "", *, unit: str = "it", enabled: Optional[bool] = None, stream: Optional[TextIO] = None
+    ):
         self.label = label
+        self.unit = unit
         self.status = status
         self.stream = stream or sys.stderr
         self.enabled = is_terminal(self.stream) if enabled is None else enabled
@@ -133,10 +144,15 @@ class Activity:
         if self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=self.label, file=self.stream, leave=False, dynamic_ncols=True)
+            # Sizes given, not measured by tqdm: a terminal that reports 0 x 0 would hide the bar.
+            rows = max(2, shutil.get_terminal_size().lines)
+            self._bar = tqdm(
+                total=total, desc=self.label, unit=self.unit, file=self.stream, leave=False, ncols=_width(), nrows=rows,
+                mininterval=0,  # calls come per chunk or per block: draw each one
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}]",
+            )
         self._bar.total = total
-        self._bar.n = done
-        self._bar.refresh()
+        self._bar.update(done - self._bar.n)
 
     def say(self, line: str) -> None:
         """Show ``line`` as the current status (a log callback)."""
@@ -154,7 +170,7 @@ class Activity:
     def _draw(self) -> None:
         frame = 0
         while True:
-            width = max(20, shutil.get_terminal_size().columns - 1)
+            width = _width()
             elapsed = time.monotonic() - self._started
             line = f"{self.FRAMES[frame % len(self.FRAMES)]} {self.status} ({elapsed:.0f} s)"
             self.stream.write("\r\x1b[K" + line[:width])
@@ -170,6 +186,11 @@ class Activity:
             self._stop.set()
             self._spinner.join()
             self._spinner = None
+
+
+def _width() -> int:
+    """Columns to draw in: the terminal's (80 when it does not say), less one so lines never wrap."""
+    return max(20, shutil.get_terminal_size().columns - 1)
 
 
 def progress_bar(label: str, enabled: bool = True) -> Activity:
@@ -358,7 +379,7 @@ def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
     """
     text = read_text_file(file, "manual")
     memory = open_memory(ctx, model)
-    with Activity(f"capture {name}", f"loading {memory.model}") as progress:
+    with Activity(f"capture {name}", f"loading {memory.model}", unit="tok") as progress:
         block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
     emit(_block_result(block), as_json)
 
@@ -436,7 +457,7 @@ def update(ctx, ref, file, examples, description, model, as_json) -> None:
     text = read_text_file(file, "text") if file is not None else None
     memory = open_memory(ctx, model)
     before = memory.get(ref)
-    with Activity(f"capture {before.name}", f"loading {memory.model}") as progress:
+    with Activity(f"capture {before.name}", f"loading {memory.model}", unit="tok") as progress:
         block = memory.update(
             before.id, text=text, examples=list(examples) or None, description=description, progress=progress
         )
@@ -478,7 +499,7 @@ def recapture(ctx, model, as_json) -> None:
     state under the same name.
     """
     memory = open_memory(ctx, model)
-    with Activity("recapture", f"loading {memory.model}") as progress:
+    with Activity("recapture", f"loading {memory.model}", unit="block") as progress:
         report = memory.recapture(progress=progress).as_dict()
     emit(report, as_json, _render_recapture)
     if report["failed"]:

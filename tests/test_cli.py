@@ -177,6 +177,8 @@ def test_json_errors_are_one_object_on_stdout(runner, tmp_path):
     assert json.loads(model.stdout) == {"error": {"type": "ModelNotFoundError", "message": model.stderr.strip()[len("Error: "):]}}
     plain = runner.invoke(cli, ["verify", "--model", "no-such-model"])
     assert plain.exit_code == 1 and plain.stdout == "" and plain.stderr.startswith("Error: unknown model")
+    usage = runner.invoke(cli, ["add-solution", "--json", "-q", "Q?", "-a", "1", "--method", "m.py", "--method-code", "1", "--verify", "python"])
+    assert usage.exit_code == 2 and json.loads(usage.stdout)["error"]["type"] == "UsageError"
 
 
 # -- what the commands print ----------------------------------------------------------------
