@@ -8,9 +8,10 @@ on this command line). Standard library only, no slow imports. The steps:
 2. ``unshare`` fresh mount, PID, network and IPC namespaces (plus a user namespace when not
    root); fork the namespace's PID 1 and report its PID;
 3. PID 1 makes every inherited mount read-only, nosuid and private, mounts a fresh ``/proc``
-   and a size-bounded tmpfs on ``/tmp``, ``/var/tmp`` and ``/dev/shm``, writes ``/tmp/method/method.py`` and forks the
-   method: limits, no capabilities, no new privileges, the unprivileged user when root, no
-   inherited descriptors, then ``exec`` of ``python -I -S method.py``;
+   and a size-bounded tmpfs on ``/tmp``, ``/var/tmp`` and ``/dev/shm``, writes
+   ``/tmp/method/method.py`` and forks the method: limits, no capabilities, no new privileges,
+   the unprivileged user when root, no inherited descriptors, then ``exec`` of
+   ``python -I -S method.py``;
 4. PID 1 reaps every process until the method has exited, reports ``exit N`` or ``signal N``
    and exits, and the kernel kills whatever is left in the namespace.
 
@@ -27,9 +28,9 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x40000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, AT_RECURSIVE, AT_FDCWD = 0x1, 0x2, 0x8000, -100
-SYS_MOUNT_SETATTR = 442  # the same number on every architecture since Linux 5.12
+SYS_MOUNT_SETATTR = 442  # Linux 5.12; the same number on every architecture but alpha
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 NOBODY = 65534
 WORK = "/tmp/method"

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .errors import ConfigError, InputError, VerificationError
-from .sandbox import Limits, SandboxRun, run_python, sandbox_python  # noqa: F401 - sandbox_python re-exported
+from .sandbox import Limits, SandboxRun, run_python
 
 if TYPE_CHECKING:
     from .memory import SkillMemory
