@@ -3,8 +3,9 @@
 - :class:`ChatSkillGraft`: a chat model on a skillgraft memory's llama.cpp context that
   grafts a block's KV state per call;
 - :class:`SkillGraftMiddleware`: agent middleware that recalls before each model call
-  (``exact`` answers, ``graft`` blocks, ``abstain`` passes through);
-- :class:`SkillGraftRetriever`: the block the memory would graft, as a Document.
+  (``exact`` answers, ``graft`` blocks, ``abstain`` passes through), with the core's
+  near-miss and confidence fallbacks after a graft;
+- :class:`SkillGraftRetriever`: up to ``k`` blocks the memory could graft, as Documents.
 """
 
 from .chat_models import ChatSkillGraft
