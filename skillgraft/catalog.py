@@ -4,6 +4,10 @@ The catalog (``catalog.db``, WAL mode) is the store's source of truth. Several p
 may write at once: every write runs in a ``BEGIN IMMEDIATE`` transaction with a long busy
 timeout, and a locked database is retried with backoff, so "database is locked" never
 reaches the user unless the lock is held for minutes.
+
+``catalog_state`` holds the catalog's random id and a version counter that triggers bump
+on every change to ``blocks`` or ``routing_keys``, whoever makes it: the router's cache key.
+A catalog opened read-only never writes (no WAL switch, no migration).
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
+import numpy as np
 from sqlite_utils import Database
 
 from .errors import StoreError
@@ -109,6 +115,26 @@ def m005_create_settings(db: Database) -> None:
     db["settings"].create({"key": str, "value": str}, pk="key")
 
 
+@migration
+def m006_create_catalog_state(db: Database) -> None:
+    db.execute("CREATE TABLE catalog_state (id INTEGER PRIMARY KEY CHECK (id = 1), catalog_id TEXT NOT NULL, version INTEGER NOT NULL)")
+    db.execute("INSERT INTO catalog_state VALUES (1, ?, 0)", [uuid.uuid4().hex])
+    for table in ("blocks", "routing_keys"):
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER bump_version_{table}_{event.lower()} AFTER {event} ON {table} "
+                "BEGIN UPDATE catalog_state SET version = version + 1 WHERE id = 1; END"
+            )
+
+
+def usable_vector(data: object, length: Optional[int] = None) -> bool:
+    """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
+    if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):
+        return False
+    vector = np.frombuffer(data, dtype=np.float32)
+    return bool(np.isfinite(vector).all()) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -125,8 +151,9 @@ def retry_locked(action: Callable[[], object], what: str) -> object:
     while True:
         try:
             return action()
-        except sqlite3.OperationalError as exc:
-            if not _is_locked(exc) or time.monotonic() > deadline:
+        except sqlite3.Error as exc:
+            locked = isinstance(exc, sqlite3.OperationalError) and _is_locked(exc)
+            if not locked or time.monotonic() > deadline:
                 raise StoreError(f"catalog {what} failed: {exc}") from exc
             time.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 1.0)
@@ -138,29 +165,78 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), "lock")
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+    except BaseException as exc:
+        _rollback(conn)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"catalog write failed: {exc}") from exc
         raise
     else:
-        retry_locked(lambda: conn.execute("COMMIT"), "commit")
+        try:
+            retry_locked(lambda: conn.execute("COMMIT"), "commit")
+        except StoreError:
+            _rollback(conn)
+            raise
 
 
-def open_catalog(path: Path) -> Database:
-    """Open (creating and migrating as needed) the catalog at ``path``."""
+@contextmanager
+def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One consistent snapshot for several reads (inside a transaction already: that one)."""
+    if conn.in_transaction:
+        yield conn
+        return
+    retry_locked(lambda: conn.execute("BEGIN"), "read")
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
+        yield conn
+    finally:
+        _rollback(conn)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
     try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
+
+
+def _connect(path: Path, read_only: bool, immutable: bool = False) -> sqlite3.Connection:
+    if read_only:
+        uri = Path(path).absolute().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    return sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+
+
+def open_catalog(path: Path, *, read_only: bool = False) -> Database:
+    """Open (creating and migrating as needed) the catalog at ``path``.
+
+    ``read_only`` opens an existing catalog for reading only; in a folder where SQLite
+    cannot create the WAL's shared-memory file it falls back to ``immutable`` reads.
+    """
+    if read_only and not Path(path).is_file():
+        raise StoreError(f"cannot open the catalog {path}: it does not exist (and the store is read-only)")
+    conn = None
+    try:
+        conn = _connect(path, read_only)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), "setup")
-        conn.execute("PRAGMA synchronous = FULL")
+        if read_only:
+            try:
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                conn.close()
+                conn = _connect(path, read_only, immutable=True)
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        else:
+            retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"), "setup")
+            conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         db = Database(conn)
-        migrate(db)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise StoreError(f"cannot use the catalog {path}: {exc}") from exc
+        if not read_only:
+            migrate(db)
+    except (sqlite3.Error, StoreError) as exc:
+        if conn is not None:
+            conn.close()
+        cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ else exc
+        raise StoreError(f"cannot use the catalog {path}: {cause}") from exc
     return db
 
 

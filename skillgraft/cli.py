@@ -525,7 +525,13 @@ def check(ctx, repair, model, as_json) -> None:
     stored source text when the runtime matches (byte-identical), temp files of
     interrupted writes are deleted and files without a catalog row are quarantined.
     """
-    report = open_memory(ctx, model).check(repair=repair)
+    store_home(ctx)
+    try:
+        memory = open_memory(ctx, model)
+    except StoreError as exc:  # a catalog that cannot even be opened is the problem to report
+        report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
+    else:
+        report = memory.check(repair=repair)
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)

@@ -12,19 +12,22 @@ abstains otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
 import math
 import os
 import threading
+import uuid
+from collections import Counter
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
-from .catalog import write_transaction
+from .catalog import usable_vector, write_transaction
 from .errors import ConfigError, InputError, RouterError
 
 logger = logging.getLogger("skillgraft.router")
@@ -42,6 +45,7 @@ CENTROID_WEIGHT = 0.5
 APPROXIMATE_ABOVE = 50_000
 MAX_QUERY_CHARS = 4_000
 SEARCH_K = 32
+CACHE_FILES = ("keys.faiss", "keys.npz", "keys.json")
 THRESHOLD_SETTING = "router.threshold"
 
 Decision = Literal["exact", "graft", "abstain"]
@@ -141,7 +145,12 @@ def clean_query(query) -> str:
 
 
 class KeyIndex:
-    """A FAISS index over key vectors with their block ids."""
+    """A FAISS index over key vectors with their block ids.
+
+    Saved as a cache file set (``keys.faiss``, ``keys.npz``, ``keys.json``); ``keys.json``
+    records the SHA-256 of the other two, and a loaded cache must also hold unit vectors
+    and name only blocks the catalog has, or it is rebuilt.
+    """
 
     def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None) -> None:
         import faiss
@@ -171,39 +180,79 @@ class KeyIndex:
         return self.index.search(vectors, min(k, max(1, self.size)))
 
     def save(self, folder: Path, version: str, embedder: str) -> None:
-        """Write the index as a cache file set; a later process loads it if still current."""
+        """Write the index as a cache file set; a later process loads it if still current and intact."""
         import faiss
 
         folder.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self.index, str(folder / "keys.faiss.part"))
-        np.savez(folder / "keys.part.npz", centroids=self.centroids)
-        meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
-                "block_ids": self.block_ids, "blocks": self.blocks}
-        (folder / "keys.json.part").write_text(json.dumps(meta))
-        os.replace(folder / "keys.faiss.part", folder / "keys.faiss")
-        os.replace(folder / "keys.part.npz", folder / "keys.npz")
-        os.replace(folder / "keys.json.part", folder / "keys.json")
+        tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        parts = {name: folder / f".{name}.{tag}.part" for name in CACHE_FILES}
+        try:
+            faiss.write_index(self.index, str(parts["keys.faiss"]))
+            with open(parts["keys.npz"], "xb") as handle:
+                np.savez(handle, centroids=self.centroids)
+            meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
+                    "block_ids": self.block_ids, "blocks": self.blocks,
+                    "sha256": {name: _file_sha256(parts[name]) for name in ("keys.faiss", "keys.npz")}}
+            with open(parts["keys.json"], "x") as handle:
+                json.dump({**meta, "meta_sha256": _meta_sha256(meta)}, handle)
+            for name in ("keys.faiss", "keys.npz", "keys.json"):  # keys.json last: it vouches for the others
+                os.replace(parts[name], folder / name)
+        finally:
+            for part in parts.values():
+                part.unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, folder: Path, version: str, embedder: str) -> Optional["KeyIndex"]:
-        """The cached index if it matches ``version`` and ``embedder``; None when missing, stale or unreadable."""
+    def load(
+        cls, folder: Path, version: str, embedder: str, known_blocks: Optional[set] = None
+    ) -> Optional["KeyIndex"]:
+        """The cached index if it matches ``version`` and ``embedder`` and is intact; None
+        when missing, stale, damaged or naming a block outside ``known_blocks``."""
         import faiss
 
         try:
             meta = json.loads((folder / "keys.json").read_text())
+            if meta.pop("meta_sha256") != _meta_sha256(meta):
+                return None
             if meta["version"] != version or meta["embedder"] != embedder:
                 return None
+            for name in ("keys.faiss", "keys.npz"):
+                if _file_sha256(folder / name) != meta["sha256"][name]:
+                    return None
             loaded = cls.__new__(cls)
             loaded.index = faiss.read_index(str(folder / "keys.faiss"))
-            with np.load(folder / "keys.npz") as arrays:
-                loaded.centroids = arrays["centroids"]
-            loaded.block_ids, loaded.blocks = meta["block_ids"], meta["blocks"]
-            loaded.size, loaded.approximate = len(loaded.block_ids), meta["approximate"]
-            if loaded.index.ntotal != loaded.size or len(loaded.centroids) != len(loaded.blocks):
-                return None
-            return loaded
-        except Exception:  # a missing, partial or foreign cache is rebuilt, never trusted
+            with np.load(folder / "keys.npz", allow_pickle=False) as arrays:
+                loaded.centroids = np.ascontiguousarray(arrays["centroids"], dtype=np.float32)
+            loaded.block_ids, loaded.blocks = list(meta["block_ids"]), list(meta["blocks"])
+            loaded.size, loaded.approximate = len(loaded.block_ids), bool(meta["approximate"])
+            return loaded if loaded._intact(known_blocks) else None
+        except Exception:  # a missing, partial, damaged or foreign cache is rebuilt, never trusted
             return None
+
+    def _intact(self, known_blocks: Optional[set]) -> bool:
+        """Shapes agree, every vector and centroid is finite and unit length, ids are known."""
+        if not all(isinstance(b, str) for b in self.block_ids) or self.blocks != sorted(set(self.block_ids)):
+            return False
+        if known_blocks is not None and not set(self.blocks) <= known_blocks:
+            return False
+        if self.index.ntotal != self.size or self.centroids.shape != (len(self.blocks), self.index.d):
+            return False
+        vectors = self.index.reconstruct_n(0, self.size) if self.size else np.zeros((0, self.index.d), np.float32)
+        for array in (vectors, self.centroids):
+            if not np.isfinite(array).all() or not np.allclose(np.linalg.norm(array, axis=1), 1.0, atol=1e-3):
+                return False
+        return True
+
+
+def _meta_sha256(meta: dict) -> str:
+    return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 class Router:
@@ -232,44 +281,63 @@ class Router:
         )
 
     def index(self) -> KeyIndex:
-        """The key index: in memory, else the cache file if current, else rebuilt from the catalog.
+        """The key index: in memory, else the cache file if current and intact, else rebuilt.
 
-        The catalog is the source of truth; a missing, stale or foreign cache file (another
-        embedder, other keys) is rebuilt. Keys written by another embedder are re-embedded.
+        The catalog is the source of truth, read in one snapshot (its version, its blocks and
+        their keys agree). A missing, stale, damaged or foreign cache file is rebuilt. Keys
+        written by another embedder, or whose vector is malformed, are embedded again (and
+        stored again, unless the store is read-only).
         """
         version = self.store.catalog_version()
         if self._index is not None and version == self._version:
             return self._index
-        blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
-        stale = self.store.db.execute(
-            "SELECT COUNT(*) FROM routing_keys WHERE embedder != ? OR vector IS NULL", [self.embedder.name]
-        ).fetchone()[0]
-        index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name)
+        with self.store.snapshot():
+            version = self.store.catalog_version()
+            blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
+            stale = self.store.count_stale_keys(self.embedder.name)
+            index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
+            rows = [] if index is not None else [dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks]
         if index is None:
-            rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
-            if stale:
-                self._reembed([r for r in rows if r["embedder"] != self.embedder.name or not r["vector"]])
-                rows = [r for r in self.store.routing_keys() if r["block_id"] in blocks]
-                version = self.store.catalog_version()
+            version = self._repair_vectors(rows, version)
             vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
             vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
             try:
-                index.save(self.cache_dir, version, self.embedder.name)
+                if version is not None:
+                    index.save(self.cache_dir, version, self.embedder.name)
             except OSError as exc:  # a read-only store still routes
                 logger.debug("cannot write the index cache: %s", exc)
         self._index, self._blocks, self._version = index, blocks, version
         return index
 
-    def _reembed(self, rows: list[dict]) -> None:
-        """Keys written by another embedder are embedded again with this one."""
-        vectors = self.embedder.encode([r["text"] for r in rows])
+    def _repair_vectors(self, rows: list[dict], version: str) -> Optional[str]:
+        """Embed again, in place, the keys of another embedder or with a malformed vector.
+
+        Returns the catalog version the rows now match: ``version`` when nothing was
+        stored, the version after storing the new vectors, or None when another writer
+        changed the catalog meanwhile (the index is then rebuilt on the next call).
+        """
+        mine = Counter(len(r["vector"]) for r in rows if r["embedder"] == self.embedder.name and isinstance(r["vector"], bytes))
+        length = mine.most_common(1)[0][0] if mine else None
+        bad = [r for r in rows if r["embedder"] != self.embedder.name or not usable_vector(r["vector"], length)]
+        if not bad:
+            return version
+        for row, vector in zip(bad, self.embedder.encode([r["text"] for r in bad])):
+            row["embedder"], row["vector"] = self.embedder.name, vector.tobytes()
+        if self.store.read_only:
+            return version
+        return self._reembed(bad, version)
+
+    def _reembed(self, rows: list[dict], version: str) -> Optional[str]:
+        """Store the new vectors of ``rows``; the catalog version after, if nothing else changed."""
         with write_transaction(self.store.db.conn) as conn:
-            for row, vector in zip(rows, vectors):
+            unchanged = self.store.catalog_version() == version
+            for row in rows:
                 conn.execute(
                     "UPDATE routing_keys SET embedder = ?, vector = ? WHERE id = ?",
-                    (self.embedder.name, vector.tobytes(), row["id"]),
+                    (row["embedder"], row["vector"], row["id"]),
                 )
+            return self.store.catalog_version() if unchanged else None
 
     # -- routing ---------------------------------------------------------------------------
 
