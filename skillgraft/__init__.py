@@ -6,7 +6,6 @@ byte-exactly into block files and grafted back into fresh contexts at their own 
 
 from .blocks import Block
 from .config import EngineSettings
-from .engine import Engine, KVState, TokenStep
 from .errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -36,9 +35,22 @@ from .flywheel import (
 )
 from .memory import Generation, SkillMemory
 from .router import Embedder, Recall
+from .states import KVState, TokenStep
 from .store import BlockStore
 
 __version__ = "0.1.0"
+
+
+# Names whose modules load native code (llama.cpp): imported on first use, never by `import skillgraft`.
+_LAZY = {"Engine": "engine"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'skillgraft' has no attribute {name!r}")
 
 __all__ = [
     "Block",

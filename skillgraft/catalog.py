@@ -127,6 +127,35 @@ def m006_create_catalog_state(db: Database) -> None:
             )
 
 
+@migration
+def m007_retire_thread_count(db: Database) -> None:
+    """Fingerprints lose the thread count (it changes no payload or logit): re-key them."""
+    from .fingerprint import RuntimeFingerprint
+
+    for old_id, data in list(db.execute("SELECT id, data FROM fingerprints").fetchall()):
+        try:
+            fingerprint = RuntimeFingerprint.model_validate_json(data)
+        except ValueError:
+            continue  # `skillgraft check` reports a damaged row; a migration never fails on one
+        if fingerprint.id != old_id:
+            db.execute(
+                "INSERT OR IGNORE INTO fingerprints (id, data, created_at) VALUES (?, ?, ?)",
+                [fingerprint.id, fingerprint.canonical_json(), utc_now()],
+            )
+            db.execute("UPDATE blocks SET fingerprint_id = ? WHERE fingerprint_id = ?", [fingerprint.id, old_id])
+            db.execute("DELETE FROM fingerprints WHERE id = ?", [old_id])
+
+
+@migration
+def m008_rekey_questions(db: Database) -> None:
+    """Solutions get the stricter recurrence key, which keeps every symbol of the question."""
+    from .questions import normalize_question
+
+    rows = db.execute("SELECT id, question FROM blocks WHERE kind = 'solution' AND question IS NOT NULL").fetchall()
+    for block_id, question in rows:
+        db.execute("UPDATE blocks SET question_key = ? WHERE id = ?", [normalize_question(question), block_id])
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

@@ -34,6 +34,7 @@ from .errors import (
 )
 from .fingerprint import RuntimeFingerprint, file_sha256
 from .models import resolve_model
+from .states import KVState, TokenStep
 
 logger = logging.getLogger("skillgraft.engine")
 _native_logger = logging.getLogger("skillgraft.llama_cpp")
@@ -74,43 +75,6 @@ def build_info() -> dict[str, str]:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class KVState:
-    """A captured KV state of seq 0 over ``tokens`` at positions ``[0, N)``."""
-
-    tokens: tuple[int, ...]
-    payload: bytes = field(repr=False)
-    sha256: str
-    fingerprint: RuntimeFingerprint
-    capture_s: float = 0.0
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def n_bytes(self) -> int:
-        return len(self.payload)
-
-    @property
-    def bytes_per_token(self) -> float:
-        return self.n_bytes / max(1, self.n_tokens)
-
-
-@dataclass(frozen=True)
-class TokenStep:
-    """One generated token with its log-probability and the entropy it was drawn from.
-
-    ``piece`` is the text the token completes: empty while a multi-byte character is
-    still partial, so joining the pieces gives valid text.
-    """
-
-    token: int
-    piece: str
-    logprob: float
-    entropy: float
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -203,7 +167,6 @@ class Engine:
             n_ctx=self.n_ctx,
             n_batch=s.n_batch,
             n_ubatch=s.n_ubatch,
-            n_threads=s.n_threads,
             type_k=s.type_k,
             type_v=s.type_v,
             flash_attn=s.flash_attn,
@@ -321,6 +284,9 @@ class Engine:
         if not template:
             arch = self.metadata("general.architecture") or ""
             template = _BUILTIN_TEMPLATES.get(arch.rstrip("0123456789"), b"chatml")
+        for role, content in messages:
+            if "\x00" in role or "\x00" in content:
+                raise InputError(f"a {role!r} message contains a NUL byte, which would cut it short")
         encoded = [(role.encode(), content.encode("utf-8")) for role, content in messages]
         chat = (llama_cpp.llama_chat_message * len(encoded))(*[llama_cpp.llama_chat_message(r, c) for r, c in encoded])
         size = 2 * sum(len(c) + len(r) for r, c in encoded) + 1024
@@ -498,17 +464,36 @@ class Engine:
         self._has_logits = False
         return elapsed
 
-    def graft(self, state: KVState, query: Union[str, Sequence[int]], block_id: str = "") -> np.ndarray:
-        """Restore ``state`` at its own position and evaluate ``query`` at ``[N, N+q)``.
+    def graft(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        keep: Optional[int] = None,
+        verify_hash: bool = True,
+    ) -> np.ndarray:
+        """Restore ``state`` at its own position and evaluate ``query`` after it: the graft.
 
-        Returns the last logits; generation can continue with :meth:`generate`.
+        With ``keep`` < N only the first ``keep`` restored cells stay (the rest are removed,
+        which is exact: a cell never depends on later ones) and ``query`` is evaluated at
+        ``[keep, keep+q)``. Returns the last logits; :meth:`generate` continues from there.
+        ``verify_hash=False`` is for payloads already verified since they were read.
         """
         tokens = self.tokenize(query, add_bos=False) if isinstance(query, str) else list(query)
         if not tokens:
             raise InputError("the query has no tokens")
-        self._require_fits(state.n_tokens + len(tokens), "block plus query")
-        self.restore(state, block_id)
-        self._decode(tokens, state.n_tokens)
+        keep = state.n_tokens if keep is None else keep
+        if not 0 < keep <= state.n_tokens:
+            raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
+        self._require_fits(keep + len(tokens), "block plus query")
+        self.restore(state, block_id, verify_hash=verify_hash)
+        if keep < state.n_tokens:
+            if not llama_cpp.llama_memory_seq_rm(self._memory, SEQ, keep, -1):
+                self.reset()
+                raise EngineError(f"llama.cpp could not drop the cells after position {keep} of {block_id or 'a block'}")
+            self.n_past = keep
+        self._decode(tokens, keep)
         return self.logits()
 
     def shift_positions(self, delta: int) -> None:

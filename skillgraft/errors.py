@@ -16,6 +16,8 @@ The tree::
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
+    │   ├── NameTakenError             another block already has that name
+    │   ├── DuplicateBlockError        the same text is already stored as another block
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     └── VerificationError              a solution failed or could not be verified
@@ -65,19 +67,6 @@ class EngineError(SkillgraftError):
     """llama.cpp refused an operation."""
 
 
-class FingerprintMismatchError(EngineError):
-    """A block was captured under a runtime other than the current one."""
-
-    def __init__(self, differences: dict[str, tuple[object, object]], block_id: str = "") -> None:
-        self.differences = differences
-        self.block_id = block_id
-        fields = ", ".join(
-            f"{name} (block {have!r} vs runtime {want!r})" for name, (have, want) in sorted(differences.items())
-        )
-        subject = f"block {block_id}" if block_id else "block"
-        super().__init__(f"{subject} was captured under another runtime: {fields}")
-
-
 class ServerError(EngineError):
     """llama-server could not be started or reached, or refused a request."""
 
@@ -95,6 +84,19 @@ class SlotReuseError(ServerError):
         )
 
 
+class FingerprintMismatchError(EngineError):
+    """A block was captured under a runtime other than the current one."""
+
+    def __init__(self, differences: dict[str, tuple[object, object]], block_id: str = "") -> None:
+        self.differences = differences
+        self.block_id = block_id
+        fields = ", ".join(
+            f"{name} (block {have!r} vs runtime {want!r})" for name, (have, want) in sorted(differences.items())
+        )
+        subject = f"block {block_id}" if block_id else "block"
+        super().__init__(f"{subject} was captured under another runtime: {fields}")
+
+
 class StoreError(SkillgraftError):
     """The block store cannot do what was asked."""
 
@@ -105,6 +107,25 @@ class BlockNotFoundError(StoreError):
 
 class BlockIntegrityError(StoreError):
     """A block payload does not have the size or SHA-256 the catalog records."""
+
+
+class NameTakenError(StoreError):
+    """Another block already has the name asked for."""
+
+    def __init__(self, name: str, block_id: str) -> None:
+        self.name, self.block_id = name, block_id
+        super().__init__(f"the name {name!r} is taken by block {block_id}: pick another or update that block")
+
+
+class DuplicateBlockError(StoreError):
+    """The same text is already stored, under the same runtime, as another block."""
+
+    def __init__(self, block_id: str, name: str, asked_name: str) -> None:
+        self.block_id, self.name, self.asked_name = block_id, name, asked_name
+        super().__init__(
+            f"the text of {asked_name!r} is already stored as block {block_id} named {name!r}: "
+            f"rename that block or use it"
+        )
 
 
 class BundleError(StoreError):

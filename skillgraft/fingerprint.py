@@ -11,12 +11,15 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .errors import FingerprintMismatchError
 
 # Bumped whenever the layout of a captured payload (or what it is paired with) changes.
 STATE_FORMAT_VERSION = 1
+# Recorded by earlier versions, then measured to leave payloads and logits byte-identical
+# (tests/test_fingerprint_fields.py): the thread count.
+RETIRED_FIELDS = frozenset({"n_threads"})
 
 
 class RuntimeFingerprint(BaseModel):
@@ -31,7 +34,6 @@ class RuntimeFingerprint(BaseModel):
     n_ctx: int
     n_batch: int
     n_ubatch: int
-    n_threads: int
     type_k: str
     type_v: str
     flash_attn: bool
@@ -43,6 +45,14 @@ class RuntimeFingerprint(BaseModel):
     rope_freq_base: float = 0.0
     rope_freq_scale: float = 0.0
     lora: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired_fields(cls, data):
+        """Fields once recorded but shown not to change payloads or logits are ignored."""
+        if isinstance(data, dict) and RETIRED_FIELDS & data.keys():
+            data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
+        return data
 
     @property
     def id(self) -> str:

@@ -10,18 +10,21 @@ and generation writes a ledger row.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import re
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from .blocks import Block
 from .config import EngineSettings, default_home, default_model
-from .engine import Engine, KVState, TokenStep
-from .errors import ConflictError, InputError
+from .states import KVState, TokenStep
+
+if TYPE_CHECKING:
+    from .engine import Engine
+from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
+from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 
 # Mean log-probability of the first grafted tokens below which the graft is not trusted:
@@ -31,21 +34,9 @@ GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
 MAX_VOICE_TOKENS = 8
-
-
-def normalize_question(text: str) -> str:
-    """The key under which a verified question recurs: case, whitespace, punctuation and
-    number formatting folded, operators kept (``"What is 1,000 + 2.50?"`` → ``"what is 1000+2.5"``)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
-    text = re.sub(r"\d+\.\d+", lambda m: repr(float(m.group())).rstrip("0").rstrip("."), text)
-    text = re.sub(r"[^\w\s.+\-*/^=%<>()]|(?<!\d)\.|\.(?!\d)", " ", text)
-    text = re.sub(r"\s*([+\-*/^=%<>()])\s*", r"\1", text)
-    return " ".join(text.split())
-
-
-def question_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+# A block must leave this many tokens of the context free for the question and the answer.
+QUERY_ROOM_TOKENS = 256
+MAX_NAME_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -111,8 +102,11 @@ class SkillMemory:
         return cls(home, **options)
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> "Engine":
+        """The engine, loaded on first use (routing alone never loads the model)."""
         if self._engine is None:
+            from .engine import Engine
+
             self._engine = Engine(self.model, self.settings)
         return self._engine
 
@@ -130,18 +124,55 @@ class SkillMemory:
 
     # -- deposits --------------------------------------------------------------------------
 
-    def _prefix_tokens(self, system_text: str) -> list[int]:
-        prefix, _ = self.engine.chat_split(system_text)
+    def _source_tokens(self, text: str) -> list[int]:
+        """The tokens a block of ``text`` captures: the chat prefix with ``text`` as system turn."""
+        prefix, _ = self.engine.chat_split(text)
         return self.engine.tokenize(prefix)
+
+    def _capturable_tokens(self, name: str, kind: str, text) -> list[int]:
+        """The tokens a block of ``text`` would hold, or a clear error before any capture."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{kind} {name!r} has no text")
+        if "\x00" in text:
+            raise InputError(f"{kind} {name!r} contains a NUL byte (at character {text.index(chr(0))})")
+        tokens = self._source_tokens(text)
+        room = self.engine.n_ctx - QUERY_ROOM_TOKENS
+        if len(tokens) > room:
+            raise ContextOverflowError(
+                len(tokens), room, f"{kind} {name!r} (the context keeps {QUERY_ROOM_TOKENS} tokens free for questions)"
+            )
+        return tokens
+
+    def _settle_capture(self, name: str, kind: str, text: str) -> tuple[list[int], Optional[Block]]:
+        """Settle name clashes and duplicate text *before* any capture.
+
+        Returns the tokens to capture and, when this very text is already stored under this
+        name, that block (nothing to capture). Raises :class:`NameTakenError` or
+        :class:`DuplicateBlockError` otherwise.
+        """
+        taken = self._named(name)
+        if taken is not None:
+            if taken.source == text and taken.status == "ok":
+                return list(taken.tokens), taken
+            raise NameTakenError(name, taken.id)
+        tokens = self._capturable_tokens(name, kind, text)
+        same = self.store.find_same(tokens, self.engine.fingerprint.id)
+        if same is not None and same.status == "ok":
+            raise DuplicateBlockError(same.id, same.name, name)
+        return tokens, None
+
+    def _named(self, name: str) -> Optional[Block]:
+        try:
+            block = self.store.get(name)
+        except BlockNotFoundError:
+            return None
+        return block if block.name == name else None
 
     def _capture(
         self, name: str, kind: str, text: str, description: str, solution: Optional[dict], progress=None
     ) -> Block:
-        if not isinstance(text, str) or not text.strip():
-            raise InputError(f"{kind} {name!r} has no text")
-        tokens = self._prefix_tokens(text)
-        existing = self.store.find_same(tokens, self.engine.fingerprint.id)
-        if existing is not None and existing.status == "ok":
+        tokens, existing = self._settle_capture(name, kind, text)
+        if existing is not None:
             return existing
         state = self.engine.capture(tokens, progress)
         block, _ = self.store.put(state, name=name, kind=kind, source=text, description=description, solution=solution)
@@ -152,16 +183,22 @@ class SkillMemory:
     ) -> Block:
         """Capture a skill manual as a block and make it routable by name, description and examples.
 
-        ``progress(done, total)`` is called as the manual's tokens are prefilled.
+        A name already taken raises :class:`NameTakenError` and a text already stored under
+        another name :class:`DuplicateBlockError`, both before anything is captured; the same
+        text under the same name returns the stored block. ``progress(done, total)`` is
+        called as the manual's tokens are prefilled.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise InputError("a manual needs a non-empty name")
-        block = self._capture(name.strip(), "manual", text, description, None, progress)
-        self.router.add_keys(block, [block.name.replace("-", " ").replace("_", " ")], kind="name")
+        name = _clean_name(name)
+        block = self._capture(name, "manual", text, description, None, progress)
+        self._add_keys(block, name=True, description=description, examples=examples)
+        return block
+
+    def _add_keys(self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = ()) -> None:
+        if name:
+            self.router.add_keys(block, [_name_key(block.name)], kind="name")
         if description:
             self.router.add_keys(block, [description], kind="description")
         self.router.add_keys(block, examples, kind="example")
-        return block
 
     def add_solution(
         self,
@@ -183,6 +220,8 @@ class SkillMemory:
         from .flywheel import make_verifier, solution_text
 
         question = clean_query(question)
+        if name is not None:
+            name = _clean_name(name)
         if not isinstance(answer, str) or not answer.strip():
             raise InputError("the answer is empty")
         answer = answer.strip()
@@ -193,9 +232,13 @@ class SkillMemory:
                     f"question {question!r} is stored as block {other.id} with answer {other.answer!r}, not {answer!r}"
                 )
             return other
+        name = name or _solution_name(question, key)
+        taken = self._named(name)
+        if taken is not None:
+            raise NameTakenError(name, taken.id)
         check = make_verifier(verifier, expected).verify(question, answer, method)
         block = self._capture(
-            name or f"solution-{question_sha256(key)[:10]}",
+            name,
             "solution",
             solution_text(question, answer, method),
             question,
@@ -216,8 +259,24 @@ class SkillMemory:
     # -- recall ----------------------------------------------------------------------------
 
     def route(self, query) -> Recall:
-        """The routing decision alone: ``graft`` one block or ``abstain``."""
-        return self.router.route(query)
+        """The routing decision alone: ``graft`` one block or ``abstain``.
+
+        Only blocks this runtime can graft are candidates (when the store holds blocks of
+        several runtimes, say two models), unless ``reprefill_foreign`` is set.
+        """
+        accept = None
+        if not self.reprefill_foreign and len(self.store.fingerprint_ids()) > 1:
+            runtime = self.engine.fingerprint.id
+            accept = lambda block: block.fingerprint_id == runtime  # noqa: E731
+        recall = self.router.route(query, accept=accept)
+        block = recall.block
+        if recall.decision == "graft" and block.kind == "solution" and block.question_key != normalize_question(query):
+            reason = (
+                f"{recall.reason}; near miss: block {recall.block.name!r} is the verified solution of another "
+                f"question ({recall.block.question!r}), grafted as a worked example only: its answer is not reused"
+            )
+            recall = dataclasses.replace(recall, reason=reason, near_miss=True)
+        return recall
 
     def recall(self, query, *, log: bool = True) -> Recall:
         """``exact`` when the normalized query is a verified question, else :meth:`route`."""
@@ -250,6 +309,7 @@ class SkillMemory:
         self,
         query,
         *,
+        system: Optional[str] = None,
         max_tokens: int = 128,
         temperature: float = 0.0,
         seed: int = 0,
@@ -257,8 +317,13 @@ class SkillMemory:
         gate: bool = True,
         recall: Optional[Recall] = None,
     ) -> Generation:
-        """Apply the recall decision and generate (see the module docstring)."""
+        """Apply the recall decision and generate (see the module docstring).
+
+        ``system`` is the app's own system prompt: after a graft it is prefilled right after
+        the restored block (see :meth:`chat`); it never changes what the query recalls.
+        """
         query = clean_query(query)
+        messages = _with_system(system, [("user", query)])
         started = time.perf_counter()
         recall = recall or self.recall(query, log=False)
         recall_s = time.perf_counter() - started
@@ -266,9 +331,9 @@ class SkillMemory:
         if recall.decision == "exact":
             result = self._exact(query, recall, voice, options)
         elif recall.decision == "graft":
-            result = self._graft(query, recall, gate, options)
+            result = self._graft(messages, recall, gate, options)
         else:
-            result = self._plain(query, recall, "abstain", options, {})
+            result = self._plain(messages, recall, "abstain", options, {})
         result.timings["recall_s"] = recall_s
         result.timings["total_s"] = time.perf_counter() - started
         self._log("generate", query, recall, generation=result)
@@ -279,54 +344,106 @@ class SkillMemory:
         if not voice:
             return Generation(block.answer, "exact", block.id, 0, block.n_tokens, {}, recall)
         # Let the model voice the verified answer with its solution grafted: a handful of tokens.
-        timings = self._restore(block, f"{query}\nReply with the verified answer only.")
+        timings = self._restore(block, [("user", f"{query}\nReply with the verified answer only.")])
         steps = list(self.engine.generate(MAX_VOICE_TOKENS, temperature=0.0))
         text = "".join(s.piece for s in steps).strip()
         return Generation(text or block.answer, "exact", block.id, len(steps), block.n_tokens, timings, recall, steps=steps)
 
-    def _restore(self, block: Block, query: str) -> dict:
-        """Restore ``block`` at its own position and evaluate the user's turn after it.
+    def _continuation(self, block: Block, messages: Sequence[tuple[str, str]]) -> tuple[int, str]:
+        """How a chat led by ``block`` continues: ``(cells of the block kept, text after them)``.
 
-        A block captured under another runtime raises :class:`FingerprintMismatchError`,
-        unless ``reprefill_foreign`` was set: then its stored source text is prefilled.
+        The block is the chat's leading system turn. Its captured prefix also opens the first
+        user turn (that is where the template puts the user's text), so a chat with its own
+        system turns keeps only the block's system turn — the cells after it are dropped,
+        which is exact — and continues with the app's system turns and the rest of the chat,
+        exactly as the template renders them. Where that is not possible (templates with a
+        single system turn, such as Gemma's, fold it into the first user turn), the app's
+        system text leads the first user message after the whole block.
         """
-        prefix, turn = self.engine.chat_split(block.source, query)
-        if self.reprefill_foreign and block.fingerprint_id != self.engine.fingerprint.id:
+        engine = self.engine
+        prefix, _ = engine.chat_split(block.source)
+        rendered = engine.chat_prompt([("system", block.source), *messages])
+        if rendered.startswith(prefix) and len(rendered) > len(prefix):
+            return block.n_tokens, rendered[len(prefix):]
+        system_only = engine.chat_prompt([("system", block.source)], add_generation_prompt=False)
+        if system_only and prefix.startswith(system_only) and rendered.startswith(system_only):
+            keep = engine.tokenize(system_only)
+            if 0 < len(keep) < block.n_tokens and tuple(keep) == block.tokens[: len(keep)]:
+                return len(keep), rendered[len(system_only):]
+        rendered = engine.chat_prompt([("system", block.source), *_fold_system(messages)])
+        if rendered.startswith(prefix) and len(rendered) > len(prefix):
+            return block.n_tokens, rendered[len(prefix):]
+        raise InputError(f"block {block.id} cannot lead this chat: the chat template of {engine.model_name} reorders it")
+
+    def restored_tokens(self, block: Block, messages: Sequence[tuple[str, str]]) -> int:
+        """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
+        return self._continuation(block, messages)[0]
+
+    def _restore(self, block: Block, messages: Sequence[tuple[str, str]]) -> dict:
+        """The graft: restore ``block`` at its own position ``[0, N)`` and prefill the chat after it.
+
+        The restored cells are byte-identical to a fresh prefill of the block, and the whole
+        graft equals a fresh prefill of the same tokens decoded in the same chunks. A block
+        captured under another runtime raises :class:`FingerprintMismatchError`, unless
+        ``reprefill_foreign`` was set: then its stored source text is prefilled.
+        """
+        keep, continuation = self._continuation(block, messages)
+        engine = self.engine
+        after = engine.tokenize(continuation, add_bos=False)
+        if self.reprefill_foreign and block.fingerprint_id != engine.fingerprint.id:
             started = time.perf_counter()
-            self.engine.prefill(self.engine.tokenize(prefix) + self.engine.tokenize(turn, add_bos=False))
-            return {"reprefilled": True, "prefill_s": time.perf_counter() - started}
+            prefix, _ = engine.chat_split(block.source)
+            engine.prefill(engine.tokenize(prefix)[:keep] + after)
+            return {"reprefilled": True, "prefill_s": time.perf_counter() - started, "restored_tokens": 0}
         loaded = self.store.load_state(block)
         started = time.perf_counter()
-        self.engine.restore(loaded.state, block.id, verify_hash=False)
-        restored = time.perf_counter()
-        self.engine.append(self.engine.tokenize(turn, add_bos=False))
+        engine.graft(loaded.state, after, block.id, keep=keep, verify_hash=False)
         return {
             "load_s": loaded.read_s,
             "from_cache": loaded.from_cache,
-            "restore_s": restored - started,
-            "query_prefill_s": time.perf_counter() - restored,
+            "graft_s": time.perf_counter() - started,
+            "restored_tokens": keep,
         }
 
-    def _graft(self, query: str, recall: Recall, gate: bool, options: dict) -> Generation:
+    def graft_verdict(self, block: Block, text: str, confidence: dict, *, gate: bool = True) -> dict:
+        """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
+
+        ``confidence`` is :meth:`confidence` of the answer's steps. Returns it with
+        ``fell_back`` set when the answer must be generated again plainly: always when a
+        solution's stored answer is repeated for another question (a near miss), and when the
+        gate is on and the first tokens are not confident; ``reason`` says which.
+        """
+        verdict = confidence
+        reason = verdict["reason"]
+        fell_back = False
+        if block.kind == "solution" and repeats_answer(text, block.answer):
+            fell_back, reason = True, (
+                f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
+                f"({block.question!r}); generated plainly"
+            )
+        elif gate and not verdict["confident"]:
+            fell_back, reason = True, f"graft not confident: {verdict['reason']}; generated plainly"
+        return {**verdict, "fell_back": fell_back, "reason": reason}
+
+    def _graft(self, messages: list, recall: Recall, gate: bool, options: dict) -> Generation:
         block = recall.block
-        timings = self._restore(block, query)
+        timings = self._restore(block, messages)
         started = time.perf_counter()
         steps = list(self._sample(options))
         timings["generate_s"] = time.perf_counter() - started
-        verdict = self.confidence(steps)
-        if gate and not verdict["confident"]:
-            fallback = self._plain(query, recall, "abstain", options, timings)
-            gate_info = {**verdict, "fell_back": True, "reason": f"graft not confident: {verdict['reason']}; generated plainly"}
+        text = "".join(s.piece for s in steps).strip()
+        verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate)
+        if verdict["fell_back"]:
+            fallback = self._plain(messages, recall, "abstain", options, timings)
             return Generation(
                 fallback.text, "abstain", None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
-                gate_info, fallback.steps,
+                verdict, fallback.steps,
             )
-        text = "".join(s.piece for s in steps).strip()
-        avoided = 0 if timings.get("reprefilled") else block.n_tokens
-        return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, {**verdict, "fell_back": False}, steps)
+        avoided = timings["restored_tokens"]
+        return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, verdict, steps)
 
-    def _plain(self, query: str, recall: Recall, decision: str, options: dict, timings: dict) -> Generation:
-        prompt = self.engine.chat_prompt([("user", query)])
+    def _plain(self, messages: list, recall: Recall, decision: str, options: dict, timings: dict) -> Generation:
+        prompt = self.engine.chat_prompt(list(messages))
         started = time.perf_counter()
         self.engine.prefill(self.engine.tokenize(prompt))
         prefilled = time.perf_counter()
@@ -347,23 +464,20 @@ class SkillMemory:
         """Stream tokens after a chat of ``[(role, content), ...]``.
 
         With ``block`` (a :class:`Block`, id or name) the block's state is restored at its
-        own position as the leading system turn and only the chat after it is prefilled;
-        otherwise the whole chat is prefilled.
+        own position as the leading system turn; the chat's own system turns and messages
+        are prefilled after it, as the template renders them (see :meth:`_continuation`), so
+        the result equals a fresh prefill of the same chat. Otherwise the whole chat is
+        prefilled.
         """
         if not messages:
             raise InputError("the chat has no messages")
-        engine = self.engine
+        for role, content in messages:
+            if not isinstance(content, str) or "\x00" in content:
+                raise InputError(f"a {role} message is not text without NUL bytes")
         if block is None:
-            engine.prefill(engine.tokenize(engine.chat_prompt(list(messages))))
+            self.engine.prefill(self.engine.tokenize(self.engine.chat_prompt(list(messages))))
         else:
-            block = block if isinstance(block, Block) else self.store.get(block)
-            prefix, _ = engine.chat_split(block.source)
-            rendered = engine.chat_prompt([("system", block.source), *messages])
-            if not rendered.startswith(prefix):
-                raise InputError(f"block {block.id} cannot lead this chat: the template reorders the system turn")
-            loaded = self.store.load_state(block)
-            engine.restore(loaded.state, block.id, verify_hash=False)
-            engine.append(engine.tokenize(rendered[len(prefix):], add_bos=False))
+            self._restore(block if isinstance(block, Block) else self.get(block), messages)
         yield from self._sample({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
 
     def _sample(self, options: dict) -> Iterator[TokenStep]:
@@ -417,6 +531,95 @@ class SkillMemory:
             self.store.set_setting(GATE_SETTING, repr(threshold))
         return report
 
+    # -- memory verbs ----------------------------------------------------------------------
+
+    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False) -> list[Block]:
+        """Every block (of ``kind``), oldest first."""
+        return self.store.blocks(kind=kind, include_quarantined=include_quarantined)
+
+    def get(self, ref: str) -> Block:
+        """A block by id, unique id prefix, name, or the question a solution answers."""
+        try:
+            return self.store.get(ref)
+        except BlockNotFoundError:
+            matches = self.store.solutions_for(normalize_question(ref))
+            if matches:
+                return matches[0]
+            raise
+
+    def delete(self, ref: str) -> Block:
+        """Delete a block, its routing keys and (when no other block shares it) its file."""
+        return self.store.remove(self.get(ref).id)
+
+    def rename(self, ref: str, new_name: str) -> Block:
+        """Give a block a new name (free, or :class:`NameTakenError`); its name key follows."""
+        block = self.get(ref)
+        new_name = _clean_name(new_name)
+        if new_name == block.name:
+            return block
+        renamed = self.store.rename(block.id, new_name)
+        self.store.delete_routing_keys(block.id, kind="name")
+        self.router.add_keys(renamed, [_name_key(new_name)], kind="name")
+        return renamed
+
+    def update(
+        self,
+        ref: str,
+        *,
+        text: Optional[str] = None,
+        examples: Optional[Sequence[str]] = None,
+        description: Optional[str] = None,
+        progress=None,
+    ) -> Block:
+        """Change a manual's text (recaptured, keeping its name and keys), examples or description.
+
+        ``examples`` and ``description``, when given, replace the old ones. A solution's text
+        is its verified question and answer: add a new solution instead of editing it.
+        """
+        block = self.get(ref)
+        if text is not None and text != block.source:
+            if block.kind == "solution":
+                raise InputError(f"block {block.id} is a verified solution: add a new solution instead of editing it")
+            tokens = self._capturable_tokens(block.name, block.kind, text)
+            same = self.store.find_same(tokens, self.engine.fingerprint.id)
+            if same is not None and same.id != block.id:
+                raise DuplicateBlockError(same.id, same.name, block.name)
+            state = self.engine.capture(tokens, progress)
+            block = self.store.replace(block, state, source=text)
+        if description is not None and description != block.description:
+            block = self.store.set_description(block.id, description)
+            self.store.delete_routing_keys(block.id, kind="description")
+            self._add_keys(block, description=description)
+        if examples is not None:
+            self.store.delete_routing_keys(block.id, kind="example")
+            keep = [block.question] if block.kind == "solution" else []
+            self._add_keys(block, examples=[*keep, *examples])
+        return block
+
+    def recapture(self, progress=None) -> "RecaptureReport":
+        """Capture every block again under the current runtime, keeping names, keys and answers.
+
+        Blocks already captured under this runtime are left alone. Use it after changing the
+        model file, a context setting or the llama.cpp build. ``progress(done, total)`` is
+        called per block.
+        """
+        runtime = self.engine.fingerprint.id
+        blocks = self.list(include_quarantined=True)
+        report = RecaptureReport()
+        for done, block in enumerate(blocks, 1):
+            if block.fingerprint_id == runtime and block.status == "ok":
+                report.unchanged.append(block.id)
+            else:
+                try:
+                    state = self.engine.capture(self._source_tokens(block.source))
+                    new = self.store.replace(block, state, source=block.source)
+                    report.recaptured.append({"old": block.id, "new": new.id, "name": block.name})
+                except SkillgraftError as exc:
+                    report.failed.append({"block_id": block.id, "name": block.name, "error": str(exc)})
+            if progress:
+                progress(done, len(blocks))
+        return report
+
     # -- upkeep ----------------------------------------------------------------------------
 
     def check(self, *, repair: bool = False) -> dict:
@@ -446,3 +649,67 @@ class SkillMemory:
                 detail={"routed": recall.decision, "gate": generation.gate},
             )
         self.store.log(event, **fields)
+
+
+@dataclass
+class RecaptureReport:
+    """What :meth:`SkillMemory.recapture` did."""
+
+    recaptured: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _clean_name(name) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("a block needs a non-empty name")
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS or any(not c.isprintable() for c in name):
+        raise InputError(f"a block name must be printable and at most {MAX_NAME_CHARS} characters: {name[:40]!r}")
+    return name
+
+
+def _name_key(name: str) -> str:
+    """The routing key a block's name gives."""
+    return name.replace("-", " ").replace("_", " ")
+
+
+def _solution_name(question: str, key: str) -> str:
+    """A readable default name for a solution: its question's words plus a short hash."""
+    words = re.sub(r"[^0-9a-z]+", "-", key.casefold()).strip("-")[:40].rstrip("-")
+    return f"solution-{words}-{question_sha256(key)[:8]}" if words else f"solution-{question_sha256(key)[:10]}"
+
+
+def _with_system(system: Optional[str], messages: list) -> list:
+    if system is None:
+        return messages
+    if not isinstance(system, str) or not system.strip() or "\x00" in system:
+        raise InputError("the system prompt must be non-empty text without NUL bytes")
+    return [("system", system), *messages]
+
+
+def _fold_system(messages: Sequence[tuple[str, str]]) -> list:
+    """The chat with its system turns folded into the front of the first user message."""
+    system = [content for role, content in messages if role == "system"]
+    rest = [(role, content) for role, content in messages if role != "system"]
+    if not system:
+        return rest
+    joined = "\n\n".join(system)
+    for i, (role, content) in enumerate(rest):
+        if role == "user":
+            rest[i] = ("user", f"{joined}\n\n{content}")
+            return rest
+    return [("user", joined), *rest]
+
+
+def repeats_answer(text: str, answer: Optional[str]) -> bool:
+    """Whether ``text`` states ``answer`` as a whole token (``1591`` also as ``1,591``)."""
+    if not answer or not text:
+        return False
+    forms = {answer.strip()}
+    if re.fullmatch(r"-?\d+", answer.strip()):
+        forms.add(f"{int(answer):,}")
+    return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w]|\.\d)", text) for form in forms if form)

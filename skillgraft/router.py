@@ -23,7 +23,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Literal, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -62,6 +62,7 @@ class Recall:
     reason: str
     runner_up: Optional[str] = None
     candidates: list = field(default_factory=list, repr=False)
+    near_miss: bool = False
 
     @property
     def block_id(self) -> Optional[str]:
@@ -75,6 +76,9 @@ class Recall:
             "score": round(self.score, 6),
             "threshold": self.threshold,
             "reason": self.reason,
+            "near_miss": self.near_miss,
+            "runner_up": self.runner_up,
+            "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }
 
 
@@ -141,6 +145,8 @@ def clean_query(query) -> str:
     query = query.strip()
     if not query:
         raise InputError("the query is empty")
+    if "\x00" in query:
+        raise InputError(f"the query contains a NUL byte (at character {query.index(chr(0))})")
     return query
 
 
@@ -374,13 +380,20 @@ class Router:
             results.append(sorted(scored.items(), key=lambda item: -item[1]))
         return results
 
-    def route(self, query) -> Recall:
-        """Graft the best block when its score reaches the threshold; otherwise abstain."""
+    def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
+        """Graft the best block when its score reaches the threshold; otherwise abstain.
+
+        ``accept`` narrows the candidates (say, to blocks this runtime can graft).
+        """
         query = clean_query(query)
         if len(query) > MAX_QUERY_CHARS:
             query = query[:MAX_QUERY_CHARS]
         threshold = self.threshold
-        ranked = self.scores([query])[0]
+        ranked = [
+            (block_id, score)
+            for block_id, score in self.scores([query])[0]
+            if block_id in self._blocks and (accept is None or accept(self._blocks[block_id]))
+        ]
         if not ranked:
             return Recall("abstain", None, 0.0, threshold, "the store has no routable blocks (it is empty)")
         block_id, score = ranked[0]

@@ -40,12 +40,13 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 
 from .blocks import BLOCK_SUFFIX, Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import open_catalog, read_transaction, usable_vector, utc_now, write_transaction
-from .engine import KVState
+from .states import KVState
 from .errors import (
     BlockIntegrityError,
     BlockNotFoundError,
     ConflictError,
     InputError,
+    NameTakenError,
     SkillgraftError,
     StoreError,
 )
@@ -761,3 +762,83 @@ class BlockStore:
         self._require_writable(f"change the setting {key}")
         with write_transaction(self.db.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
+
+    # -- edits the memory verbs make -------------------------------------------------------
+
+    def fingerprint_ids(self) -> set[str]:
+        """The runtimes the healthy blocks were captured under."""
+        rows = self.db.query("SELECT DISTINCT fingerprint_id FROM blocks WHERE status = 'ok'")
+        return {row["fingerprint_id"] for row in rows}
+
+    def rename(self, block_id: str, new_name: str) -> Block:
+        """Give a block a new name, or raise :class:`NameTakenError`."""
+        self._require_writable(f"rename block {block_id}")
+        with write_transaction(self.db.conn) as conn:
+            clash = conn.execute("SELECT id FROM blocks WHERE name = ? AND id != ?", (new_name, block_id)).fetchone()
+            if clash:
+                raise NameTakenError(new_name, clash[0])
+            conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (new_name, block_id))
+        return self._by_id(block_id)
+
+    def set_description(self, block_id: str, description: str) -> Block:
+        self._require_writable(f"describe block {block_id}")
+        with write_transaction(self.db.conn) as conn:
+            conn.execute("UPDATE blocks SET description = ? WHERE id = ?", (description, block_id))
+        return self._by_id(block_id)
+
+    def delete_routing_keys(self, block_id: str, *, kind: str) -> None:
+        self._require_writable(f"change the keys of block {block_id}")
+        with write_transaction(self.db.conn) as conn:
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
+
+    def _by_id(self, block_id: str) -> Block:
+        found = self._rows("id = ?", [block_id])
+        if not found:
+            raise BlockNotFoundError(f"no block with id {block_id!r}")
+        return found[0]
+
+    def replace(self, old: Block, state: KVState, *, source: str) -> Block:
+        """Swap ``old`` for a new capture in one transaction, keeping its name, kind, answer and keys.
+
+        A process killed at any moment leaves either the old block or the new one.
+        """
+        self._require_writable(f"replace block {old.id}")
+        kept = old.model_dump(
+            exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
+                     "fingerprint_id", "created_at", "status"}
+        )
+        new = Block(
+            id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
+            tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
+            fingerprint_id=state.fingerprint.id, created_at=utc_now(), **kept,
+        )
+        if new.id == old.id and old.status == "ok" and self.path_of(old).exists():
+            return old
+        temp = self._write_temp(new, state.payload)
+        try:
+            with write_transaction(self.db.conn) as conn:
+                taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
+                if taken:
+                    raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")
+                os.replace(temp, self.path_of(new))
+                _fsync_dir(self.blocks_dir)
+                conn.execute(
+                    "INSERT OR IGNORE INTO fingerprints (id, data, created_at) VALUES (?, ?, ?)",
+                    (state.fingerprint.id, state.fingerprint.canonical_json(), utc_now()),
+                )
+                conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (f"{old.name}\x1freplaced-{old.id}", old.id))
+                row = new.to_row()
+                conn.execute(
+                    f"INSERT OR REPLACE INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                    list(row.values()),
+                )
+                if new.id != old.id:
+                    conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+                    conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
+                    shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
+                    if not shared:
+                        self.path_of(old).unlink(missing_ok=True)
+        finally:
+            temp.unlink(missing_ok=True)
+        self.evict(old.sha256)
+        return new

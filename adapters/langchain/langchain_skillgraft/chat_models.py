@@ -59,6 +59,7 @@ class Outcome:
     """What a finished generation cost and why it ended."""
 
     block: Optional[Block] = None
+    restored_tokens: int = 0
     prefilled_tokens: int = 0
     output_tokens: int = 0
     finish_reason: str = "stop"
@@ -80,7 +81,7 @@ class Outcome:
             "decision": "graft" if block else "plain",
             "block_id": block.id if block else None,
             "block_name": block.name if block else None,
-            "restored_tokens": block.n_tokens if block else 0,
+            "restored_tokens": self.restored_tokens,
             "prefilled_tokens": self.prefilled_tokens,
             "confidence": self.confidence,
         }
@@ -215,8 +216,9 @@ class ChatSkillGraft(BaseChatModel):
             tail = "" if cutter.stopped else cutter.flush()
             if tail:
                 yield tail
-            restored = block.n_tokens if block else 0
+            restored = memory.restored_tokens(block, chat) if block else 0
             outcome.block = block
+            outcome.restored_tokens = restored
             outcome.output_tokens = len(steps)
             outcome.prefilled_tokens = engine.n_past - restored - len(steps)
             outcome.finish_reason = "length" if not cutter.stopped and len(steps) >= options.max_tokens else "stop"

@@ -28,7 +28,6 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
 from skillgraft import Recall, SkillMemory
-from skillgraft.memory import repeats_answer
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text
@@ -140,17 +139,8 @@ class SkillGraftMiddleware(AgentMiddleware):
         if confidence is None:  # nothing was decoded
             with memory_lock(self.memory):
                 confidence = self.memory.confidence([])
-        block = recall.block
-        reason = confidence["reason"]
-        fell_back = False
-        if block.kind == "solution" and message is not None and repeats_answer(message.text, block.answer):
-            fell_back, reason = True, (
-                f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
-                f"({block.question!r}); generated plainly"
-            )
-        elif self.gate and not confidence["confident"]:
-            fell_back, reason = True, f"graft not confident: {confidence['reason']}; generated plainly"
-        return {**confidence, "fell_back": fell_back, "reason": reason}
+        text = message.text if message is not None else ""
+        return self.memory.graft_verdict(recall.block, text, confidence, gate=self.gate)
 
     # -- hooks -----------------------------------------------------------------------------
 

@@ -159,16 +159,11 @@ async def test_a_system_prompt_keeps_the_graft(chat, memory, manual, asynchronou
     agent = system_prompt_agent(chat, memory, gate=False)
     answer, meta, model_calls = await ask(agent, lc_store.GRAFT_QUESTION, asynchronous)
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id and model_calls == 1
-    assert meta["restored_tokens"] == manual.n_tokens
+    assert 0 < meta["restored_tokens"] < manual.n_tokens  # the block's own system turn
     direct = [SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(lc_store.GRAFT_QUESTION)]
     assert answer.content == chat.invoke(direct, block_id=manual.id).content
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core folds the system prompt into the user message on SmolLM2, and the folded prompt "
-    "makes the grafted answer unconfident (mean log-probability about -1.04 < -0.75), so the gate falls back",
-)
 async def test_a_system_prompt_grafts_with_the_default_gate(chat, memory, manual):
     answer, meta, _ = await ask(system_prompt_agent(chat, memory), lc_store.GRAFT_QUESTION, False)
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id

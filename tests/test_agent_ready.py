@@ -1,0 +1,51 @@
+"""An agent app's needs: its own system prompt with a graft, near-miss questions."""
+
+from __future__ import annotations
+
+from skillgraft.memory import REPEAT_PENALTY, repeats_answer
+
+SYSTEM = "You are a terse assistant."
+
+
+def test_a_system_prompt_composes_with_a_graft_under_the_default_gate(stocked):
+    result = stocked.generate("how do I squash my last commits?", system=SYSTEM, max_tokens=8)
+    block = stocked.get("git-squash")
+    assert result.decision == "graft" and result.block_id == block.id, result.gate
+    system_turn = stocked.engine.tokenize(stocked.engine.chat_prompt([("system", block.source)], add_generation_prompt=False))
+    assert result.prefill_tokens_avoided == len(system_turn) < block.n_tokens
+
+
+def test_graft_with_system_prompt_equals_a_fresh_prefill_of_the_same_tokens(stocked):
+    engine = stocked.engine
+    block = stocked.get("git-squash")
+    messages = [("system", SYSTEM), ("user", "how do I squash my last commits?")]
+    grafted = [s.token for s in stocked.chat(messages, block=block, max_tokens=8)]
+    # The same as prefilling the chat with the block and the app's system prompt as two system turns.
+    engine.prefill(engine.tokenize(engine.chat_prompt([("system", block.source), *messages])))
+    fresh = [s.token for s in engine.generate(8, repeat_penalty=REPEAT_PENALTY)]
+    assert grafted == fresh
+
+
+def test_gemma_folds_the_app_system_turn_after_the_block(tmp_path, gemma3, embedder):
+    from skillgraft.memory import SkillMemory
+
+    with SkillMemory(tmp_path / "g", engine=gemma3, embedder=embedder) as memory:
+        block = memory.add_manual("tea", "Skill manual: brewing green tea. Use water at 80 C for two minutes.")
+        steps = list(memory.chat([("system", SYSTEM), ("user", "how hot should the water be?")], block=block, max_tokens=4))
+        assert steps
+
+
+def test_a_near_miss_never_repeats_the_stored_answer(memory):
+    memory.add_solution("What is 37 * 43?", "1591", method="print(37 * 43)", verifier="python")
+    for query in ("What is 37 * 44?", "what is 37*44", "What is 38 * 43?"):
+        result = memory.generate(query, max_tokens=24)
+        assert result.decision != "exact"
+        assert not repeats_answer(result.text, "1591"), (query, result.text)
+        if result.recall.decision == "graft":
+            assert result.recall.near_miss and "near miss" in result.recall.reason
+
+
+def test_repeats_answer_matches_whole_numbers_only():
+    assert repeats_answer("37 * 44 = 1591", "1591")
+    assert repeats_answer("It is 1,591.", "1591")
+    assert not repeats_answer("It is 15910.", "1591") and not repeats_answer("0.1591", "1591")

@@ -1,0 +1,64 @@
+"""Only what changes a payload's bytes or the logits belongs in the fingerprint.
+
+The thread count was recorded once; these tests show it changes neither, on both models,
+so a store captured with 2 threads serves with 1. benchmarks/fingerprint_fields.py measures
+every other field (docs/limits.md has the table).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from skillgraft.config import engine_settings
+from skillgraft.engine import Engine
+from skillgraft.fingerprint import RuntimeFingerprint
+
+TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 12
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_thread_count_leaves_payload_and_logits_identical(model):
+    results = []
+    for threads in (1, 2):
+        with Engine(model, engine_settings(n_threads=threads)) as engine:
+            state = engine.capture(TEXT)
+            logits = engine.graft(state, engine.tokenize(" How do I squash?", add_bos=False))
+            results.append((state.sha256, state.fingerprint.id, logits.tobytes()))
+    (sha1, fp1, logits1), (sha2, fp2, logits2) = results
+    assert sha1 == sha2, "the payload depends on the thread count"
+    assert logits1 == logits2, "the logits depend on the thread count"
+    assert fp1 == fp2, "the thread count is still in the fingerprint"
+
+
+def test_old_fingerprints_with_a_thread_count_still_load():
+    data = {
+        "gguf_sha256": "0" * 64, "llama_cpp_python": "0.3.36", "system_info": "x", "n_ctx": 4096,
+        "n_batch": 512, "n_ubatch": 512, "n_threads": 2, "type_k": "f16", "type_v": "f16",
+        "flash_attn": False, "swa_full": False,
+    }
+    old = RuntimeFingerprint.model_validate(data)
+    assert "n_threads" not in old.canonical_json()
+    assert old == RuntimeFingerprint.model_validate({**data, "n_threads": 1})
+
+
+def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):
+    """An older store recorded the thread count; opening it re-keys its fingerprints."""
+    import hashlib
+    import json
+
+    from skillgraft.memory import SkillMemory
+
+    store = stocked.store
+    current = stocked.engine.fingerprint
+    old_json = json.dumps({**json.loads(current.canonical_json()), "n_threads": 2}, sort_keys=True, separators=(",", ":"))
+    old_id = hashlib.sha256(old_json.encode()).hexdigest()[:16]
+    with store.db.conn:
+        store.db.execute("INSERT INTO fingerprints (id, data, created_at) VALUES (?, ?, '')", [old_id, old_json])
+        store.db.execute("UPDATE blocks SET fingerprint_id = ?", [old_id])
+        store.db.execute("DELETE FROM fingerprints WHERE id = ?", [current.id])
+        store.db.execute("DELETE FROM _migrations WHERE name = 'm007_retire_thread_count'")
+    with Engine("smollm2-135m", engine_settings(n_threads=1)) as one_thread:
+        with SkillMemory(store.home, engine=one_thread, embedder=embedder) as reopened:
+            assert reopened.store.fingerprint_ids() == {one_thread.fingerprint.id}
+            result = reopened.generate("how do I squash my last commits?", max_tokens=4, gate=False)
+            assert result.decision == "graft" and result.prefill_tokens_avoided > 0

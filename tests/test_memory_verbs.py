@@ -1,0 +1,93 @@
+"""Memory verbs on the facade: list, get, update, rename, delete, recapture."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillgraft.errors import BlockNotFoundError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
+
+from .conftest import GIT_MANUAL, SOURDOUGH_MANUAL
+
+
+def test_list_and_get_by_id_name_prefix_and_question(stocked):
+    names = [b.name for b in stocked.list()]
+    assert names[:2] == ["git-squash", "sourdough"] and len(names) == 3
+    assert [b.kind for b in stocked.list("solution")] == ["solution"]
+    git = stocked.get("git-squash")
+    assert stocked.get(git.id) == git and stocked.get(git.id[:6]) == git
+    solution = stocked.get("what is 17*23")
+    assert solution.kind == "solution" and solution.answer == "391"
+    assert solution.name.startswith("solution-what-is-17-23")
+    with pytest.raises(BlockNotFoundError):
+        stocked.get("What is 17 * 24?")
+
+
+def test_taken_name_and_duplicate_text_are_settled_before_capture(stocked, monkeypatch):
+    def no_capture(*args, **kwargs):
+        raise AssertionError("captured although the deposit was refused")
+
+    monkeypatch.setattr(stocked.engine, "capture", no_capture)
+    with pytest.raises(NameTakenError) as taken:
+        stocked.add_manual("git-squash", "A different manual about something else entirely.")
+    assert taken.value.name == "git-squash" and taken.value.block_id == stocked.get("git-squash").id
+    with pytest.raises(DuplicateBlockError) as duplicate:
+        stocked.add_manual("git-squash-copy", GIT_MANUAL)
+    assert duplicate.value.name == "git-squash"
+    assert stocked.add_manual("git-squash", GIT_MANUAL).name == "git-squash"  # idempotent
+    assert "git-squash-copy" not in [b.name for b in stocked.list()]
+
+
+def test_rename_moves_the_name_key(stocked):
+    renamed = stocked.rename("sourdough", "bread-baking")
+    assert renamed.name == "bread-baking" and stocked.get("bread-baking").id == renamed.id
+    keys = [k["text"] for k in stocked.store.routing_keys(renamed.id) if k["kind"] == "name"]
+    assert keys == ["bread baking"]
+    with pytest.raises(NameTakenError):
+        stocked.rename("bread-baking", "git-squash")
+    assert stocked.route("how do I bake sourdough bread?").block_id == renamed.id
+
+
+def test_update_recaptures_keeping_name_and_keys(stocked):
+    old = stocked.get("git-squash")
+    new_text = GIT_MANUAL + " Use git reflog to undo a bad rebase."
+    updated = stocked.update("git-squash", text=new_text, examples=["how do I undo a rebase?"])
+    assert updated.name == "git-squash" and updated.id != old.id and updated.source == new_text
+    with pytest.raises(BlockNotFoundError):
+        stocked.store.get(old.id)
+    assert not stocked.store.path_of(old).exists() and stocked.store.path_of(updated).exists()
+    kinds = sorted((k["kind"], k["text"]) for k in stocked.store.routing_keys(updated.id))
+    assert ("example", "how do I undo a rebase?") in kinds and ("name", "git squash") in kinds
+    assert ("example", "combine commits into one") not in kinds
+    assert stocked.route("how do I undo a rebase?").block_id == updated.id
+    result = stocked.generate("how do I undo a rebase?", max_tokens=4, gate=False)
+    assert result.decision == "graft" and result.block_id == updated.id
+    with pytest.raises(DuplicateBlockError):
+        stocked.update("git-squash", text=SOURDOUGH_MANUAL)
+    with pytest.raises(InputError):
+        stocked.update(stocked.get("what is 17*23").id, text="Answer: 390")
+
+
+def test_delete_removes_block_keys_and_file(stocked):
+    block = stocked.get("sourdough")
+    stocked.delete("sourdough")
+    assert "sourdough" not in [b.name for b in stocked.list()]
+    assert not stocked.store.routing_keys(block.id) and not stocked.store.path_of(block).exists()
+
+
+def test_recapture_leaves_current_blocks_alone(stocked):
+    report = stocked.recapture()
+    assert len(report.unchanged) == 3 and not report.recaptured and not report.failed
+
+
+def test_a_block_must_leave_room_for_questions(memory):
+    with pytest.raises(ContextOverflowError):
+        memory.add_manual("huge", "word " * (memory.engine.n_ctx - 100))
+    assert memory.list() == []
+
+
+def test_nul_bytes_are_refused_not_truncated(memory):
+    with pytest.raises(InputError, match="NUL"):
+        memory.add_manual("nul", "Skill manual: first part.\x00 Hidden second part.")
+    with pytest.raises(InputError, match="NUL"):
+        memory.recall("what is\x00 this")
+    assert memory.list() == []
