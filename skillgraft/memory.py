@@ -23,6 +23,7 @@ from .states import KVState, TokenStep
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
@@ -80,20 +81,22 @@ class SkillMemory:
         *,
         model: Union[str, Path, None] = None,
         settings: Optional[EngineSettings] = None,
-        embedder: Union[str, Embedder, None] = None,
-        engine: Optional[Engine] = None,
+        embedder: Union[str, Path, TextEmbedder, None] = None,
+        engine: Optional[GraftEngine] = None,
         reprefill_foreign: bool = False,
     ) -> None:
         from .store import BlockStore
 
+        if embedder is None or isinstance(embedder, (str, Path)):
+            embedder = Embedder(str(embedder or DEFAULT_EMBEDDER))
+        elif not isinstance(getattr(embedder, "name", None), str) or not callable(getattr(embedder, "encode", None)):
+            raise InputError(f"the embedder must be a name or have .name and .encode(texts), got {type(embedder).__name__}")
         self.store = BlockStore(home or default_home())
         self.model = model or default_model()
         self.settings = settings
         self._engine = engine
         self._owns_engine = engine is None
         self.reprefill_foreign = reprefill_foreign
-        if not isinstance(embedder, Embedder):
-            embedder = Embedder(embedder or DEFAULT_EMBEDDER)
         self.router = Router(self.store, embedder)
 
     @classmethod

@@ -34,6 +34,7 @@ logger = logging.getLogger("skillgraft.router")
 
 if TYPE_CHECKING:
     from .blocks import Block
+    from .protocols import TextEmbedder
     from .store import BlockStore
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
@@ -264,7 +265,7 @@ def _file_sha256(path: Path) -> str:
 class Router:
     """Routes queries to blocks of one store."""
 
-    def __init__(self, store: "BlockStore", embedder: Optional[Embedder] = None) -> None:
+    def __init__(self, store: "BlockStore", embedder: Optional["TextEmbedder"] = None) -> None:
         self.store = store
         self.embedder = embedder or Embedder()
         self._index: Optional[KeyIndex] = None

@@ -1,0 +1,409 @@
+"""Deterministic fakes of the engine and the embedder, for fast tests without models.
+
+:class:`FakeEngine` keeps the contracts of :class:`~skillgraft.protocols.GraftEngine`
+with no llama.cpp: a byte-level tokenizer, a ChatML chat template, and a "KV cache" that is
+a hash chain over ``(previous digest, token, position)``. A captured payload holds each
+cell's token, position and digest, so a restore of the wrong block, at shifted positions or
+from tampered bytes leaves a different last digest, hence different logits, just as a real
+wrong restore does. Logits are drawn from a generator seeded by the last digest.
+
+Generation is unscripted by default (pseudo-random, not confident tokens) or follows
+``reply``: a fixed text, or a function of the rendered context returning the text to
+generate (or None for unscripted). A scripted token has a log-probability near 0.
+
+:class:`FakeEmbedder` hashes lowercased words and character trigrams into 384 dimensions,
+so texts that share words score higher. Neither fake imports llama.cpp or torch::
+
+    memory = SkillMemory(home, engine=FakeEngine(reply="391"), embedder=FakeEmbedder())
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+import struct
+import time
+from collections import Counter
+from typing import Callable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from .errors import BlockIntegrityError, ConfigError, ContextOverflowError, EngineError, InputError
+from .fingerprint import RuntimeFingerprint
+from .states import KVState, TokenStep
+
+BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
+N_VOCAB = 260
+# Control tokens the tokenizer parses with ``special=True`` (BOS is only ever added).
+SPECIAL_TOKENS = {"<|endoftext|>": EOS, "<|im_start|>": IM_START, "<|im_end|>": IM_END}
+SPECIAL_TEXT = {token: text for text, token in SPECIAL_TOKENS.items()}
+END_OF_GENERATION = frozenset({EOS, IM_END})
+_SPECIAL_PATTERN = re.compile("(" + "|".join(re.escape(text) for text in SPECIAL_TOKENS) + ")")
+
+PAYLOAD_MAGIC = b"FAKEKV\x00\x01"
+PAYLOAD_HEADER = struct.Struct("<8sI")  # magic, number of cells
+PAYLOAD_CELL = struct.Struct("<ii32s")  # token, position, digest
+SCRIPT_BIAS = 40.0  # added to a scripted token's logit: its log-probability is then ~0
+
+Progress = Optional[Callable[[int, int], None]]
+Reply = Union[str, Callable[[str], Optional[str]], None]
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    values = logits.astype(np.float64)
+    values -= values.max()
+    return values - np.log(np.exp(values).sum())
+
+
+def _chain(previous: bytes, token: int, position: int) -> bytes:
+    return hashlib.sha256(previous + struct.pack("<ii", token, position)).digest()
+
+
+class FakeEngine:
+    """A deterministic stand-in for :class:`~skillgraft.engine.Engine` (see the module docstring).
+
+    ``calls`` counts the calls of ``capture``, ``graft``, ``restore``, ``prefill`` and
+    ``generate``, so a test can assert that something was never captured.
+    """
+
+    n_vocab = N_VOCAB
+
+    def __init__(
+        self, model_name: str = "fake-chatml", *, n_ctx: int = 4096, n_batch: int = 512, reply: Reply = None
+    ) -> None:
+        if n_ctx < 8 or n_batch < 1:
+            raise ConfigError(f"a fake engine needs n_ctx >= 8 and n_batch >= 1, got {n_ctx} and {n_batch}")
+        self.model_name = model_name
+        self.n_ctx = n_ctx
+        self.n_batch = n_batch
+        self.reply = reply
+        self.fingerprint = RuntimeFingerprint(
+            gguf_sha256=hashlib.sha256(f"fake model {model_name}".encode()).hexdigest(),
+            llama_cpp_python="fake",
+            system_info="skillgraft.testing.FakeEngine",
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            n_ubatch=n_batch,
+            type_k="f16",
+            type_v="f16",
+            flash_attn=False,
+            swa_full=False,
+            backend="fake",
+        )
+        self._root = hashlib.sha256(b"fake kv root " + self.fingerprint.gguf_sha256.encode()).digest()
+        self.calls: Counter = Counter()
+        self._closed = False
+        self.reset()
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> "FakeEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- tokens and chat ---------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool = True, special: bool = True) -> list[int]:
+        """One id per UTF-8 byte; ``special`` parses the ChatML control tokens."""
+        if not isinstance(text, str):
+            raise InputError(f"text must be str, got {type(text).__name__}")
+        tokens = [BOS] if add_bos else []
+        parts = _SPECIAL_PATTERN.split(text) if special else [text]
+        for part in parts:
+            if part in SPECIAL_TOKENS and special:
+                tokens.append(SPECIAL_TOKENS[part])
+            else:
+                tokens.extend(part.encode("utf-8"))
+        return tokens
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token; control tokens are empty unless ``special``."""
+        if 0 <= token < 256:
+            return bytes([token])
+        return SPECIAL_TEXT.get(token, "").encode() if special else b""
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        return b"".join(self.piece(t, special=special) for t in tokens).decode("utf-8", "replace")
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return token in END_OF_GENERATION
+
+    def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
+        """ChatML: ``<|im_start|>role\\ncontent<|im_end|>\\n`` per message, then the assistant's opening."""
+        parts = []
+        for role, content in messages:
+            if "\x00" in role or "\x00" in content:
+                raise InputError(f"a {role!r} message contains a NUL byte, which would cut it short")
+            parts.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
+        if add_generation_prompt:
+            parts.append("<|im_start|>assistant\n")
+        return "".join(parts)
+
+    def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
+        """``(prefix, turn)`` exactly as :meth:`Engine.chat_split` computes it."""
+        marker = "\x1fskillgraft-user\x1f"
+        rendered = self.chat_prompt([("system", system), ("user", marker)])
+        head, found, tail = rendered.partition(marker)
+        if not found:
+            raise EngineError(f"the chat template of {self.model_name} dropped the user message")
+        return head, user + tail
+
+    # -- the context -------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every cell."""
+        self._cells: list[tuple[int, int, bytes]] = []
+        self.n_past = 0
+        self._has_logits = False
+
+    @property
+    def context_tokens(self) -> list[int]:
+        return [token for token, _, _ in self._cells]
+
+    def context_text(self) -> str:
+        """What the context holds, rendered with its control tokens (what ``reply`` is given)."""
+        return self.detokenize(self.context_tokens, special=True)
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise EngineError(f"the engine {self.model_name} is closed")
+
+    def _require_fits(self, n_tokens: int, what: str = "text") -> None:
+        if n_tokens > self.n_ctx:
+            raise ContextOverflowError(n_tokens, self.n_ctx, what)
+
+    def _decode(self, tokens: Sequence[int], start: int, progress: Progress = None) -> None:
+        self._require_open()
+        for offset, token in enumerate(tokens):
+            if not isinstance(token, (int, np.integer)) or not 0 <= token < N_VOCAB:
+                self.reset()
+                raise InputError(f"token {token!r} is outside the vocabulary of {N_VOCAB}")
+            previous = self._cells[-1][2] if self._cells else self._root
+            position = start + offset
+            self._cells.append((int(token), position, _chain(previous, int(token), position)))
+            if progress and ((offset + 1) % self.n_batch == 0 or offset + 1 == len(tokens)):
+                progress(offset + 1, len(tokens))
+        self.n_past = start + len(tokens)
+        self._has_logits = True
+
+    def prefill(self, tokens: Sequence[int], progress: Progress = None) -> None:
+        """Reset and evaluate ``tokens`` at ``[0, len)``."""
+        self.calls["prefill"] += 1
+        tokens = list(tokens)
+        if not tokens:
+            raise InputError("nothing to prefill: the text has no tokens")
+        self._require_fits(len(tokens))
+        self.reset()
+        self._decode(tokens, 0, progress)
+
+    def append(self, tokens: Sequence[int]) -> None:
+        """Evaluate ``tokens`` after what the context holds."""
+        tokens = list(tokens)
+        if not tokens:
+            raise InputError("nothing to decode: the token list is empty")
+        self._require_fits(self.n_past + len(tokens), "context plus query")
+        self._decode(tokens, self.n_past)
+
+    def shift_positions(self, delta: int) -> None:
+        """Move every cell by ``delta`` positions, keeping its digest: not exact, like a K-shift."""
+        self._require_fits(self.n_past + delta, "shifted context")
+        self._cells = [(token, position + delta, digest) for token, position, digest in self._cells]
+        self.n_past += delta
+
+    def logits(self) -> np.ndarray:
+        """float32 logits drawn from a generator seeded by the last cell's digest."""
+        self._require_open()
+        if not self._has_logits:
+            raise EngineError("no logits: decode at least one token first (a restored state holds none)")
+        seed = int.from_bytes(self._cells[-1][2][:8], "little")
+        return np.random.default_rng(seed).standard_normal(N_VOCAB).astype(np.float32)
+
+    def logits_bytes(self) -> bytes:
+        return self.logits().tobytes()
+
+    # -- capture and graft -------------------------------------------------------------------
+
+    def state_size(self, n_tokens: int) -> int:
+        return PAYLOAD_HEADER.size + n_tokens * PAYLOAD_CELL.size
+
+    def save_state(self) -> bytes:
+        """The cells as bytes: a header, then token, position and digest per cell."""
+        cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells)
+        return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells)) + cells
+
+    def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
+        """Prefill ``source`` (text or token ids) and capture the cells."""
+        self.calls["capture"] += 1
+        tokens = self.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
+        if not tokens:
+            raise InputError("cannot capture an empty text")
+        self._require_fits(len(tokens) + 1, "text plus one query token")
+        started = time.perf_counter()
+        self.prefill(tokens, progress)
+        payload = self.save_state()
+        return KVState(tuple(tokens), payload, hashlib.sha256(payload).hexdigest(), self.fingerprint,
+                       time.perf_counter() - started)
+
+    def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
+        """Raise unless ``state`` may be restored under this runtime (as the real engine checks)."""
+        subject = f"block {block_id}" if block_id else "state"
+        state.fingerprint.require_equal(self.fingerprint, block_id)
+        if not state.tokens:
+            raise BlockIntegrityError(f"{subject} has no tokens")
+        self._require_fits(state.n_tokens + 1, f"{subject} plus one query token")
+        expected = self.state_size(state.n_tokens)
+        if len(state.payload) != expected:
+            raise BlockIntegrityError(
+                f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected}"
+            )
+        if verify_hash and hashlib.sha256(state.payload).hexdigest() != state.sha256:
+            raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+
+    def restore(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> float:
+        """Replace the context with the payload's cells; return the seconds it took.
+
+        The cells come from the payload, not from ``state.tokens``: a payload of another
+        block restores that block, whose logits then differ.
+        """
+        self.calls["restore"] += 1
+        self._require_open()
+        self.check_payload(state, block_id, verify_hash=verify_hash)
+        started = time.perf_counter()
+        magic, count = PAYLOAD_HEADER.unpack_from(state.payload)
+        cells = [PAYLOAD_CELL.unpack_from(state.payload, PAYLOAD_HEADER.size + i * PAYLOAD_CELL.size)
+                 for i in range(min(count, state.n_tokens))]
+        misplaced = next((i for i, cell in enumerate(cells) if cell[1] != i), None)
+        if magic != PAYLOAD_MAGIC or count != state.n_tokens or misplaced is not None:
+            self.reset()
+            where = "" if misplaced is None else f", cell {misplaced} at position {cells[misplaced][1]}"
+            raise EngineError(
+                f"the fake engine rejected the state of {block_id or 'a block'}: {count} cells for "
+                f"{state.n_tokens} tokens{where}; the cells must sit at [0, {state.n_tokens})"
+            )
+        self._cells = cells
+        self.n_past = state.n_tokens
+        self._has_logits = False
+        return time.perf_counter() - started
+
+    def graft(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        keep: Optional[int] = None,
+        verify_hash: bool = True,
+    ) -> np.ndarray:
+        """Restore ``state``, keep its first ``keep`` cells and evaluate ``query`` after them."""
+        self.calls["graft"] += 1
+        tokens = self.tokenize(query, add_bos=False) if isinstance(query, str) else list(query)
+        if not tokens:
+            raise InputError("the query has no tokens")
+        keep = state.n_tokens if keep is None else keep
+        if not 0 < keep <= state.n_tokens:
+            raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
+        self._require_fits(keep + len(tokens), "block plus query")
+        self.restore(state, block_id, verify_hash=verify_hash)
+        del self._cells[keep:]
+        self.n_past = keep
+        self._decode(tokens, keep)
+        return self.logits()
+
+    # -- generation --------------------------------------------------------------------------
+
+    def _script(self) -> Optional[list[int]]:
+        reply = self.reply(self.context_text()) if callable(self.reply) else self.reply
+        return None if reply is None else [*reply.encode("utf-8"), IM_END]
+
+    def generate(
+        self,
+        max_tokens: int,
+        *,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        repeat_penalty: float = 1.0,
+        penalty_last_n: int = 64,
+    ) -> Iterator[TokenStep]:
+        """Sample up to ``max_tokens`` after the context, as :meth:`Engine.generate` does."""
+        self.calls["generate"] += 1
+        if max_tokens < 0:
+            raise InputError(f"max_tokens must be >= 0, got {max_tokens}")
+        rng = np.random.default_rng(seed)
+        script = self._script()
+        recent: list[int] = []
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for step in range(max_tokens):
+            logits = self.logits().astype(np.float64)
+            if script is not None and step < len(script):
+                logits[script[step]] += SCRIPT_BIAS
+            logprobs = _log_softmax(logits)
+            entropy = float(-(np.exp(logprobs) * logprobs).sum())
+            if repeat_penalty != 1.0 and recent:
+                seen = np.fromiter(set(recent[-penalty_last_n:]), dtype=np.int64)
+                logits[seen] = np.where(logits[seen] > 0, logits[seen] / repeat_penalty, logits[seen] * repeat_penalty)
+            token = _pick(_log_softmax(logits), temperature, top_p, rng)
+            if self.is_end_of_generation(token):
+                return
+            piece = text.decode(self.piece(token))
+            if self.n_past + 1 > self.n_ctx:
+                return
+            self._decode([token], self.n_past)
+            recent.append(token)
+            yield TokenStep(token, piece, float(logprobs[token]), entropy)
+
+
+def _pick(logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+    if temperature <= 0:
+        return int(np.argmax(logprobs))
+    scaled = logprobs / temperature
+    probs = np.exp(scaled - scaled.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs)
+    keep = order[: int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)]
+    return int(rng.choice(keep, p=probs[keep] / probs[keep].sum()))
+
+
+_WORD = re.compile(r"\w+")
+
+
+class FakeEmbedder:
+    """Hashing bag of words: lowercased words and their character trigrams, signed-hashed into
+    ``dim`` dimensions and L2-normalized. Texts sharing words score higher; ``encoded`` counts
+    the texts embedded so far."""
+
+    name = "fake-hashing-embedder"
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self.encoded = 0
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        words = _WORD.findall(text.casefold())
+        features = [(f"w:{word}", 1.0) for word in words]
+        for word in words:
+            padded = f" {word} "
+            features += [(f"c:{padded[i:i + 3]}", 0.25) for i in range(len(padded) - 2)]
+        return features or [(f"t:{text}", 1.0)]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit-length float32 row per text."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        vectors = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InputError(f"the embedder takes text, got {type(text).__name__}")
+            for feature, weight in self._features(text):
+                digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                vectors[row, value % self.dim] += weight if value >> 63 else -weight
+            norm = np.linalg.norm(vectors[row])
+            if norm == 0:  # every feature cancelled out: fall back to one fixed dimension
+                vectors[row, 0], norm = 1.0, 1.0
+            vectors[row] /= norm
+        self.encoded += len(texts)
+        return vectors
