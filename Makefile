@@ -24,6 +24,11 @@ demo: install
 test: install
 	$(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
 
+# The fast suite alone: fakes only (skillgraft.testing), no model loaded.
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest tests/unit
+
 docs: install
 	$(BIN)/mkdocs build --strict
 

@@ -6,6 +6,8 @@ unit test that asks for one says so instead of loading a model.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from skillgraft.memory import SkillMemory
@@ -22,6 +24,19 @@ SOURDOUGH_MANUAL = (
 QUESTION, ANSWER = "What is 17 * 23?", "391"
 GIT_QUERY = "How can I squash my last three commits into one?"
 OUT_OF_DOMAIN = "Who won the football world cup in 1998?"
+
+# What the fast suite must never import (the real-model suite in the same run may, before it).
+HEAVY_MODULES = ("llama_cpp", "torch", "sentence_transformers", "transformers", "skillgraft.engine")
+LOADED_AT_START = frozenset(m for m in HEAVY_MODULES if m in sys.modules)
+
+
+@pytest.fixture(autouse=True)
+def _no_model_package():
+    """Fail a unit test that imports llama.cpp, torch, sentence-transformers or the real engine."""
+    before = {m for m in HEAVY_MODULES if m in sys.modules}
+    yield
+    loaded = [m for m in HEAVY_MODULES if m in sys.modules and m not in before]
+    assert not loaded, f"a unit test imported {loaded}: the fast suite must use skillgraft.testing only"
 
 
 def _real_model_fixture(name: str):
