@@ -128,7 +128,7 @@ def test_delete_removes_the_block_its_keys_and_its_route(fake_stocked):
             id="same payloads",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="BlockStore.replace returns the old row when the new payload is byte-identical (the fake's is "
+                reason="BlockStore.replace returns the old row when the new payload is byte-identical (llama.cpp's and the fake's are "
                 "under another n_ctx), so the block keeps the old runtime's fingerprint",
             ),
         ),
