@@ -8,7 +8,7 @@ from skillgraft.errors import FingerprintMismatchError, InputError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEngine
 
-from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, OUT_OF_DOMAIN, QUESTION
+from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, OUT_OF_DOMAIN
 
 GIT_REPLY = "Run git rebase -i HEAD~3 and squash."
 PLAIN_REPLY = "I do not know."
