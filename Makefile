@@ -21,13 +21,19 @@ $(STAMP): pyproject.toml $(wildcard $(ADAPTER)/pyproject.toml) Makefile
 demo: install
 	$(BIN)/skillgraft demo
 
-test: install
+test: install server
 	$(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
 
 # The fast suite alone: fakes only (skillgraft.testing), no model loaded.
 .PHONY: test-fast
 test-fast: install
 	$(BIN)/python -m pytest tests/unit
+
+# llama-server built from the llama.cpp sources of the installed llama-cpp-python, cached per
+# version and CPU (scripts/build_llama_server.py); `make demo` does not wait for it.
+.PHONY: server
+server: install
+	$(BIN)/python scripts/build_llama_server.py
 
 docs: install
 	$(BIN)/mkdocs build --strict

