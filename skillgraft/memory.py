@@ -4,8 +4,13 @@
 ``graft`` (one relevant block) or ``abstain`` — and ``generate(query)`` does it: returns the
 verified answer, restores the block's KV state at its own position and generates after it
 (no re-prefill), or generates plainly. After a graft a confidence gate checks the answer's
-first tokens and falls back to plain generation when they are not confident. Every recall
-and generation writes a ledger row.
+first tokens and falls back to plain generation when they are not confident
+(:mod:`skillgraft.gate`); the chat after a grafted block is laid out by
+:mod:`skillgraft.chat_layout`. Every recall and generation writes a ledger row.
+
+This module is longer than most: it is the one public facade, and each memory verb
+(deposit, recall, generate, chat, list/get/update/rename/delete, recapture, check) is a
+short method that delegates to the store, router, engine or gate.
 """
 
 from __future__ import annotations
@@ -25,14 +30,11 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
+from .chat_layout import continuation, with_system
+from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 
-# Mean log-probability of the first grafted tokens below which the graft is not trusted:
-# the highest value that kept every right answer of the gate evaluation (docs/routing.md).
-DEFAULT_GATE_LOGPROB = -0.75
-GATE_TOKENS = 8
-GATE_SETTING = "gate.mean_logprob"
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
 MAX_VOICE_TOKENS = 8
 # A block must leave this many tokens of the context free for the question and the answer.
@@ -179,6 +181,8 @@ class SkillMemory:
             return existing
         state = self.engine.capture(tokens, progress)
         block, _ = self.store.put(state, name=name, kind=kind, source=text, description=description, solution=solution)
+        if block.name != name:  # the very same bytes are stored already (under another runtime)
+            raise DuplicateBlockError(block.id, block.name, name)
         return block
 
     def add_manual(
@@ -326,7 +330,7 @@ class SkillMemory:
         the restored block (see :meth:`chat`); it never changes what the query recalls.
         """
         query = clean_query(query)
-        messages = _with_system(system, [("user", query)])
+        messages = with_system(system, [("user", query)])
         started = time.perf_counter()
         recall = recall or self.recall(query, log=False)
         recall_s = time.perf_counter() - started
@@ -352,35 +356,17 @@ class SkillMemory:
         text = "".join(s.piece for s in steps).strip()
         return Generation(text or block.answer, "exact", block.id, len(steps), block.n_tokens, timings, recall, steps=steps)
 
-    def _continuation(self, block: Block, messages: Sequence[tuple[str, str]]) -> tuple[int, str]:
-        """How a chat led by ``block`` continues: ``(cells of the block kept, text after them)``.
-
-        The block is the chat's leading system turn. Its captured prefix also opens the first
-        user turn (that is where the template puts the user's text), so a chat with its own
-        system turns keeps only the block's system turn — the cells after it are dropped,
-        which is exact — and continues with the app's system turns and the rest of the chat,
-        exactly as the template renders them. Where that is not possible (templates with a
-        single system turn, such as Gemma's, fold it into the first user turn), the app's
-        system text leads the first user message after the whole block.
-        """
-        engine = self.engine
-        prefix, _ = engine.chat_split(block.source)
-        rendered = engine.chat_prompt([("system", block.source), *messages])
-        if rendered.startswith(prefix) and len(rendered) > len(prefix):
-            return block.n_tokens, rendered[len(prefix):]
-        system_only = engine.chat_prompt([("system", block.source)], add_generation_prompt=False)
-        if system_only and prefix.startswith(system_only) and rendered.startswith(system_only):
-            keep = engine.tokenize(system_only)
-            if 0 < len(keep) < block.n_tokens and tuple(keep) == block.tokens[: len(keep)]:
-                return len(keep), rendered[len(system_only):]
-        rendered = engine.chat_prompt([("system", block.source), *_fold_system(messages)])
-        if rendered.startswith(prefix) and len(rendered) > len(prefix):
-            return block.n_tokens, rendered[len(prefix):]
-        raise InputError(f"block {block.id} cannot lead this chat: the chat template of {engine.model_name} reorders it")
-
     def restored_tokens(self, block: Block, messages: Sequence[tuple[str, str]]) -> int:
         """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
-        return self._continuation(block, messages)[0]
+        return continuation(self.engine, block, messages)[0]
+
+    def graft_verdict(self, block: Block, text: str, confident: dict, *, gate: bool = True) -> dict:
+        """Whether a grafted answer stands; see :func:`skillgraft.gate.graft_verdict`."""
+        return graft_verdict(block, text, confident, gate=gate)
+
+    def confidence(self, steps: Sequence[TokenStep]) -> dict:
+        """Mean log-probability of the first generated tokens against this store's gate threshold."""
+        return confidence(steps, self.gate_threshold)
 
     def _restore(self, block: Block, messages: Sequence[tuple[str, str]]) -> dict:
         """The graft: restore ``block`` at its own position ``[0, N)`` and prefill the chat after it.
@@ -390,9 +376,9 @@ class SkillMemory:
         captured under another runtime raises :class:`FingerprintMismatchError`, unless
         ``reprefill_foreign`` was set: then its stored source text is prefilled.
         """
-        keep, continuation = self._continuation(block, messages)
         engine = self.engine
-        after = engine.tokenize(continuation, add_bos=False)
+        keep, text = continuation(engine, block, messages)
+        after = engine.tokenize(text, add_bos=False)
         if self.reprefill_foreign and block.fingerprint_id != engine.fingerprint.id:
             started = time.perf_counter()
             prefix, _ = engine.chat_split(block.source)
@@ -407,26 +393,6 @@ class SkillMemory:
             "graft_s": time.perf_counter() - started,
             "restored_tokens": keep,
         }
-
-    def graft_verdict(self, block: Block, text: str, confidence: dict, *, gate: bool = True) -> dict:
-        """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
-
-        ``confidence`` is :meth:`confidence` of the answer's steps. Returns it with
-        ``fell_back`` set when the answer must be generated again plainly: always when a
-        solution's stored answer is repeated for another question (a near miss), and when the
-        gate is on and the first tokens are not confident; ``reason`` says which.
-        """
-        verdict = confidence
-        reason = verdict["reason"]
-        fell_back = False
-        if block.kind == "solution" and repeats_answer(text, block.answer):
-            fell_back, reason = True, (
-                f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
-                f"({block.question!r}); generated plainly"
-            )
-        elif gate and not verdict["confident"]:
-            fell_back, reason = True, f"graft not confident: {verdict['reason']}; generated plainly"
-        return {**verdict, "fell_back": fell_back, "reason": reason}
 
     def _graft(self, messages: list, recall: Recall, gate: bool, options: dict) -> Generation:
         block = recall.block
@@ -468,7 +434,7 @@ class SkillMemory:
 
         With ``block`` (a :class:`Block`, id or name) the block's state is restored at its
         own position as the leading system turn; the chat's own system turns and messages
-        are prefilled after it, as the template renders them (see :meth:`_continuation`), so
+        are prefilled after it, as the template renders them (see :mod:`skillgraft.chat_layout`), so
         the result equals a fresh prefill of the same chat. Otherwise the whole chat is
         prefilled.
         """
@@ -487,22 +453,6 @@ class SkillMemory:
         return self.engine.generate(
             options["max_tokens"], temperature=options["temperature"], seed=options["seed"], repeat_penalty=REPEAT_PENALTY
         )
-
-    def confidence(self, steps: Sequence[TokenStep]) -> dict:
-        """Mean log-probability of the first generated tokens against the gate threshold."""
-        head = list(steps)[:GATE_TOKENS]
-        threshold = self.gate_threshold
-        if not head:
-            return {"confident": False, "mean_logprob": None, "threshold": threshold, "reason": "no tokens generated"}
-        mean = sum(s.logprob for s in head) / len(head)
-        confident = mean >= threshold
-        relation = ">=" if confident else "<"
-        return {
-            "confident": confident,
-            "mean_logprob": round(mean, 4),
-            "threshold": threshold,
-            "reason": f"mean log-probability of the first {len(head)} tokens {mean:.3f} {relation} {threshold:.3f}",
-        }
 
     def calibrate_gate(self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True) -> dict:
         """Choose the gate threshold from grafted answers whose correctness is known.
@@ -684,35 +634,3 @@ def _solution_name(question: str, key: str) -> str:
     """A readable default name for a solution: its question's words plus a short hash."""
     words = re.sub(r"[^0-9a-z]+", "-", key.casefold()).strip("-")[:40].rstrip("-")
     return f"solution-{words}-{question_sha256(key)[:8]}" if words else f"solution-{question_sha256(key)[:10]}"
-
-
-def _with_system(system: Optional[str], messages: list) -> list:
-    if system is None:
-        return messages
-    if not isinstance(system, str) or not system.strip() or "\x00" in system:
-        raise InputError("the system prompt must be non-empty text without NUL bytes")
-    return [("system", system), *messages]
-
-
-def _fold_system(messages: Sequence[tuple[str, str]]) -> list:
-    """The chat with its system turns folded into the front of the first user message."""
-    system = [content for role, content in messages if role == "system"]
-    rest = [(role, content) for role, content in messages if role != "system"]
-    if not system:
-        return rest
-    joined = "\n\n".join(system)
-    for i, (role, content) in enumerate(rest):
-        if role == "user":
-            rest[i] = ("user", f"{joined}\n\n{content}")
-            return rest
-    return [("user", joined), *rest]
-
-
-def repeats_answer(text: str, answer: Optional[str]) -> bool:
-    """Whether ``text`` states ``answer`` as a whole token (``1591`` also as ``1,591``)."""
-    if not answer or not text:
-        return False
-    forms = {answer.strip()}
-    if re.fullmatch(r"-?\d+", answer.strip()):
-        forms.add(f"{int(answer):,}")
-    return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w]|\.\d)", text) for form in forms if form)

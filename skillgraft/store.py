@@ -813,7 +813,16 @@ class BlockStore:
             fingerprint_id=state.fingerprint.id, created_at=utc_now(), **kept,
         )
         if new.id == old.id and old.status == "ok" and self.path_of(old).exists():
-            return old
+            if old.fingerprint_id == new.fingerprint_id:
+                return old
+            # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
+            with write_transaction(self.db.conn) as conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO fingerprints (id, data, created_at) VALUES (?, ?, ?)",
+                    (state.fingerprint.id, state.fingerprint.canonical_json(), utc_now()),
+                )
+                conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
+            return self._by_id(old.id)
         temp = self._write_temp(new, state.payload)
         try:
             with write_transaction(self.db.conn) as conn:

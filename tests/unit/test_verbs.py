@@ -123,15 +123,7 @@ def test_delete_removes_the_block_its_keys_and_its_route(fake_stocked):
     "other",
     [
         pytest.param(lambda: FakeEngine("another-model"), id="new payloads"),
-        pytest.param(
-            lambda: FakeEngine(n_ctx=2048),
-            id="same payloads",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="BlockStore.replace returns the old row when the new payload is byte-identical (llama.cpp's and the fake's are "
-                "under another n_ctx), so the block keeps the old runtime's fingerprint",
-            ),
-        ),
+        pytest.param(lambda: FakeEngine(n_ctx=2048), id="same payloads"),
     ],
 )
 def test_recapture_moves_every_block_to_the_current_runtime(fake_stocked, fake_embedder, other):

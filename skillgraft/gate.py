@@ -1,0 +1,67 @@
+"""The confidence gate and the near-miss rule: whether a grafted answer stands.
+
+After a graft, the gate takes the mean log-probability of the first ``GATE_TOKENS``
+generated tokens and compares it with a threshold (the store's setting ``GATE_SETTING``,
+else ``DEFAULT_GATE_LOGPROB``). Independently of the gate, a grafted *solution* whose
+stored answer is repeated for another question (a near miss) never stands.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+from .blocks import Block
+from .states import TokenStep
+
+# Mean log-probability of the first grafted tokens below which the graft is not trusted:
+# the highest value that kept every right answer of the gate evaluation (docs/routing.md).
+DEFAULT_GATE_LOGPROB = -0.75
+GATE_TOKENS = 8
+GATE_SETTING = "gate.mean_logprob"
+
+
+def confidence(steps: Sequence[TokenStep], threshold: float) -> dict:
+    """Mean log-probability of the first generated tokens against ``threshold``."""
+    head = list(steps)[:GATE_TOKENS]
+    if not head:
+        return {"confident": False, "mean_logprob": None, "threshold": threshold, "reason": "no tokens generated"}
+    mean = sum(s.logprob for s in head) / len(head)
+    confident = mean >= threshold
+    relation = ">=" if confident else "<"
+    return {
+        "confident": confident,
+        "mean_logprob": round(mean, 4),
+        "threshold": threshold,
+        "reason": f"mean log-probability of the first {len(head)} tokens {mean:.3f} {relation} {threshold:.3f}",
+    }
+
+
+def graft_verdict(block: Block, text: str, confident: dict, *, gate: bool = True) -> dict:
+    """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
+
+    ``confident`` is :func:`confidence` of the answer's steps. Returns it with ``fell_back``
+    set when the answer must be generated again plainly: always when a solution's stored
+    answer is repeated for another question (a near miss), and when the gate is on and the
+    first tokens are not confident; ``reason`` says which.
+    """
+    reason = confident["reason"]
+    fell_back = False
+    if block.kind == "solution" and repeats_answer(text, block.answer):
+        fell_back, reason = True, (
+            f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
+            f"({block.question!r}); generated plainly"
+        )
+    elif gate and not confident["confident"]:
+        fell_back, reason = True, f"graft not confident: {confident['reason']}; generated plainly"
+    return {**confident, "fell_back": fell_back, "reason": reason}
+
+
+def repeats_answer(text: str, answer: Optional[str]) -> bool:
+    """Whether ``text`` states ``answer`` as a whole token (``1591`` also as ``1,591``)."""
+    if not answer or not text:
+        return False
+    forms = {answer.strip()}
+    if re.fullmatch(r"-?\d+", answer.strip()):
+        forms.add(f"{int(answer):,}")
+    return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w]|\.\d)", text) for form in forms if form)
