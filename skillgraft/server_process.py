@@ -1,0 +1,201 @@
+"""The llama-server process: its pinned command line, its lifecycle, and facts read before it runs.
+
+:func:`server_argv` turns :class:`EngineSettings` into the flags that decide KV bytes and
+logits; :class:`ServerProcess` runs one server on loopback and stops it by its own PID
+(on Linux it also dies with its parent); :func:`probe_system_info` and
+:func:`gguf_sliding_window` read the binary's native build and the model's sliding window
+without starting a server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .config import EngineSettings
+from .errors import EngineError, ServerError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_argv(
+    binary: Path,
+    model_path: Path,
+    settings: EngineSettings,
+    *,
+    port: int,
+    slot_dir: Path,
+    n_slots: int = 1,
+    swa_full: bool = False,
+    prompt_cache_mib: int = 0,
+) -> list[str]:
+    """The command line that pins every flag the fingerprint records.
+
+    ``prompt_cache_mib`` > 0 turns on llama-server's own host-memory prompt cache (and its
+    idle-slot caching), for benchmarks that compare with it; grafts want it off.
+    """
+    argv = [
+        str(binary),
+        "-m", str(model_path),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "-c", str(settings.n_ctx),
+        "-b", str(settings.n_batch),
+        "-ub", str(settings.n_ubatch),
+        "-t", str(settings.n_threads),
+        "-tb", str(settings.n_threads),
+        "-fa", "on" if settings.flash_attn else "off",
+        "-ctk", settings.type_k,
+        "-ctv", settings.type_v,
+        "-ngl", str(settings.n_gpu_layers),
+        "-np", str(n_slots),
+        "--kv-unified" if n_slots > 1 else "--no-kv-unified",
+        "--cache-ram", str(prompt_cache_mib),
+        "--cache-idle-slots" if prompt_cache_mib > 0 else "--no-cache-idle-slots",
+        "--cache-reuse", "0",
+        "--ctx-checkpoints", "0",
+        "--no-context-shift",
+        "--fit", "off",
+        "--no-webui",
+        "--slot-save-path", str(slot_dir),
+    ]
+    if swa_full:
+        argv.append("--swa-full")
+    return argv
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ServerProcess:
+    """A llama-server child process on loopback, stopped by its own PID."""
+
+    def __init__(self, argv: list[str], log_path: Path) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        self._process: Optional[subprocess.Popen] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._process.pid if self._process else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        # LLAMA_ARG_* variables would override flags the fingerprint pins.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+
+    def log_tail(self, n_lines: int = 12) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n_lines:])
+        except OSError:
+            return ""
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+
+def probe_system_info(binary: Path) -> str:
+    """The native system info a llama-server binary reports, as ``llama_print_system_info``.
+
+    The server logs it (at trace verbosity) before it loads a model, so a run with no
+    usable model prints it and exits at once.
+    """
+    try:
+        done = subprocess.run(
+            [str(binary), "-lv", "4", "-m", os.devnull, "--port", "0"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServerError(f"{binary} did not run: {exc}") from None
+    for line in (done.stdout + done.stderr).splitlines():
+        if "system_info:" in line:
+            info = line.split("system_info:", 1)[1]
+            return info.split(" | ", 1)[1].strip() if " | " in info else info.strip()
+    return ""
+
+
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_sliding_window(path: Path) -> int:
+    """The model's sliding window from its GGUF metadata (``<arch>.attention.sliding_window``); 0 if none."""
+
+    def read(fmt: str):
+        size = struct.calcsize(fmt)
+        data = handle.read(size)
+        if len(data) != size:
+            raise EngineError(f"{path} ends inside its GGUF metadata")
+        return struct.unpack(fmt, data)[0]
+
+    def read_string() -> str:
+        length = read("<Q")
+        if length > 1 << 24:
+            raise EngineError(f"{path} has a GGUF string of {length} bytes")
+        return handle.read(length).decode("utf-8", "replace")
+
+    def skip(kind: int) -> None:
+        if kind in _GGUF_SCALARS:
+            handle.seek(struct.calcsize(_GGUF_SCALARS[kind]), os.SEEK_CUR)
+        elif kind == 8:
+            handle.seek(read("<Q"), os.SEEK_CUR)
+        elif kind == 9:
+            inner, count = read("<I"), read("<Q")
+            if inner in _GGUF_SCALARS:
+                handle.seek(count * struct.calcsize(_GGUF_SCALARS[inner]), os.SEEK_CUR)
+            else:
+                for _ in range(count):
+                    skip(inner)
+        else:
+            raise EngineError(f"{path} has an unknown GGUF value type {kind}")
+
+    architecture = ""
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise EngineError(f"{path} is not a GGUF file")
+        read("<I"), read("<Q")
+        for _ in range(read("<Q")):
+            key, kind = read_string(), read("<I")
+            if key == "general.architecture" and kind == 8:
+                architecture = read_string()
+            elif architecture and key == f"{architecture}.attention.sliding_window" and kind in _GGUF_SCALARS:
+                return int(read(_GGUF_SCALARS[kind]))
+            else:
+                skip(kind)
+    return 0

@@ -1,0 +1,203 @@
+"""LlamaServerEngine against a real llama-server on loopback with SmolLM2.
+
+One server per session (stopped by its PID even when tests fail). ``make test`` builds the
+server first (``make server``); without a build these tests are skipped with the reason.
+"""
+
+import os
+import signal
+import struct
+import time
+
+import pytest
+
+from skillgraft.config import engine_settings
+from skillgraft.engine import KVState, sha256_hex
+from skillgraft.errors import (
+    BlockIntegrityError,
+    ContextOverflowError,
+    FingerprintMismatchError,
+    InputError,
+    ServerError,
+    SlotReuseError,
+)
+
+PREFIX = "A git rebase rewrites a branch so that its commits sit on top of another base. " * 6
+QUERY = " Question: what does it rewrite?"
+
+
+@pytest.fixture(scope="session")
+def server():
+    from skillgraft.errors import ServerBuildError
+    from skillgraft.server_build import find_server
+    from skillgraft.server_engine import LlamaServerEngine
+
+    try:
+        find_server()
+    except ServerBuildError as exc:
+        pytest.skip(f"no llama-server build: {exc}")
+    engine = LlamaServerEngine("smollm2-135m")
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+@pytest.fixture
+def state(server):
+    return server.capture(PREFIX)
+
+
+def slot_files(server):
+    return sorted(p.name for p in server.slot_dir.iterdir())
+
+
+def cold(server, tokens, n_predict=16, n_probs=8):
+    server.erase_slot(0)
+    return server.complete(tokens, slot=0, n_predict=n_predict, n_probs=n_probs, cache_prompt=False)
+
+
+def test_the_server_runs_the_installed_sources_with_pinned_flags(server, smollm2):
+    argv = server.server.argv
+    for flag, value in [("-fa", "off"), ("-ctk", "f16"), ("-ctv", "f16"), ("-np", "1"), ("--cache-ram", "0")]:
+        assert argv[argv.index(flag) + 1] == value
+    assert "--slot-save-path" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert server.server.build and server.server.pid == server.pid
+    assert server.fingerprint == smollm2.fingerprint, server.fingerprint.differences(smollm2.fingerprint)
+
+
+def test_tokenize_and_chat_agree_with_the_in_process_engine(server, smollm2):
+    assert server.tokenize(PREFIX) == smollm2.tokenize(PREFIX)
+    assert server.tokenize(QUERY, add_bos=False) == smollm2.tokenize(QUERY, add_bos=False)
+    messages = [("system", "You are terse."), ("user", "hi")]
+    assert server.chat_prompt(messages) == smollm2.chat_prompt(messages)
+
+
+def test_capture_through_the_server_equals_the_in_process_capture(server, smollm2, state):
+    local = smollm2.capture(list(state.tokens))
+    assert state.tokens == local.tokens
+    assert state.payload == local.payload and state.sha256 == local.sha256
+    assert len(state.payload) == server.state_size(state.n_tokens)
+
+
+def test_graft_through_the_server_reuses_the_block_and_equals_a_cold_prefill(server, state):
+    query = server.tokenize(QUERY, add_bos=False)
+    graft = server.graft(state, query, "b1", n_predict=16, n_probs=8)
+    assert graft.completion.cache_n == state.n_tokens and graft.completion.prompt_n == len(query)
+    fresh = cold(server, list(state.tokens) + query)
+    assert fresh.cache_n == 0 and fresh.prompt_n == state.n_tokens + len(query)
+    assert graft.completion.steps == fresh.steps
+    assert len(graft.completion.steps) == 16 and len(graft.completion.steps[0].top) == 8
+
+
+def test_restore_then_save_gives_back_the_blocks_bytes(server, state):
+    server.restore(state, "b1")
+    tokens, payload = server.save_slot(0)
+    assert tokens == state.tokens and payload == state.payload
+
+
+def test_a_block_captured_in_process_grafts_into_the_server(server, smollm2):
+    local = smollm2.capture(PREFIX)
+    query = smollm2.tokenize(QUERY, add_bos=False)
+    graft = server.graft(local, query, "in-process", n_predict=4, n_probs=4)
+    assert graft.completion.cache_n == local.n_tokens and graft.completion.prompt_n == len(query)
+    smollm2.graft(local, query)
+    in_process = [step.token for step in smollm2.generate(4)]
+    assert list(graft.completion.tokens) == in_process
+
+
+def test_blocks_from_another_model_or_other_flags_are_refused_before_the_server(server, state, gemma3):
+    before = slot_files(server)
+    other_model = gemma3.capture("Skill manual: squash commits.")
+    with pytest.raises(FingerprintMismatchError, match="gguf_sha256"):
+        server.graft(other_model, QUERY)
+    for change in ({"n_batch": 256}, {"type_k": "q8_0"}, {"flash_attn": True}, {"kv_unified": True}):
+        foreign = KVState(state.tokens, state.payload, state.sha256, state.fingerprint.model_copy(update=change))
+        with pytest.raises(FingerprintMismatchError, match=next(iter(change))):
+            server.graft(foreign, QUERY)
+    assert slot_files(server) == before
+
+
+def test_a_corrupted_block_never_reaches_the_server(server, state):
+    server.restore(state, "b1")
+    before_files, before_slot = slot_files(server), server.save_slot(0)
+    flipped = bytearray(state.payload)
+    flipped[len(flipped) // 2] ^= 0x01
+    corrupt = KVState(state.tokens, bytes(flipped), state.sha256, state.fingerprint)
+    truncated = KVState(state.tokens, state.payload[:-4], state.sha256, state.fingerprint)
+    wrong_tokens = KVState(state.tokens[:-1], state.payload, state.sha256, state.fingerprint)
+    with pytest.raises(BlockIntegrityError, match="SHA-256"):
+        server.graft(corrupt, QUERY)
+    for bad in (truncated, wrong_tokens):
+        with pytest.raises(BlockIntegrityError, match="bytes but"):
+            server.graft(bad, QUERY)
+    assert slot_files(server) == before_files
+    assert server.save_slot(0) == before_slot
+
+
+def test_a_failed_restore_restarts_the_server_before_it_serves_again(server, state, monkeypatch):
+    pid = server.pid
+    short = state.payload[: len(state.payload) // 2]
+    broken = KVState(state.tokens, short, sha256_hex(short), state.fingerprint)
+    monkeypatch.setattr(server, "check_payload", lambda *args, **kwargs: None)
+    with pytest.raises(ServerError, match="restore"):
+        server.restore(broken, "broken")
+    monkeypatch.undo()
+    assert server.pid != pid
+    graft = server.graft(state, QUERY, "b1")
+    assert graft.completion.cache_n == state.n_tokens
+
+
+def test_a_killed_server_is_restarted_on_the_next_graft(server, state):
+    pid = server.pid
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while server._process.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    graft = server.graft(state, QUERY, "b1")
+    assert server.pid != pid and graft.completion.cache_n == state.n_tokens
+
+
+def test_a_slot_taken_by_a_stray_request_is_detected(server, state):
+    server.restore(state, "b1")
+    server.complete(server.tokenize("An unrelated request from another process."), slot=None, n_predict=1)
+    with pytest.raises(SlotReuseError, match=f"cache_n \\d+ \\(block {state.n_tokens} tokens\\)"):
+        server.continue_restored(state, QUERY, "b1")
+
+
+def test_bad_arguments_are_input_errors(server, state):
+    with pytest.raises(InputError):
+        server.graft(state, "")
+    with pytest.raises(InputError):
+        server.graft(state, QUERY, slot=1)
+    with pytest.raises(InputError):
+        server.capture("")
+    with pytest.raises(ContextOverflowError):
+        server.capture(list(range(1, 5000)))
+
+
+def test_settings_pin_what_the_server_is_started_with():
+    from skillgraft.server_process import server_argv
+
+    argv = server_argv("llama-server", "m.gguf", engine_settings(n_batch=256, n_ubatch=128, type_k="q8_0"),
+                       port=1, slot_dir="d", n_slots=4)
+    assert argv[argv.index("-b") + 1] == "256" and argv[argv.index("-ub") + 1] == "128"
+    assert argv[argv.index("-ctk") + 1] == "q8_0" and "--kv-unified" in argv and "--no-cache-idle-slots" in argv
+
+
+def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_path):
+    from skillgraft.errors import EngineError
+    from skillgraft.models import resolve_model
+    from skillgraft.server_process import gguf_sliding_window
+
+    assert gguf_sliding_window(resolve_model("smollm2-135m")[1]) == 0
+    assert gguf_sliding_window(resolve_model("gemma3-270m")[1]) == 512
+    not_gguf = tmp_path / "x.gguf"
+    not_gguf.write_bytes(b"NOPE" + bytes(64))
+    truncated = tmp_path / "t.gguf"
+    truncated.write_bytes(resolve_model("smollm2-135m")[1].read_bytes()[:300])
+    huge_string = tmp_path / "h.gguf"
+    huge_string.write_bytes(b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**40))
+    for path, message in [(not_gguf, "not a GGUF"), (truncated, "ends inside"), (huge_string, "string of")]:
+        with pytest.raises(EngineError, match=message):
+            gguf_sliding_window(path)
