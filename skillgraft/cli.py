@@ -551,28 +551,57 @@ def _render_check(report: dict) -> str:
 @json_option
 @click.pass_context
 def export_command(ctx, path, as_json) -> None:
-    """Write every healthy block to a portable bundle (a tar file) at PATH."""
+    """Write every healthy block to a portable bundle (a tar file) at PATH.
+
+    The bundle is written to a new file beside PATH and renamed over it: a link at PATH is
+    replaced, never written through.
+    """
     from .bundles import export_bundle
 
     with progress_bar("export", not as_json) as progress:
         report = export_bundle(open_store(ctx), path, progress)
-    emit(report, as_json)
+    emit(report.as_dict(), as_json)
 
 
 @cli.command("import")
 @click.argument("path", type=click.Path(dir_okay=False, exists=True))
-@click.option("--allow-foreign", is_flag=True, help="Also keep blocks captured under another runtime.")
+@click.option(
+    "--allow-foreign",
+    is_flag=True,
+    help="Also take blocks captured under another runtime: re-captured here from their source text "
+    "(kept as they are with --trust-payloads).",
+)
+@click.option(
+    "--trust-payloads",
+    is_flag=True,
+    help="Skip recomputing each payload from its source text (sizes, SHA-256 and ids are still checked; "
+    "solutions are still re-verified).",
+)
 @model_option
 @json_option
 @click.pass_context
-def import_command(ctx, path, allow_foreign, model, as_json) -> None:
-    """Verify and import a bundle: every SHA-256 checked, unsafe entries refused."""
+def import_command(ctx, path, allow_foreign, trust_payloads, model, as_json) -> None:
+    """Check and import a bundle, all or nothing; report what was imported and what was skipped, and why.
+
+    Each payload is recomputed from its source text (one prefill per block) and must match;
+    each solution is re-verified by re-running its method; routing vectors are embedded
+    again. A malformed or unsafe bundle imports nothing.
+    """
     from .bundles import import_bundle
 
     memory = open_memory(ctx, model)
     with progress_bar("import", not as_json) as progress:
-        report = import_bundle(memory.store, path, memory.engine.fingerprint, allow_foreign=allow_foreign, progress=progress)
-    emit(report, as_json, lambda d: f"imported {d['blocks']} blocks, skipped {len(d['skipped'])}")
+        report = import_bundle(
+            memory, path, allow_foreign=allow_foreign, trust_payloads=trust_payloads, progress=progress
+        )
+    emit(report.as_dict(), as_json, _render_import)
+
+
+def _render_import(data: dict) -> str:
+    lines = [f"imported {data['blocks']} blocks, skipped {len(data['skipped'])}"]
+    lines += [f"imported  {b['block_id']} {b['name']}: {b['how']}" for b in data["imported"]]
+    lines += [f"skipped   {b['block_id']} {b['name']}: {b['reason']}" for b in data["skipped"]]
+    return "\n".join(lines)
 
 
 # -- routing and generation -----------------------------------------------------------------
@@ -770,7 +799,7 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:
-        from .plots import plot_report
+        from .bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
     emit(report, as_json, _render_bench)
