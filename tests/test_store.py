@@ -14,8 +14,9 @@ from .conftest import GIT_MANUAL
 
 def test_layout_and_dedupe(memory):
     first = memory.add_manual("git-squash", GIT_MANUAL)
-    again = memory.add_manual("git-squash-again", GIT_MANUAL)
-    assert again.id == first.id and len(memory.store) == 1
+    state = memory.engine.capture(list(first.tokens))
+    again, created = memory.store.put(state, name="git-squash-again", kind="manual", source=GIT_MANUAL)
+    assert again.id == first.id and not created and len(memory.store) == 1
     home = memory.store.home
     assert (home / "catalog.db").exists()
     assert [p.name for p in (home / "blocks").iterdir()] == [first.sha256 + ".kv"]
