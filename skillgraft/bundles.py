@@ -550,9 +550,9 @@ class _Planner:
 
     def _fits(self, tokens: list[int]) -> Optional[str]:
         """Why a block of ``tokens`` cannot be used here, by the memory's own rule for captures."""
-        from . import memory as memory_module
+        from .memory import QUERY_ROOM_TOKENS
 
-        room = self.memory.engine.n_ctx - getattr(memory_module, "QUERY_ROOM_TOKENS", 1)
+        room = self.memory.engine.n_ctx - QUERY_ROOM_TOKENS
         if len(tokens) > room:
             n_ctx = self.memory.engine.n_ctx
             return f"its {len(tokens)} tokens leave too little of this runtime's context ({n_ctx}) for questions"

@@ -799,7 +799,7 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:
-        from .plots import plot_report
+        from .bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
     emit(report, as_json, _render_bench)

@@ -357,14 +357,20 @@ class Engine:
         self._require_fits(self.n_past + len(tokens), "context plus query")
         self._decode(tokens, self.n_past)
 
-    def prefill(self, tokens: Sequence[int], progress: Progress = None) -> None:
-        """Reset and decode ``tokens`` at ``[0, len)``; ``progress(done, total)`` per chunk."""
+    def prefill(self, tokens: Sequence[int], progress: Progress = None, *, start: int = 0) -> None:
+        """Reset and decode ``tokens`` at ``[start, start+len)``; ``progress(done, total)`` per chunk.
+
+        ``start`` > 0 computes the tokens at shifted positions (a control for exactness
+        measurements: such a state is not what a block at its own position holds).
+        """
         tokens = list(tokens)
         if not tokens:
             raise InputError("nothing to prefill: the text has no tokens")
-        self._require_fits(len(tokens))
+        if start < 0:
+            raise InputError(f"start must be >= 0, got {start}")
+        self._require_fits(start + len(tokens))
         self.reset()
-        self._decode(tokens, 0, progress)
+        self._decode(tokens, start, progress)
 
     def logits(self) -> np.ndarray:
         """A float32 copy of the logits of the last decoded token."""

@@ -142,3 +142,12 @@ class VerificationError(SkillgraftError):
 
 class ConflictError(VerificationError):
     """The normalized question is already stored with a different answer."""
+
+    def __init__(self, question: str, stored_id: str, stored_answer: str, answer: str, block_id: str = "") -> None:
+        self.question, self.stored_id, self.block_id = question, stored_id, block_id
+        self.block_ids = (stored_id, block_id) if block_id else (stored_id,)
+        self.answers = (stored_answer, answer)
+        subject = f" (block {block_id})" if block_id else ""
+        super().__init__(
+            f"question {question!r} is stored as block {stored_id} with answer {stored_answer!r}, not {answer!r}{subject}"
+        )

@@ -233,17 +233,14 @@ class SkillMemory:
             raise InputError("the answer is empty")
         answer = answer.strip()
         key = normalize_question(question)
-        for other in self.store.solutions_for(key):
-            if other.answer != answer:
-                raise ConflictError(
-                    f"question {question!r} is stored as block {other.id} with answer {other.answer!r}, not {answer!r}"
-                )
-            return other
         name = name or _solution_name(question, key)
-        taken = self._named(name)
-        if taken is not None:
-            raise NameTakenError(name, taken.id)
+        stored = self._stored_answer(key, answer, name)
+        if stored is not None:
+            return stored
         check = make_verifier(verifier, expected).verify(question, answer, method)
+        stored = self._stored_answer(key, answer, name)  # another process may have won meanwhile
+        if stored is not None:
+            return stored
         block = self._capture(
             name,
             "solution",
@@ -262,6 +259,21 @@ class SkillMemory:
         self.router.add_keys(block, [question, *examples], kind="example")
         self.store.log("deposit", block_id=block.id, decision="solution", detail=check.as_dict())
         return block
+
+    def _stored_answer(self, key: str, answer: str, name: str) -> Optional[Block]:
+        """The solution already stored for this question (same answer), or a clear error.
+
+        A different stored answer raises :class:`ConflictError`; a name held by another block
+        :class:`NameTakenError`. The store decides a race inside its write transaction.
+        """
+        for other in self.store.solutions_for(key):
+            if other.answer != answer:
+                raise ConflictError(other.question or key, other.id, other.answer or "", answer)
+            return other
+        taken = self._named(name)
+        if taken is not None:
+            raise NameTakenError(name, taken.id)
+        return None
 
     # -- recall ----------------------------------------------------------------------------
 

@@ -71,8 +71,8 @@ class GraftEngine(Protocol):
         """Restore ``state`` (its first ``keep`` cells) and evaluate ``query`` after it; the last logits."""
         ...
 
-    def prefill(self, tokens: Sequence[int], progress: Progress = None) -> None:
-        """Forget the context and evaluate ``tokens`` at ``[0, len)``."""
+    def prefill(self, tokens: Sequence[int], progress: Progress = None, *, start: int = 0) -> None:
+        """Forget the context and evaluate ``tokens`` at ``[start, start+len)``."""
         ...
 
     def generate(

@@ -112,13 +112,7 @@ def row_problems(block: Block) -> list[str]:
 
 def conflict_error(stored: Block, block: Block) -> ConflictError:
     """The question of ``block`` is already stored, as ``stored``, with another answer."""
-    error = ConflictError(
-        f"question {block.question!r} is stored as block {stored.id} with answer {stored.answer!r}, "
-        f"not {block.answer!r} (block {block.id})"
-    )
-    error.block_ids = (stored.id, block.id)
-    error.answers = (stored.answer, block.answer)
-    return error
+    return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
 def _pid_alive(pid: int) -> bool:

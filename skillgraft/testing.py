@@ -190,15 +190,17 @@ class FakeEngine:
         self.n_past = start + len(tokens)
         self._has_logits = True
 
-    def prefill(self, tokens: Sequence[int], progress: Progress = None) -> None:
-        """Reset and evaluate ``tokens`` at ``[0, len)``."""
+    def prefill(self, tokens: Sequence[int], progress: Progress = None, *, start: int = 0) -> None:
+        """Reset and evaluate ``tokens`` at ``[start, start+len)``."""
         self.calls["prefill"] += 1
         tokens = list(tokens)
         if not tokens:
             raise InputError("nothing to prefill: the text has no tokens")
-        self._require_fits(len(tokens))
+        if start < 0:
+            raise InputError(f"start must be >= 0, got {start}")
+        self._require_fits(start + len(tokens))
         self.reset()
-        self._decode(tokens, 0, progress)
+        self._decode(tokens, start, progress)
 
     def append(self, tokens: Sequence[int]) -> None:
         """Evaluate ``tokens`` after what the context holds."""

@@ -26,7 +26,7 @@ def test_library_never_prints():
     import re
 
     root = pathlib.Path(skillgraft.__file__).parent
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):
         if path.name in {"cli.py"}:
             continue
         text = path.read_text()

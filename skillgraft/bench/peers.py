@@ -2,7 +2,7 @@
 
 llama-cpp-python's own high-level state API: ``Llama.save_state()/load_state()`` and
 ``LlamaDiskCache``. Besides :mod:`skillgraft.engine`, this is the only module that imports
-``llama_cpp``, and nothing but :mod:`skillgraft.bench` uses it.
+``llama_cpp``, and nothing but :mod:`skillgraft.bench.runs` uses it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .config import EngineSettings
+from ..config import EngineSettings
 
 
 def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequence[int], repeats: int) -> dict:

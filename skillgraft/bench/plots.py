@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def _pyplot():

@@ -19,9 +19,9 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .config import engine_settings
-from .engine import Engine, KVState, build_info
-from .exactness import CORPUS, Comparison, sample_prefix, sample_query
+from ..config import engine_settings
+from ..engine import Engine, KVState, build_info
+from ..exactness import CORPUS, Comparison, sample_prefix, sample_query
 
 Progress = Optional[Callable[[int, int], None]]
 
@@ -77,7 +77,7 @@ def bench_graft(
     progress: Progress = None,
 ) -> dict:
     """Cold prefill vs our restore vs the native floor vs llama-cpp-python's state APIs."""
-    from .bench_peers import high_level_state
+    from .peers import high_level_state
 
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -139,7 +139,7 @@ def bench_graft(
 
 def bench_paging(model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: int = 3, progress: Progress = None) -> dict:
     """First access (read + SHA-256 + restore) vs warm restore (LRU hit) vs re-prefill, through the store."""
-    from .store import BlockStore
+    from ..store import BlockStore
 
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -195,7 +195,7 @@ def bench_positions(
             own.add(fresh, engine.graft(state, query))
             for offset in offsets:
                 engine.reset()
-                engine._decode(prefix, offset)
+                engine.prefill(prefix, start=offset)
                 engine.append(query)
                 fresh_at_offset = engine.logits()
                 control[offset].add(fresh, fresh_at_offset)
@@ -230,7 +230,7 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
     geometry is realistic without embedding 100k sentences); queries are perturbed keys.
     The query embedding itself is timed separately on the real embedder.
     """
-    from .router import Embedder, KeyIndex
+    from ..router import Embedder, KeyIndex
 
     embedder = Embedder()
     base = embedder.encode(list(CORPUS))
@@ -299,7 +299,7 @@ def bench_needles(
     model: str, blocks: int = 64, block_tokens: int = 1024, window: int = 2048, progress: Progress = None
 ) -> dict:
     """A store far larger than the serving window, with needles planted at depths across it."""
-    from .memory import SkillMemory
+    from ..memory import SkillMemory
 
     rng = np.random.default_rng(0)
     depths = np.linspace(0, blocks - 1, len(NEEDLES)).astype(int)
