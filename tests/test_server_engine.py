@@ -201,3 +201,19 @@ def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_
     for path, message in [(not_gguf, "not a GGUF"), (truncated, "ends inside"), (huge_string, "string of")]:
         with pytest.raises(EngineError, match=message):
             gguf_sliding_window(path)
+
+
+def test_stream_graft_streams_the_same_greedy_answer(server, state):
+    query = server.tokenize(QUERY, add_bos=False)
+    steps = list(server.stream_graft(state, query, "b1", max_tokens=6))
+    expected = server.graft(state, query, "b1", n_predict=6).completion.tokens
+    assert tuple(step.token for step in steps) == expected
+
+
+def test_verify_server_report_holds_on_one_sample(server):
+    from skillgraft.server_checks import verify_server
+
+    report = verify_server(server, samples=1, continuation=4, top_k=4)
+    assert (report.samples, report.sha_equal, report.argmax_mismatch) == (1, 1, 0)
+    assert report.round_trip_equal and report.cache_n_ok
+    assert report.negative_control["samples"] == 1 and report.negative_control["sha_equal"] == 0
