@@ -68,7 +68,7 @@ def main() -> None:
             started = time.perf_counter()
             result = memory.generate(query, max_tokens=args.max_tokens)
             gate = result.gate or {}
-            copied = repeats_answer(result.text, stored) and stored != right
+            copied = repeats_answer(result.text, stored, query) and stored != right
             rows.append({
                 "query": query,
                 "change": change,
@@ -77,7 +77,7 @@ def main() -> None:
                 "near_miss": result.recall.near_miss,
                 "decision": result.decision,
                 "text": result.text,
-                "right": repeats_answer(result.text, right),
+                "right": repeats_answer(result.text, right, query),
                 "wrong_copy": copied,
                 "caught_copy": bool(gate.get("fell_back")) and str(gate.get("reason", "")).startswith("near miss"),
                 "seconds": round(time.perf_counter() - started, 3),

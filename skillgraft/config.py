@@ -17,7 +17,11 @@ from .errors import ConfigError
 
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_HOME = Path("~/.skillgraft")
-DEFAULT_THREADS = 2
+# llama.cpp's worker threads spin while they wait, so on a machine whose cores also run
+# other work (the embedder, other agents) fewer threads are faster and far steadier: measured
+# under load on 2 cores, 1 thread generated 32 tokens 2.2-4x faster than 2 (docs/benchmarks.md).
+# Half the cores, at least one, leaves room for the rest of the app.
+DEFAULT_THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 KVType = Literal["f16", "f32", "q8_0"]
 

@@ -37,17 +37,17 @@ def confidence(steps: Sequence[TokenStep], threshold: float) -> dict:
     }
 
 
-def graft_verdict(block: Block, text: str, confident: dict, *, gate: bool = True) -> dict:
+def graft_verdict(block: Block, text: str, confident: dict, *, gate: bool = True, query: str = "") -> dict:
     """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
 
     ``confident`` is :func:`confidence` of the answer's steps. Returns it with ``fell_back``
     set when the answer must be generated again plainly: always when a solution's stored
-    answer is repeated for another question (a near miss), and when the gate is on and the
-    first tokens are not confident; ``reason`` says which.
+    answer is repeated for another question (``query``: a near miss), and when the gate is
+    on and the first tokens are not confident; ``reason`` says which.
     """
     reason = confident["reason"]
     fell_back = False
-    if block.kind == "solution" and repeats_answer(text, block.answer):
+    if block.kind == "solution" and repeats_answer(text, block.answer, query):
         fell_back, reason = True, (
             f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
             f"({block.question!r}); generated plainly"
@@ -57,11 +57,14 @@ def graft_verdict(block: Block, text: str, confident: dict, *, gate: bool = True
     return {**confident, "fell_back": fell_back, "reason": reason}
 
 
-def repeats_answer(text: str, answer: Optional[str]) -> bool:
-    """Whether ``text`` states ``answer`` as a whole token (``1591`` also as ``1,591``)."""
+def repeats_answer(text: str, answer: Optional[str], query: str = "") -> bool:
+    """Whether ``text`` states ``answer`` (a whole token; ``1591`` also as ``1,591``) more often
+    than ``query`` itself does: echoing a number of the question is not a copy."""
     if not answer or not text:
         return False
     forms = {answer.strip()}
     if re.fullmatch(r"-?\d+", answer.strip()):
         forms.add(f"{int(answer):,}")
-    return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w]|\.\d)", text) for form in forms if form)
+    patterns = [re.compile(rf"(?<![\w.]){re.escape(form)}(?![\w]|\.\d)") for form in forms if form]
+    count = lambda where: sum(len(p.findall(where)) for p in patterns)  # noqa: E731
+    return count(text) > count(query)

@@ -372,9 +372,9 @@ class SkillMemory:
         """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
         return continuation(self.engine, block, messages)[0]
 
-    def graft_verdict(self, block: Block, text: str, confident: dict, *, gate: bool = True) -> dict:
-        """Whether a grafted answer stands; see :func:`skillgraft.gate.graft_verdict`."""
-        return graft_verdict(block, text, confident, gate=gate)
+    def graft_verdict(self, block: Block, text: str, confident: dict, *, gate: bool = True, query: str = "") -> dict:
+        """Whether a grafted answer to ``query`` stands; see :func:`skillgraft.gate.graft_verdict`."""
+        return graft_verdict(block, text, confident, gate=gate, query=query)
 
     def confidence(self, steps: Sequence[TokenStep]) -> dict:
         """Mean log-probability of the first generated tokens against this store's gate threshold."""
@@ -413,7 +413,8 @@ class SkillMemory:
         steps = list(self._sample(options))
         timings["generate_s"] = time.perf_counter() - started
         text = "".join(s.piece for s in steps).strip()
-        verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate)
+        query = next((content for role, content in reversed(messages) if role == "user"), "")
+        verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate, query=query)
         if verdict["fell_back"]:
             fallback = self._plain(messages, recall, "abstain", options, timings)
             return Generation(

@@ -49,3 +49,6 @@ def test_repeats_answer_matches_whole_numbers_only():
     assert repeats_answer("37 * 44 = 1591", "1591")
     assert repeats_answer("It is 1,591.", "1591")
     assert not repeats_answer("It is 15910.", "1591") and not repeats_answer("0.1591", "1591")
+    # Echoing a number of the question is not a copy; stating it once more is.
+    assert not repeats_answer("144 times 12 is 1728", "12", "What is 144 times 12?")
+    assert repeats_answer("144 times 12 is 12", "12", "What is 144 times 12?")

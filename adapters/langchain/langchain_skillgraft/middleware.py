@@ -95,7 +95,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         if recall.decision == "abstain":
             return _annotate((yield request), recall.as_dict())
         grafted = yield self._grafting(request, recall)
-        gate = self._verdict(grafted, recall)
+        gate = self._verdict(grafted, recall, last_user_text(request.messages) or "")
         if gate["fell_back"]:
             fallback = {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None}
             return _annotate((yield request), {**fallback, "gate": gate})
@@ -126,7 +126,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         settings = {**request.model_settings, "block_id": recall.block.id}
         return request.override(model=model, model_settings=settings)
 
-    def _verdict(self, response: Any, recall: Recall) -> dict:
+    def _verdict(self, response: Any, recall: Recall, query: str) -> dict:
         """The gate's verdict on a grafted answer, as :meth:`SkillMemory.generate` reports it.
 
         ``fell_back`` is set when the answer must be made again plainly: a solution's stored
@@ -140,7 +140,7 @@ class SkillGraftMiddleware(AgentMiddleware):
             with memory_lock(self.memory):
                 confidence = self.memory.confidence([])
         text = message.text if message is not None else ""
-        return self.memory.graft_verdict(recall.block, text, confidence, gate=self.gate)
+        return self.memory.graft_verdict(recall.block, text, confidence, gate=self.gate, query=query)
 
     # -- hooks -----------------------------------------------------------------------------
 
