@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/skillgraft demo
 
 test: install server
-	$(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+	SKILLGRAFT_REQUIRE_SERVER=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
 
 # The fast suite alone: fakes only (skillgraft.testing), no model loaded.
 .PHONY: test-fast

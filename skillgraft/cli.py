@@ -281,20 +281,37 @@ def read_text_file(path: str, what: str) -> str:
 @model_option
 @click.option("--samples", "-n", default=50, show_default=True, type=click.IntRange(1, 10_000), help="Samples to compare.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the prefixes and queries.")
+@click.option(
+    "--engine", "engine_kind", type=click.Choice(["in-process", "server"]), default="in-process", show_default=True,
+    help="Graft in this process, or through a llama-server started here (the built one).",
+)
 @json_option
-def verify(model: Optional[str], samples: int, seed: int, as_json: bool) -> None:
+def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_json: bool) -> None:
     """Byte-exactness self-test: grafted logits against fresh ones.
 
     Each sample is a seeded prefix from a built-in corpus, captured, grafted into a
     cleared context and queried; its logits are compared with a fresh run that decodes
     in the same chunks (and, as `concat`, with one concatenated prefill). A negative
-    control that must not be exact shows the check can fail.
+    control that must not be exact shows the check can fail. With `--engine server` the
+    graft goes through a real llama-server: its next-token distribution and a greedy
+    continuation are compared with the server's own fresh prefill, plus the byte round
+    trip, the cache_n check and agreement with the in-process engine.
     """
     from .config import default_model
-    from .exactness import verify as run_verify
 
     model = model or default_model()
     with Activity("verify", f"loading {model}") as progress:
+        if engine_kind == "server":
+            from .engine import Engine
+            from .server_checks import verify_server
+            from .server_engine import LlamaServerEngine
+
+            with LlamaServerEngine(model) as server, Engine(model) as local:
+                report = verify_server(server, samples, seed=seed, in_process=local, progress=progress).to_dict()
+            emit(report, as_json)
+            return
+        from .exactness import verify as run_verify
+
         report = run_verify(model, samples, seed=seed, progress=progress)
     emit(report, as_json, _render_verify)
 
@@ -765,7 +782,7 @@ def _int_list(value: str) -> list[int]:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles"]))
+@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -780,8 +797,9 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
     paging (first access vs warm restore vs re-prefill), positions (own, shifted and
-    sequential exactness), route (flat vs HNSW search) or needles (a store far larger
-    than the serving window, with planted facts).
+    sequential exactness), route (flat vs HNSW search), needles (a store far larger
+    than the serving window, with planted facts) or server (a graft through llama-server
+    vs its cold prefill and its own prompt caches).
     """
     from . import bench as benchmarks
     from .config import default_model
@@ -796,6 +814,10 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
             report = benchmarks.bench_positions(model, samples, progress=progress)
         elif kind == "route":
             report = benchmarks.bench_route(_int_list(keys), progress=progress)
+        elif kind == "server":
+            from .server_checks import bench_server
+
+            report = bench_server(model, _int_list(tokens), repeats, progress=progress)
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:

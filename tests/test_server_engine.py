@@ -35,6 +35,8 @@ def server():
     try:
         find_server()
     except ServerBuildError as exc:
+        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):  # `make test` builds it first: missing is a failure
+            pytest.fail(f"no llama-server build although make built one: {exc}")
         pytest.skip(f"no llama-server build: {exc}")
     engine = LlamaServerEngine("smollm2-135m")
     try:
@@ -217,3 +219,15 @@ def test_verify_server_report_holds_on_one_sample(server):
     assert (report.samples, report.sha_equal, report.argmax_mismatch) == (1, 1, 0)
     assert report.round_trip_equal and report.cache_n_ok
     assert report.negative_control["samples"] == 1 and report.negative_control["sha_equal"] == 0
+
+
+def test_cli_verify_through_the_server(server, runner):
+    import json
+
+    from skillgraft.cli import cli
+
+    result = runner.invoke(cli, ["verify", "--engine", "server", "--samples", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["samples"] == 1 and report["sha_equal"] == 1
+    assert report["round_trip_equal"] and report["cache_n_ok"]
