@@ -4,6 +4,8 @@ Skill manuals and verified solutions are prefilled once; their KV state is captu
 byte-exactly into block files and grafted back into fresh contexts at their own position.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from .blocks import Block
 from .config import EngineSettings
 from .errors import (
@@ -40,6 +42,9 @@ from .store import BlockStore
 
 __version__ = "0.1.0"
 
+
+if _TYPE_CHECKING:  # for type checkers and the API docs; at run time it is imported on first use
+    from .engine import Engine
 
 # Names whose modules load native code (llama.cpp): imported on first use, never by `import skillgraft`.
 _LAZY = {"Engine": "engine"}

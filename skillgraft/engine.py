@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import codecs
 import ctypes
-import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, Union
 
@@ -26,7 +24,6 @@ import llama_cpp
 
 from .config import EngineSettings, default_model, engine_settings
 from .errors import (
-    BlockIntegrityError,
     ConfigError,
     ContextOverflowError,
     EngineError,
@@ -34,7 +31,7 @@ from .errors import (
 )
 from .fingerprint import RuntimeFingerprint, file_sha256
 from .models import resolve_model
-from .states import KVState, TokenStep
+from .states import KVState, TokenStep, check_state, sha256_hex
 
 logger = logging.getLogger("skillgraft.engine")
 _native_logger = logging.getLogger("skillgraft.llama_cpp")
@@ -71,10 +68,6 @@ def build_info() -> dict[str, str]:
         "llama_cpp_python": llama_cpp.__version__,
         "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
     }
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -435,18 +428,9 @@ class Engine:
 
     def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
         """Raise unless ``state`` may be handed to llama.cpp under this runtime."""
-        subject = f"block {block_id}" if block_id else "state"
-        state.fingerprint.require_equal(self.fingerprint, block_id)
-        if not state.tokens:
-            raise BlockIntegrityError(f"{subject} has no tokens")
-        self._require_fits(state.n_tokens + 1, f"{subject} plus one query token")
-        expected = self.state_size(state.n_tokens)
-        if expected is not None and len(state.payload) != expected:
-            raise BlockIntegrityError(
-                f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected}"
-            )
-        if verify_hash and sha256_hex(state.payload) != state.sha256:
-            raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+        check_state(
+            state, self.fingerprint, self.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
+        )
 
     def restore(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> float:
         """Replace seq 0 with ``state`` at ``[0, N)``; return the seconds the native load took.

@@ -34,9 +34,7 @@ from typing import Iterator, Optional, Sequence, Union
 import httpx
 
 from .config import EngineSettings, default_model, engine_settings
-from .engine import KVState, TokenStep, sha256_hex
 from .errors import (
-    BlockIntegrityError,
     ConfigError,
     ContextOverflowError,
     EngineError,
@@ -49,6 +47,7 @@ from .models import resolve_model
 from .server_build import binary_version, cached_build, find_server, llama_cpp_python_version
 from .server_process import ServerProcess, free_port, gguf_sliding_window, probe_system_info, server_argv
 from .slot_files import parse_slot_file, slot_file_from_block
+from .states import KVState, TokenStep, check_state, sha256_hex
 
 logger = logging.getLogger("skillgraft.server")
 
@@ -497,18 +496,9 @@ class LlamaServerEngine:
 
     def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
         """Raise unless ``state`` may be handed to this server (fingerprint, size, SHA-256)."""
-        subject = f"block {block_id}" if block_id else "state"
-        state.fingerprint.require_equal(self.fingerprint, block_id)
-        if not state.tokens:
-            raise BlockIntegrityError(f"{subject} has no tokens")
-        self._require_fits(state.n_tokens + 1, f"{subject} plus one query token")
-        expected = self.state_size(state.n_tokens)
-        if expected is not None and len(state.payload) != expected:
-            raise BlockIntegrityError(
-                f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected}"
-            )
-        if verify_hash and sha256_hex(state.payload) != state.sha256:
-            raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+        check_state(
+            state, self.fingerprint, self.settings.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
+        )
 
     def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> Restore:
         """Check ``state``, write its slot file and restore it into ``slot``.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from typing import Optional
 
+from .errors import BlockIntegrityError, ContextOverflowError
 from .fingerprint import RuntimeFingerprint
 
 
@@ -38,3 +41,34 @@ class TokenStep:
     piece: str
     logprob: float
     entropy: float
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_state(
+    state: KVState,
+    fingerprint: RuntimeFingerprint,
+    n_ctx: int,
+    expected_bytes: Optional[int],
+    block_id: str = "",
+    *,
+    verify_hash: bool = True,
+) -> None:
+    """Raise unless ``state`` may be handed to an engine: its fingerprint equal to the
+    runtime's, some tokens, room for one query token within ``n_ctx``, ``expected_bytes``
+    (when the engine can tell) and, with ``verify_hash``, its SHA-256. Every engine calls
+    this before a byte of a payload reaches native code, which checks almost nothing."""
+    subject = f"block {block_id}" if block_id else "state"
+    state.fingerprint.require_equal(fingerprint, block_id)
+    if not state.tokens:
+        raise BlockIntegrityError(f"{subject} has no tokens")
+    if state.n_tokens + 1 > n_ctx:
+        raise ContextOverflowError(state.n_tokens + 1, n_ctx, f"{subject} plus one query token")
+    if expected_bytes is not None and len(state.payload) != expected_bytes:
+        raise BlockIntegrityError(
+            f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected_bytes}"
+        )
+    if verify_hash and sha256_hex(state.payload) != state.sha256:
+        raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")

@@ -29,9 +29,9 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from .errors import BlockIntegrityError, ConfigError, ContextOverflowError, EngineError, InputError
+from .errors import ConfigError, ContextOverflowError, EngineError, InputError
 from .fingerprint import RuntimeFingerprint
-from .states import KVState, TokenStep
+from .states import KVState, TokenStep, check_state
 
 BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
 N_VOCAB = 260
@@ -252,18 +252,9 @@ class FakeEngine:
 
     def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
         """Raise unless ``state`` may be restored under this runtime (as the real engine checks)."""
-        subject = f"block {block_id}" if block_id else "state"
-        state.fingerprint.require_equal(self.fingerprint, block_id)
-        if not state.tokens:
-            raise BlockIntegrityError(f"{subject} has no tokens")
-        self._require_fits(state.n_tokens + 1, f"{subject} plus one query token")
-        expected = self.state_size(state.n_tokens)
-        if len(state.payload) != expected:
-            raise BlockIntegrityError(
-                f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected}"
-            )
-        if verify_hash and hashlib.sha256(state.payload).hexdigest() != state.sha256:
-            raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+        check_state(
+            state, self.fingerprint, self.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
+        )
 
     def restore(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> float:
         """Replace the context with the payload's cells; return the seconds it took.
