@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Literal, Optional, Sequenc
 
 import numpy as np
 
-from .catalog import usable_vector, write_transaction
+from .catalog import usable_vector
 from .errors import ConfigError, InputError, RouterError
 
 logger = logging.getLogger("skillgraft.router")
@@ -334,18 +334,7 @@ class Router:
             row["embedder"], row["vector"] = self.embedder.name, vector.tobytes()
         if self.store.read_only:
             return version
-        return self._reembed(bad, version)
-
-    def _reembed(self, rows: list[dict], version: str) -> Optional[str]:
-        """Store the new vectors of ``rows``; the catalog version after, if nothing else changed."""
-        with write_transaction(self.store.db.conn) as conn:
-            unchanged = self.store.catalog_version() == version
-            for row in rows:
-                conn.execute(
-                    "UPDATE routing_keys SET embedder = ?, vector = ? WHERE id = ?",
-                    (row["embedder"], row["vector"], row["id"]),
-                )
-            return self.store.catalog_version() if unchanged else None
+        return self.store.set_routing_vectors(bad, version)
 
     # -- routing ---------------------------------------------------------------------------
 

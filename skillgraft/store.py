@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from .blocks import BLOCK_SUFFIX, Block, BlockKind, block_id_for, tokens_sha256
+from .blocks import Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import open_catalog, read_transaction, usable_vector, utc_now, write_transaction
 from .states import KVState
 from .errors import (
@@ -695,6 +695,19 @@ class BlockStore:
                     )
                     added += 1
         return added
+
+    def set_routing_vectors(self, rows: list[dict], version: str) -> Optional[str]:
+        """Store re-embedded vectors ``{id, embedder, vector}``; the catalog version after, if
+        nothing else changed the catalog since ``version`` (else None)."""
+        self._require_writable("re-embed routing keys")
+        with write_transaction(self.db.conn) as conn:
+            unchanged = self.catalog_version() == version
+            for row in rows:
+                conn.execute(
+                    "UPDATE routing_keys SET embedder = ?, vector = ? WHERE id = ?",
+                    (row["embedder"], row["vector"], row["id"]),
+                )
+            return self.catalog_version() if unchanged else None
 
     def routing_keys(self, block_id: Optional[str] = None) -> list[dict]:
         """Routing keys of one block (or all), with their stored vectors."""
