@@ -106,10 +106,10 @@ def main() -> int:
             memory.add_solution(question, answer, method=method, verifier="python")
         for question, answer, _, again in RECURRING:
             exact = memory.generate(again)
-            plain = memory._plain(again, exact.recall, "abstain", {"max_tokens": 64, "temperature": 0.0, "seed": 0}, {})
+            plain = list(memory.chat([("user", again)], max_tokens=64))
             recurrence.append({"question": again, "decision": exact.decision, "exact_tokens": exact.decoded_tokens,
-                               "exact_right": exact.text == answer, "plain_tokens": plain.decoded_tokens,
-                               "plain_right": answer in plain.text})
+                               "exact_right": exact.text == answer, "plain_tokens": len(plain),
+                               "plain_right": answer in "".join(s.piece for s in plain)})
         report = {
             "gate": gate,
             "recurrence": {

@@ -46,8 +46,8 @@ class ServerBuildError(ConfigError):
     """llama-server could not be built or found."""
 
 
-class InputError(SkillgraftError):
-    """User input cannot be used as given."""
+class InputError(SkillgraftError, ValueError):
+    """User input cannot be used as given (also a ``ValueError``)."""
 
 
 class ContextOverflowError(InputError):

@@ -311,8 +311,6 @@ class SkillMemory:
             self._log("recall", query, recall, timings={"recall_s": time.perf_counter() - started})
         return recall
 
-    before_generation = recall
-
     def calibrate(self, in_domain, out_of_domain, **options) -> dict:
         """Choose and store the abstain threshold; see :meth:`Router.calibrate`."""
         return self.router.calibrate(in_domain, out_of_domain, **options)
@@ -352,7 +350,7 @@ class SkillMemory:
         elif recall.decision == "graft":
             result = self._graft(messages, recall, gate, options)
         else:
-            result = self._plain(messages, recall, "abstain", options, {})
+            result = self._plain(messages, recall, options, {})
         result.timings["recall_s"] = recall_s
         result.timings["total_s"] = time.perf_counter() - started
         self._log("generate", query, recall, generation=result)
@@ -416,7 +414,7 @@ class SkillMemory:
         query = next((content for role, content in reversed(messages) if role == "user"), "")
         verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate, query=query)
         if verdict["fell_back"]:
-            fallback = self._plain(messages, recall, "abstain", options, timings)
+            fallback = self._plain(messages, recall, options, timings)
             return Generation(
                 fallback.text, "abstain", None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
                 verdict, fallback.steps,
@@ -424,7 +422,8 @@ class SkillMemory:
         avoided = timings["restored_tokens"]
         return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, verdict, steps)
 
-    def _plain(self, messages: list, recall: Recall, decision: str, options: dict, timings: dict) -> Generation:
+    def _plain(self, messages: list, recall: Recall, options: dict, timings: dict) -> Generation:
+        """Generate without a block: an abstain, or the fallback of a graft that did not stand."""
         prompt = self.engine.chat_prompt(list(messages))
         started = time.perf_counter()
         self.engine.prefill(self.engine.tokenize(prompt))
@@ -432,7 +431,7 @@ class SkillMemory:
         steps = list(self._sample(options))
         timings = {**timings, "plain_prefill_s": prefilled - started, "plain_generate_s": time.perf_counter() - prefilled}
         text = "".join(s.piece for s in steps).strip()
-        return Generation(text, decision, None, len(steps), 0, timings, recall, steps=steps)
+        return Generation(text, "abstain", None, len(steps), 0, timings, recall, steps=steps)
 
     def chat(
         self,
