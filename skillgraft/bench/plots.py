@@ -48,6 +48,16 @@ def plot_report(report: dict, path: Path) -> Path:
             axis.plot(sizes, [r[key] for r in rows], marker="o", label=label)
         axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
         _label_sizes(axis, sizes)
+    elif kind == "server":
+        sizes = [r["tokens"] for r in rows]
+        series = [("reprefill_s", "cold prefill (server)"), ("resident_s", "cache_prompt, prefix resident"),
+                  ("prompt_cache_s", "server RAM prompt cache"), ("graft_s", "graft: restore + first token")]
+        for key, label in series:
+            points = [(size, r[key]) for size, r in zip(sizes, rows) if r.get(key) is not None]
+            if points:
+                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        axis.set(xscale="log", yscale="log", xlabel="tokens in the block", ylabel="seconds (median)")
+        _label_sizes(axis, sizes)
     elif kind == "route":
         for index in ("flat", "hnsw"):
             part = [r for r in rows if r["index"] == index]
