@@ -31,8 +31,12 @@ def test_gemma_folds_the_app_system_turn_after_the_block(tmp_path, gemma3, embed
 
     with SkillMemory(tmp_path / "g", engine=gemma3, embedder=embedder) as memory:
         block = memory.add_manual("tea", "Skill manual: brewing green tea. Use water at 80 C for two minutes.")
-        steps = list(memory.chat([("system", SYSTEM), ("user", "how hot should the water be?")], block=block, max_tokens=4))
-        assert steps
+        messages = [("system", SYSTEM), ("user", "how hot should the water be?")]
+        grafted = [s.token for s in memory.chat(messages, block=block, max_tokens=4)]
+        # Gemma keeps one system turn: the app's text leads the user turn after the whole block.
+        _, turn = gemma3.chat_split(block.source, f"{SYSTEM}\n\nhow hot should the water be?")
+        gemma3.prefill(list(block.tokens) + gemma3.tokenize(turn, add_bos=False))
+        assert grafted and grafted == [s.token for s in gemma3.generate(4, repeat_penalty=REPEAT_PENALTY)]
 
 
 def test_a_near_miss_never_repeats_the_stored_answer(memory):
