@@ -98,6 +98,9 @@ class Engine:
         self._model = self._ctx = self._batch = None
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = self.settings.n_gpu_layers
+        # No extra buffer types (AMX, repacked weights): the AMX kernels crash on hosts that do
+        # not grant AMX tile state, and llama-server runs with --no-repack to match.
+        model_params.use_extra_bufts = False
         self._model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), model_params)
         if not self._model:
             raise EngineError(f"llama.cpp could not load the model file {self.model_path}")
