@@ -79,7 +79,7 @@ class SlotReuseError(ServerError):
         self.cache_n, self.n_block, self.prompt_n, self.n_query = cache_n, n_block, prompt_n, n_query
         super().__init__(
             f"graft of {block_id or 'a block'} in slot {slot} was not served from the restored state: "
-            f"cache_n {cache_n} (block {n_block} tokens), prompt_n {prompt_n} (query {n_query} tokens); "
+            f"cache_n {cache_n} (expected {n_block} restored cells), prompt_n {prompt_n} (expected {n_query} new tokens); "
             "another request may have taken the slot"
         )
 

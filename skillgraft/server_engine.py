@@ -15,21 +15,24 @@ URL, and keeps skillgraft's checks in front of the server, which checks almost n
 - after a failed restore the server is restarted before it serves again (a failed restore
   can leave corrupted KV behind, llama.cpp #27068).
 
-The server binary comes from :mod:`skillgraft.server_build`. An engine is not thread-safe.
+The server binary comes from :mod:`skillgraft.server_build`; ``/completion`` calls live in
+:mod:`skillgraft.server_completions`, the returned values in :mod:`skillgraft.server_records`.
+This module stays over 400 lines as the one owner of a server's lifecycle and slot API. Requests on different slots may
+run from several threads at once (the gateway leases one slot per request); restarts and
+slot-file writes are serialised by the engine.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import httpx
 
@@ -42,12 +45,22 @@ from .errors import (
     ServerError,
     SlotReuseError,
 )
-from .fingerprint import RuntimeFingerprint, file_sha256
+from .fingerprint import RuntimeFingerprint
 from .models import resolve_model
-from .server_build import binary_version, cached_build, find_server, llama_cpp_python_version
-from .server_process import ServerProcess, free_port, gguf_sliding_window, probe_system_info, server_argv
+from .server_build import binary_version, find_server
+from .server_completions import ServerCompletions
+from .server_process import ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint
+from .server_records import (
+    Completion,
+    Restore,
+    ServerGraft,
+    ServerInfo,
+    ServerStep,
+    StreamChunk,
+    TopToken,
+)
 from .slot_files import parse_slot_file, slot_file_from_block
-from .states import KVState, TokenStep, check_state, sha256_hex
+from .states import KVState, check_state, sha256_hex
 
 logger = logging.getLogger("skillgraft.server")
 
@@ -55,79 +68,12 @@ STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 600.0
 SLOT_FILE_SUFFIX = ".slot"
 
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """Which server an engine talks to, what it is and how it was started."""
-
-    url: str
-    build: str
-    model_path: str
-    n_slots: int
-    n_ctx_slot: int
-    argv: tuple[str, ...] = ()
-    pid: Optional[int] = None
-    binary: str = ""
-    started: bool = False
+__all__ = [
+    "Completion", "LlamaServerEngine", "Restore", "ServerGraft", "ServerInfo", "ServerStep", "StreamChunk", "TopToken",
+]
 
 
-@dataclass(frozen=True)
-class TopToken:
-    token: int
-    piece: str
-    logprob: float
-
-
-@dataclass(frozen=True)
-class ServerStep:
-    """One generated token with the server's top-k log-probabilities (full-vocabulary softmax)."""
-
-    token: int
-    piece: str
-    logprob: float
-    top: tuple[TopToken, ...]
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A ``/completion`` answer, reduced to what skillgraft checks and reports."""
-
-    slot: int
-    steps: tuple[ServerStep, ...]
-    text: str
-    cache_n: int
-    prompt_n: int
-    prompt_ms: float
-    predicted_ms: float
-    wall_s: float
-
-    @property
-    def tokens(self) -> tuple[int, ...]:
-        return tuple(step.token for step in self.steps)
-
-
-@dataclass(frozen=True)
-class Restore:
-    slot: int
-    n_restored: int
-    n_bytes: int
-    restore_ms: float
-    write_s: float
-
-
-@dataclass(frozen=True)
-class ServerGraft:
-    """A graft through the server: the restore and the completion that reused it."""
-
-    block_id: str
-    n_block: int
-    n_query: int
-    restore: Restore
-    completion: Completion
-    wall_s: float
-
-
-class LlamaServerEngine:
+class LlamaServerEngine(ServerCompletions):
     """Grafts blocks into a llama-server: started here (default) or attached by ``url``.
 
     Started: ``model`` is a model name or GGUF path; the server gets a private slot folder
@@ -169,6 +115,9 @@ class LlamaServerEngine:
         self._private_dir: Optional[Path] = None
         self._needs_restart = False
         self._starting = False
+        self._lifecycle = threading.RLock()
+        self._slot_file_lock = threading.Lock()
+        self.restarts = 0
         self._client: Optional[httpx.Client] = None
         if url is None:
             self._private_dir = Path(tempfile.mkdtemp(prefix="skillgraft-server-"))
@@ -243,13 +192,24 @@ class LlamaServerEngine:
         """Stop the server and start it again with the same flags (started servers only)."""
         if self._process is None:
             raise ServerError(f"the server at {self.url} was not started here: restart it, then attach again")
-        self._process.stop()
-        self._starting = True
-        try:
-            self._start()
-            self.server = self._describe()
-        finally:
-            self._starting = False
+        with self._lifecycle:
+            self._process.stop()
+            self._starting = True
+            try:
+                self._start()
+                self.server = self._describe()
+                self.restarts += 1
+            finally:
+                self._starting = False
+
+    def ensure_running(self) -> bool:
+        """Restart a started server whose process has died; True when it had to."""
+        with self._lifecycle:
+            if self._process is None or self._process.alive or self._starting:
+                return False
+            logger.warning("llama-server (pid %s) is not running: restarting it", self._process.pid)
+            self.restart()
+            return True
 
     def close(self) -> None:
         """Stop a server started here, remove its private folder and close the client."""
@@ -279,14 +239,18 @@ class LlamaServerEngine:
     def pid(self) -> Optional[int]:
         return self._process.pid if self._process else None
 
+    @property
+    def alive(self) -> bool:
+        """Whether a server started here is running (attached servers: whether not closed)."""
+        return self._process.alive if self._process is not None else self._client is not None
+
     # -- HTTP ------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, **kwargs) -> dict:
         if self._client is None:
             raise ServerError("the engine is closed")
-        if self._process is not None and not self._process.alive and not self._starting:
-            logger.warning("llama-server (pid %s) is not running: restarting it", self._process.pid)
-            self.restart()
+        if not self._starting:
+            self.ensure_running()
         try:
             response = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -328,38 +292,9 @@ class LlamaServerEngine:
     # -- fingerprint -----------------------------------------------------------------------
 
     def _build_fingerprint(self) -> RuntimeFingerprint:
-        s = self.settings
-        own_build = cached_build()
-        same_sources = (
-            self._process is not None
-            and own_build is not None
-            and Path(self.binary).resolve() == own_build.binary.resolve()
-            and own_build.llama_cpp_python == llama_cpp_python_version()
-        )
-        # The cached build is compiled from the installed llama-cpp-python's own llama.cpp
-        # sources, so it runs the same native code as the in-process engine. Any other
-        # server is named by its build string (and, when started here, its binary's hash).
-        if same_sources:
-            runtime, system_info = own_build.llama_cpp_python, probe_system_info(self.binary)
-        else:
-            runtime = f"llama-server {self.build}"
-            if self.binary is not None:
-                runtime += f" sha256:{file_sha256(Path(self.binary))[:16]}"
-            system_info = ""
-        return RuntimeFingerprint(
-            gguf_sha256=file_sha256(self.model_path),
-            llama_cpp_python=runtime,
-            system_info=system_info or runtime,
-            n_ctx=self.settings.n_ctx,
-            n_batch=s.n_batch,
-            n_ubatch=s.n_ubatch,
-            type_k=s.type_k,
-            type_v=s.type_v,
-            flash_attn=s.flash_attn,
-            swa_full=self.sliding_window > 0,
-            n_seq_max=self.n_slots,
-            kv_unified=self.n_slots > 1,
-            n_gpu_layers=s.n_gpu_layers,
+        return server_fingerprint(
+            self.binary, self.build, started=self._process is not None, model_path=self.model_path,
+            settings=self.settings, sliding_window=self.sliding_window, n_slots=self.n_slots,
         )
 
     def _measure_state_layout(self) -> tuple[int, int]:
@@ -448,7 +383,7 @@ class LlamaServerEngine:
             self._slot_files.move_to_end(name)
             return name, 0.0
         data = slot_file_from_block(state.tokens, state.payload)
-        staged = self.slot_dir / f".{name}.{os.getpid()}.tmp"
+        staged = self.slot_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         staged.write_bytes(data)
         os.replace(staged, path)
         self._slot_files[name] = len(data)
@@ -509,15 +444,17 @@ class LlamaServerEngine:
         self._require_serving()
         self._check_slot(slot)
         self.check_payload(state, block_id, verify_hash=verify_hash)
-        name, write_s = self._write_slot_file(state)
+        generation = self.restarts
         try:
-            body = self._request("POST", f"/slots/{slot}", params={"action": "restore"}, json={"filename": name})
+            with self._slot_file_lock:  # the file must not be evicted before the server reads it
+                name, write_s = self._write_slot_file(state)
+                body = self._request("POST", f"/slots/{slot}", params={"action": "restore"}, json={"filename": name})
             n_restored = int(body.get("n_restored", -1))
             if n_restored != state.n_tokens:
                 raise ServerError(f"slot {slot} restored {n_restored} tokens of {state.n_tokens}")
         except ServerError as exc:
             self.forget_slot_file(state.sha256)
-            self._after_failed_restore()
+            self._after_failed_restore(generation)
             raise ServerError(f"restore of {block_id or 'a block'} into slot {slot} failed: {exc}") from None
         timings = body.get("timings", {})
         return Restore(
@@ -525,172 +462,11 @@ class LlamaServerEngine:
             restore_ms=float(timings.get("restore_ms", 0.0)), write_s=write_s,
         )
 
-    def _after_failed_restore(self) -> None:
-        self._needs_restart = True
-        if self._process is not None:
-            logger.warning("restarting llama-server after a failed restore")
-            self.restart()
-
-    def complete(
-        self,
-        tokens: Sequence[int],
-        *,
-        slot: Optional[int] = 0,
-        n_predict: int = 1,
-        n_probs: int = 0,
-        cache_prompt: bool = True,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> Completion:
-        """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
-        self._require_serving()
-        if n_predict < 1:
-            raise InputError(f"n_predict must be >= 1, got {n_predict}")
-        request = {
-            "prompt": [int(t) for t in tokens],
-            "n_predict": n_predict,
-            "n_probs": n_probs,
-            "cache_prompt": cache_prompt,
-            "temperature": temperature,
-            "seed": seed,
-            "return_tokens": True,
-            "stream": False,
-        }
-        if slot is not None:
-            request["id_slot"] = self._check_slot(slot)
-        started = time.perf_counter()
-        body = self._request("POST", "/completion", json=request)
-        wall_s = time.perf_counter() - started
-        return self._completion(body, wall_s)
-
-    def _completion(self, body: dict, wall_s: float) -> Completion:
-        timings = body.get("timings") or {}
-        probabilities = body.get("completion_probabilities") or []
-        tokens = body.get("tokens") or []
-        steps = []
-        for index, token in enumerate(tokens):
-            entry = probabilities[index] if index < len(probabilities) else {}
-            top = tuple(
-                TopToken(int(t["id"]), str(t.get("token", "")), float(t["logprob"]))
-                for t in entry.get("top_logprobs", [])
-            )
-            steps.append(ServerStep(int(token), str(entry.get("token", "")), float(entry.get("logprob", 0.0)), top))
-        return Completion(
-            slot=int(body.get("id_slot", -1)),
-            steps=tuple(steps),
-            text=str(body.get("content", "")),
-            cache_n=int(timings.get("cache_n", -1)),
-            prompt_n=int(timings.get("prompt_n", -1)),
-            prompt_ms=float(timings.get("prompt_ms", 0.0)),
-            predicted_ms=float(timings.get("predicted_ms", 0.0)),
-            wall_s=wall_s,
-        )
-
-    def _query_tokens(self, query: Union[str, Sequence[int]]) -> list[int]:
-        tokens = self.tokenize(query, add_bos=False) if isinstance(query, str) else [int(t) for t in query]
-        if not tokens:
-            raise InputError("the query has no tokens")
-        return tokens
-
-    def graft(
-        self,
-        state: KVState,
-        query: Union[str, Sequence[int]],
-        block_id: str = "",
-        *,
-        slot: int = 0,
-        n_predict: int = 1,
-        n_probs: int = 0,
-        temperature: float = 0.0,
-        seed: int = 0,
-        verify_hash: bool = True,
-    ) -> ServerGraft:
-        """Restore ``state`` into ``slot`` and complete ``query`` after it, reusing the slot.
-
-        Raises :class:`SlotReuseError` unless the server reused all ``N`` block tokens and
-        evaluated exactly the ``q`` query tokens. ``verify_hash=False`` is for payloads
-        already verified since they were read.
-        """
-        started = time.perf_counter()
-        query_tokens = self._query_tokens(query)
-        self._require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
-        restored = self.restore(state, block_id, slot=slot, verify_hash=verify_hash)
-        completion = self.continue_restored(
-            state, query_tokens, block_id, slot=slot, n_predict=n_predict, n_probs=n_probs,
-            temperature=temperature, seed=seed,
-        )
-        return ServerGraft(
-            block_id=block_id, n_block=state.n_tokens, n_query=len(query_tokens), restore=restored,
-            completion=completion, wall_s=time.perf_counter() - started,
-        )
-
-    def continue_restored(
-        self,
-        state: KVState,
-        query: Union[str, Sequence[int]],
-        block_id: str = "",
-        *,
-        slot: int = 0,
-        n_predict: int = 1,
-        n_probs: int = 0,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> Completion:
-        """Complete ``query`` after ``state``, already restored into ``slot``; check the reuse."""
-        query_tokens = self._query_tokens(query)
-        completion = self.complete(
-            list(state.tokens) + query_tokens, slot=slot, n_predict=n_predict, n_probs=n_probs,
-            temperature=temperature, seed=seed,
-        )
-        if completion.cache_n != state.n_tokens or completion.prompt_n != len(query_tokens):
-            raise SlotReuseError(
-                block_id, slot, completion.cache_n, state.n_tokens, completion.prompt_n, len(query_tokens)
-            )
-        return completion
-
-    def stream_graft(
-        self,
-        state: KVState,
-        query: Union[str, Sequence[int]],
-        block_id: str = "",
-        *,
-        slot: int = 0,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> Iterator[TokenStep]:
-        """Restore ``state`` and stream the answer to ``query``; the slot reuse is checked on
-        the first token, before anything is yielded."""
-        query_tokens = self._query_tokens(query)
-        self._require_fits(state.n_tokens + len(query_tokens) + 1, "block plus query")
-        self.restore(state, block_id, slot=slot)
-        request = {
-            "prompt": list(state.tokens) + query_tokens, "id_slot": slot, "cache_prompt": True,
-            "n_predict": max_tokens, "n_probs": 1, "temperature": temperature, "seed": seed,
-            "return_tokens": True, "stream": True, "timings_per_token": True,
-        }
-        checked = False
-        try:
-            with self._client.stream("POST", "/completion", json=request) as response:
-                if response.status_code != 200:
-                    raise ServerError(f"POST /completion answered {response.status_code}: {response.read()[:300]!r}")
-                for line in response.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    chunk = json.loads(line[len("data: "):])
-                    timings = chunk.get("timings") or {}
-                    if not checked and timings:
-                        cache_n, prompt_n = int(timings.get("cache_n", -1)), int(timings.get("prompt_n", -1))
-                        if cache_n != state.n_tokens or prompt_n != len(query_tokens):
-                            raise SlotReuseError(block_id, slot, cache_n, state.n_tokens, prompt_n, len(query_tokens))
-                        checked = True
-                    for index, token in enumerate(chunk.get("tokens") or []):
-                        if not checked:
-                            raise ServerError("the server streamed a token without timings to check the slot reuse")
-                        probs = chunk.get("completion_probabilities") or [{}]
-                        entry = probs[index] if index < len(probs) else {}
-                        yield TokenStep(int(token), str(entry.get("token", "")), float(entry.get("logprob", 0.0)), float("nan"))
-                    if chunk.get("stop"):
-                        return
-        except httpx.HTTPError as exc:
-            raise ServerError(f"streaming from {self.url} failed: {exc!r}") from None
+    def _after_failed_restore(self, generation: int) -> None:
+        with self._lifecycle:
+            if self.restarts != generation:
+                return  # restarted since the restore was sent: the new process holds no bad KV
+            self._needs_restart = True
+            if self._process is not None:
+                logger.warning("restarting llama-server after a failed restore")
+                self.restart()

@@ -16,10 +16,13 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .config import EngineSettings
 from .errors import EngineError, ServerError
+
+if TYPE_CHECKING:
+    from .fingerprint import RuntimeFingerprint
 
 
 def free_port() -> int:
@@ -65,6 +68,7 @@ def server_argv(
         "--cache-reuse", "0",
         "--ctx-checkpoints", "0",
         "--no-context-shift",
+        "--no-repack",  # as the in-process engine: no AMX or repacked weight buffers
         "--fit", "off",
         "--no-webui",
         "--slot-save-path", str(slot_dir),
@@ -199,3 +203,48 @@ def gguf_sliding_window(path: Path) -> int:
             else:
                 skip(kind)
     return 0
+
+
+def server_fingerprint(
+    binary: Optional[Path], build: str, *, started: bool, model_path: Path, settings: EngineSettings,
+    sliding_window: int, n_slots: int,
+) -> "RuntimeFingerprint":
+    """The runtime fingerprint of blocks captured through a llama-server.
+
+    The cached build is compiled from the installed llama-cpp-python's own llama.cpp
+    sources, so it runs the same native code as the in-process engine and shares its
+    fingerprint. Any other server is named by its build string (and, when started here,
+    its binary's hash).
+    """
+    from .fingerprint import RuntimeFingerprint, file_sha256
+    from .server_build import cached_build, llama_cpp_python_version
+
+    own_build = cached_build()
+    same_sources = (
+        started
+        and own_build is not None
+        and Path(binary).resolve() == own_build.binary.resolve()
+        and own_build.llama_cpp_python == llama_cpp_python_version()
+    )
+    if same_sources:
+        runtime, system_info = own_build.llama_cpp_python, probe_system_info(binary)
+    else:
+        runtime = f"llama-server {build}"
+        if binary is not None:
+            runtime += f" sha256:{file_sha256(Path(binary))[:16]}"
+        system_info = ""
+    return RuntimeFingerprint(
+        gguf_sha256=file_sha256(model_path),
+        llama_cpp_python=runtime,
+        system_info=system_info or runtime,
+        n_ctx=settings.n_ctx,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        type_k=settings.type_k,
+        type_v=settings.type_v,
+        flash_attn=settings.flash_attn,
+        swa_full=sliding_window > 0,
+        n_seq_max=n_slots,
+        kv_unified=n_slots > 1,
+        n_gpu_layers=settings.n_gpu_layers,
+    )

@@ -163,7 +163,7 @@ def test_a_killed_server_is_restarted_on_the_next_graft(server, state):
 def test_a_slot_taken_by_a_stray_request_is_detected(server, state):
     server.restore(state, "b1")
     server.complete(server.tokenize("An unrelated request from another process."), slot=None, n_predict=1)
-    with pytest.raises(SlotReuseError, match=f"cache_n \\d+ \\(block {state.n_tokens} tokens\\)"):
+    with pytest.raises(SlotReuseError, match=f"cache_n \\d+ \\(expected {state.n_tokens} restored cells\\)"):
         server.continue_restored(state, QUERY, "b1")
 
 
