@@ -23,7 +23,7 @@ import click
 from .errors import SkillgraftError, StoreError
 
 # The commands that may create the store folder; every other one needs an existing store.
-ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate"})
+ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate", "serve", "mcp"})
 HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
 DEBUG_HELP = "Show tracebacks for errors."
 
@@ -782,7 +782,7 @@ def _int_list(value: str) -> list[int]:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server"]))
+@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -790,16 +790,21 @@ def _int_list(value: str) -> list[int]:
 @click.option("--samples", default=50, show_default=True, type=click.IntRange(1, 10_000), help="Samples (positions).")
 @click.option("--blocks", default=64, show_default=True, type=click.IntRange(2, 10_000), help="Blocks (needles).")
 @click.option("--no-peers", is_flag=True, help="Skip llama-cpp-python's own state APIs (graft).")
+@click.option("--clients", default=4, show_default=True, type=click.IntRange(1, 64), help="Concurrent clients (serve).")
+@click.option("--requests", default=8, show_default=True, type=click.IntRange(1, 10_000), help="Requests per client (serve).")
+@click.option("--servers", default=2, show_default=True, type=click.IntRange(1, 16), help="llama-servers in the pool (serve).")
+@click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @json_option
-def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, as_json) -> None:
+def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, plot, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
     paging (first access vs warm restore vs re-prefill), positions (own, shifted and
     sequential exactness), route (flat vs HNSW search), needles (a store far larger
-    than the serving window, with planted facts) or server (a graft through llama-server
-    vs its cold prefill and its own prompt caches).
+    than the serving window, with planted facts), server (a graft through llama-server
+    vs its cold prefill and its own prompt caches) or serve (the gateway under load from
+    openai clients, optionally with a llama-server killed mid-load).
     """
     from . import bench as benchmarks
     from .config import default_model
@@ -818,6 +823,10 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, plot, a
             from .server_checks import bench_server
 
             report = bench_server(model, _int_list(tokens), repeats, progress=progress)
+        elif kind == "serve":
+            from .bench.serve import bench_serve
+
+            report = bench_serve(clients=clients, requests=requests, servers=servers, kill=kill, model=model, progress=progress)
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:
@@ -836,3 +845,13 @@ def _render_bench(report: dict) -> str:
     lines = ["  ".join(f"{c:>14.14}" for c in columns)]
     lines += ["  ".join(f"{fmt(r.get(c, '')):>14.14}" for c in columns) for r in rows]
     return "\n".join(lines)
+
+
+def _register_gateway_commands() -> None:
+    from .cli_gateway import mcp_command, serve_command
+
+    cli.add_command(serve_command)
+    cli.add_command(mcp_command)
+
+
+_register_gateway_commands()

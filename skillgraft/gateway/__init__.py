@@ -1,0 +1,12 @@
+"""``skillgraft serve``: an OpenAI-compatible gateway with skill memory over a pool of llama-servers.
+
+:mod:`.pool` starts and supervises the llama-servers and leases their slots,
+:mod:`.service` decides and answers each chat, :mod:`.app` is the HTTP surface and
+:mod:`.metrics` its Prometheus metrics. Needs the ``serve`` extra.
+"""
+
+from __future__ import annotations
+
+from .runner import GatewayConfig, serve
+
+__all__ = ["GatewayConfig", "serve"]

@@ -1,0 +1,100 @@
+"""Start the pool, the gateway and uvicorn; stop them all on exit (servers by their own PIDs)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from ..config import EngineSettings
+from ..errors import ConfigError
+
+logger = logging.getLogger("skillgraft.gateway")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    home: Union[str, Path]
+    host: str = "127.0.0.1"
+    port: int = 8080
+    n_servers: int = 1
+    n_slots: int = 1
+    model: Optional[str] = None
+    settings: Optional[EngineSettings] = None
+    api_key: Optional[str] = None
+    gate: bool = True
+
+    def check(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be in [0, 65535], got {self.port}")
+        if self.n_servers < 1 or self.n_slots < 1:
+            raise ConfigError(f"--servers and --slots must be at least 1, got {self.n_servers} and {self.n_slots}")
+        if not _is_loopback(self.host) and not self.api_key:
+            raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _stop_on_signals(server) -> None:
+    """SIGINT/SIGTERM end ``server.run()`` normally, so the pool is closed by its owner (uvicorn
+    would re-raise the signal after its shutdown and skip that)."""
+
+    @contextmanager
+    def capture_signals():
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    server.capture_signals = capture_signals
+
+
+def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], None]] = None) -> None:
+    """Serve until interrupted (SIGINT/SIGTERM). ``ready(url, server_pids)`` is called once
+    the servers are up and the gateway listens."""
+    import uvicorn
+
+    from .app import create_app
+    from .pool import ServerPool
+    from .service import Gateway
+
+    config.check()
+    pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings)
+    try:
+        gateway = Gateway(config.home, pool, gate=config.gate)
+        try:
+            app = create_app(gateway, api_key=config.api_key)
+            server = uvicorn.Server(uvicorn.Config(
+                app, host=config.host, port=config.port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=5,
+            ))
+            if ready is not None:
+                original = server.startup
+
+                async def startup(sockets=None):
+                    await original(sockets)
+                    bound = server.servers[0].sockets[0].getsockname() if server.servers else (config.host, config.port)
+                    ready(f"http://{config.host}:{bound[1]}", [engine.pid for engine in pool.engines])
+
+                server.startup = startup
+            _stop_on_signals(server)
+            server.run()
+        finally:
+            gateway.close()
+    finally:
+        pool.close()

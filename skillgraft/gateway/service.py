@@ -1,0 +1,413 @@
+"""What the gateway does with one chat: recall, then answer, graft or generate plainly.
+
+The last user message is the query. ``exact``: the verified answer, no model call.
+``graft``: the routed block's state — read and verified by the store — is restored into a
+leased slot at its own positions, the rest of the chat is prefilled after the cells kept
+(:mod:`skillgraft.chat_layout`), and the server must report that it reused exactly those
+cells (``cache_n``) or the request fails; the confidence gate and the near-miss rule then
+decide whether the answer stands (:mod:`skillgraft.gate`), else it is generated plainly.
+``abstain``: the chat is prefilled afresh. A server that dies under a request that has sent
+nothing yet is retried once on another lease.
+
+The store, router and embedder are used under one lock (a catalog connection serves one
+thread at a time); deposits use a second memory with its own connection, so a long
+capture never stalls recalls.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Optional, Sequence, Union
+
+from ..blocks import Block
+from ..chat_layout import continuation
+from ..errors import ContextOverflowError, FingerprintMismatchError, InputError, ServerError
+from ..gate import GATE_TOKENS, confidence, graft_verdict
+from ..memory import SkillMemory
+from ..router import Recall, clean_query
+from ..server_records import ServerStep, StreamChunk, reusable_cells
+from ..states import KVState, TokenStep
+from .metrics import GatewayMetrics
+from .pool import Lease, ServerPool
+from .pooled_engine import PooledEngine
+
+logger = logging.getLogger("skillgraft.gateway")
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryNote:
+    """The ``skillgraft`` object of a response: what the memory decided and what it saved."""
+
+    decision: str
+    block_id: Optional[str]
+    block_name: Optional[str]
+    score: float
+    threshold: float
+    cache_n: int
+    reason: str
+    gate: Optional[dict] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    text: str
+    finish_reason: str
+    note: MemoryNote
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """The last event of a stream."""
+
+    finish_reason: str
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A recall and, for a graft, the verified state it restores."""
+
+    query: str
+    recall: Recall
+    state: Optional[KVState]
+    gate_threshold: float
+
+
+def chat_messages(messages: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """The chat as ``[(role, content)]`` and its last user message; :class:`InputError` otherwise."""
+    if not messages:
+        raise InputError("messages is empty")
+    chat = []
+    for role, content in messages:
+        if role not in ROLES:
+            raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
+        if not isinstance(content, str) or "\x00" in content:
+            raise InputError(f"a {role} message is not text without NUL bytes")
+        chat.append((role, content))
+    users = [content for role, content in chat if role == "user"]
+    if not users or chat[-1][0] != "user":
+        raise InputError("the last message must be the user's")
+    return chat, clean_query(users[-1])
+
+
+def _finish_reason(stopped_by: Optional[str], n_tokens: int, max_tokens: int) -> str:
+    if stopped_by == "limit" or (stopped_by is None and n_tokens >= max_tokens):
+        return "length"
+    return "stop"
+
+
+def _server_died(lease: Lease, generation: int) -> bool:
+    """Whether the leased server died under the request (it is restarted if not yet),
+    rather than refusing it: only then is the request worth retrying elsewhere."""
+    return lease.engine.ensure_running() or lease.engine.restarts != generation
+
+
+def _token_steps(steps: Sequence[ServerStep]) -> list[TokenStep]:
+    return [TokenStep(s.token, s.piece, s.logprob, math.nan) for s in steps]
+
+
+class Gateway:
+    """Recall and generation for chat requests, over a :class:`ServerPool`."""
+
+    def __init__(
+        self,
+        home: Union[str, Path],
+        pool: ServerPool,
+        *,
+        embedder=None,
+        gate: bool = True,
+        metrics: Optional[GatewayMetrics] = None,
+    ) -> None:
+        self.pool = pool
+        self.gate = gate
+        self.metrics = metrics or GatewayMetrics()
+        engine = PooledEngine(pool)
+        self.memory = SkillMemory(home, engine=engine, embedder=embedder)
+        self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder)
+        self.model_name = engine.model_name
+        self.n_ctx = engine.n_ctx
+        self.memory_lock = threading.Lock()
+        self.writer_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.memory.close()
+        self.writer.close()
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _plan(self, query: str) -> _Plan:
+        with self.memory_lock:
+            recall = self.memory.recall(query)
+            state = None
+            if recall.decision == "graft":
+                try:
+                    state = self.memory.store.load_state(recall.block).state
+                except Exception as exc:  # a damaged block is quarantined by the store: generate plainly
+                    logger.warning("block %s cannot be grafted: %s", recall.block.id, exc)
+                    recall = Recall("abstain", None, recall.score, recall.threshold, f"the routed block cannot be read: {exc}")
+            return _Plan(query, recall, state, self.memory.gate_threshold)
+
+    def _note(self, plan: _Plan, decision: str, cache_n: int = 0, gate: Optional[dict] = None, reason: str = "") -> MemoryNote:
+        recall = plan.recall
+        block = recall.block if decision != "abstain" or recall.decision == "graft" else None
+        return MemoryNote(
+            decision=decision,
+            block_id=block.id if block else None,
+            block_name=block.name if block else None,
+            score=round(float(recall.score), 6),
+            threshold=float(recall.threshold),
+            cache_n=cache_n,
+            reason=reason or recall.reason,
+            gate=gate,
+        )
+
+    # -- one answer ------------------------------------------------------------------------
+
+    def chat(self, messages: Sequence[tuple[str, str]], options: GenerationOptions) -> ChatAnswer:
+        """Answer a chat (not streamed)."""
+        chat, query = chat_messages(messages)
+        started = time.perf_counter()
+        plan = self._plan(query)
+        if plan.recall.decision == "exact":
+            answer = ChatAnswer(plan.recall.block.answer, "stop", self._note(plan, "exact"), 0, 0)
+        else:
+            answer = self._with_retry(lambda lease: self._answer(lease, chat, plan, options))
+        self.metrics.request(answer.note.decision, time.perf_counter() - started)
+        return answer
+
+    def _with_retry(self, attempt):
+        failed: list[int] = []
+        for round_ in range(2):
+            with self.pool.lease(avoid=failed) as lease:
+                generation = lease.engine.restarts
+                try:
+                    return attempt(lease)
+                except ServerError as exc:
+                    if round_ == 1 or not _server_died(lease, generation):
+                        raise
+                    logger.warning("server %d failed under a request (%s): retrying on another", lease.server, exc)
+                    failed.append(lease.server)
+        raise AssertionError("unreachable")
+
+    def _answer(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> ChatAnswer:
+        note = self._note(plan, "abstain")
+        if plan.recall.decision == "graft":
+            grafted = self._graft(lease, chat, plan, options)
+            if isinstance(grafted, ChatAnswer):
+                return grafted
+            note = grafted
+        return self._plain(lease, chat, plan, options, note)
+
+    def _restore(self, lease: Lease, chat: list, plan: _Plan) -> Union[tuple[int, list[int]], MemoryNote]:
+        """Restore the routed block into the lease: ``(cells kept, tokens after)``, or the
+        abstain note when the block cannot lead this chat."""
+        block = plan.recall.block
+        try:
+            keep, after = self._layout(lease.engine, block, chat)
+            restored = lease.engine.restore(plan.state, block.id, slot=lease.slot, verify_hash=False)
+        except (InputError, FingerprintMismatchError) as exc:
+            return self._note(plan, "abstain", reason=f"the routed block {block.id} cannot lead this chat: {exc}")
+        self.metrics.restore(restored.restore_ms / 1000.0)
+        return keep, after
+
+    def _graft(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> Union[ChatAnswer, MemoryNote]:
+        """The grafted answer, or the abstain note when it does not stand."""
+        engine, block, state = lease.engine, plan.recall.block, plan.state
+        started = time.perf_counter()
+        restored = self._restore(lease, chat, plan)
+        if isinstance(restored, MemoryNote):
+            return restored
+        keep, after = restored
+        max_tokens = self._room(keep + len(after), options.max_tokens)
+        completion = engine.continue_restored(
+            state, after, block.id, slot=lease.slot, keep=keep, n_predict=max_tokens, n_probs=1,
+            temperature=options.temperature, seed=options.seed, stop=options.stop,
+        )
+        self.metrics.graft(time.perf_counter() - started)
+        verdict = graft_verdict(
+            block, completion.text, confidence(_token_steps(completion.steps), plan.gate_threshold),
+            gate=self.gate, query=plan.query,
+        )
+        if verdict["fell_back"]:
+            return self._note(plan, "abstain", gate=verdict, reason=verdict["reason"])
+        note = self._note(plan, "graft", cache_n=completion.cache_n, gate=verdict)
+        finish = _finish_reason(completion.stopped_by, len(completion.steps), max_tokens)
+        return ChatAnswer(completion.text, finish, note, keep + len(after), len(completion.steps))
+
+    def _layout(self, engine, block: Block, chat: list) -> tuple[int, list[int]]:
+        keep, text = continuation(engine, block, chat)
+        after = engine.tokenize(text, add_bos=False)
+        if keep + len(after) >= self.n_ctx:
+            raise ContextOverflowError(keep + len(after), self.n_ctx - 1, "the block plus the chat")
+        return keep, after
+
+    def _room(self, n_prompt: int, max_tokens: int) -> int:
+        return max(1, min(max_tokens, self.n_ctx - n_prompt))
+
+    def _prompt(self, engine, chat: list) -> list[int]:
+        tokens = engine.tokenize(engine.chat_prompt(chat))
+        if len(tokens) >= self.n_ctx:
+            raise ContextOverflowError(len(tokens), self.n_ctx - 1, "the chat")
+        return tokens
+
+    def _plain(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions, note: MemoryNote) -> ChatAnswer:
+        tokens = self._prompt(lease.engine, chat)
+        max_tokens = self._room(len(tokens), options.max_tokens)
+        completion = lease.engine.complete(
+            tokens, slot=lease.slot, n_predict=max_tokens, cache_prompt=False,
+            temperature=options.temperature, seed=options.seed, stop=options.stop,
+        )
+        finish = _finish_reason(completion.stopped_by, len(completion.steps), max_tokens)
+        return ChatAnswer(completion.text, finish, note, len(tokens), len(completion.steps))
+
+    # -- streaming -------------------------------------------------------------------------
+
+    def stream(self, messages: Sequence[tuple[str, str]], options: GenerationOptions) -> Iterator[object]:
+        """A :class:`MemoryNote`, then text deltas (``str``), then a :class:`StreamEnd`.
+
+        After a graft the first tokens are held back until the gate has judged them (and a
+        solution block's whole answer until the near-miss rule has), so what is streamed is
+        never taken back. Input errors are raised before the generator is returned.
+        """
+        chat, query = chat_messages(messages)
+        started = time.perf_counter()
+        plan = self._plan(query)
+        if plan.recall.decision == "exact":
+            return self._stream_exact(plan, started)
+        return self._stream_generated(chat, plan, options, started)
+
+    def _stream_exact(self, plan: _Plan, started: float) -> Iterator[object]:
+        self.metrics.request("exact", time.perf_counter() - started)
+        yield self._note(plan, "exact")
+        yield plan.recall.block.answer
+        yield StreamEnd("stop", 0)
+
+    def _stream_generated(self, chat: list, plan: _Plan, options: GenerationOptions, started: float) -> Iterator[object]:
+        failed: list[int] = []
+        for round_ in range(2):
+            with self.pool.lease(avoid=failed) as lease:
+                generation = lease.engine.restarts
+                sent = False
+                try:
+                    for event in self._stream_on(lease, chat, plan, options):
+                        if isinstance(event, MemoryNote):
+                            self.metrics.request(event.decision, time.perf_counter() - started)
+                        sent = True
+                        yield event
+                    return
+                except ServerError as exc:
+                    if sent or round_ == 1 or not _server_died(lease, generation):
+                        raise
+                    logger.warning("server %d failed under a stream (%s): retrying on another", lease.server, exc)
+                    failed.append(lease.server)
+
+    def _stream_on(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> Iterator[object]:
+        note = self._note(plan, "abstain")
+        if plan.recall.decision == "graft":
+            held = self._held_graft(lease, chat, plan, options)
+            if not isinstance(held, MemoryNote):
+                note, chunks, max_tokens = held
+                yield note
+                yield from self._relay(chunks, max_tokens)
+                return
+            note = held
+        tokens = self._prompt(lease.engine, chat)
+        max_tokens = self._room(len(tokens), options.max_tokens)
+        chunks = lease.engine.stream(
+            tokens, slot=lease.slot, max_tokens=max_tokens, temperature=options.temperature,
+            seed=options.seed, stop=options.stop,
+        )
+        yield note
+        yield from self._relay(chunks, max_tokens)
+
+    def _held_graft(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions):
+        """Restore and stream until the answer can be judged: ``(note, chunks, max_tokens)``,
+        or the abstain note when the graft does not stand."""
+        engine, block, state = lease.engine, plan.recall.block, plan.state
+        restored = self._restore(lease, chat, plan)
+        if isinstance(restored, MemoryNote):
+            return restored
+        keep, after = restored
+        max_tokens = self._room(keep + len(after), options.max_tokens)
+        started = time.perf_counter()
+        source = engine.stream_restored(
+            state, after, block.id, slot=lease.slot, keep=keep, max_tokens=max_tokens,
+            temperature=options.temperature, seed=options.seed, stop=options.stop,
+        )
+        held: list[StreamChunk] = []
+        steps: list[ServerStep] = []
+        whole = block.kind == "solution"  # the near-miss rule reads the whole answer
+        for chunk in source:
+            held.append(chunk)
+            steps.extend(chunk.steps)
+            if chunk.stopped_by is not None or (not whole and len(steps) >= GATE_TOKENS):
+                break
+        self.metrics.graft(time.perf_counter() - started)
+        text = "".join(chunk.text for chunk in held)
+        verdict = graft_verdict(
+            block, text, confidence(_token_steps(steps), plan.gate_threshold), gate=self.gate, query=plan.query
+        )
+        if verdict["fell_back"]:
+            source.close()
+            return self._note(plan, "abstain", gate=verdict, reason=verdict["reason"])
+        reused = reusable_cells(state.tokens, list(state.tokens[:keep]) + after)
+        note = self._note(plan, "graft", cache_n=reused, gate=verdict)
+
+        def chunks() -> Iterator[StreamChunk]:
+            yield from held
+            if held and held[-1].stopped_by is None:
+                yield from source
+
+        return note, chunks(), max_tokens
+
+    @staticmethod
+    def _relay(chunks: Iterator[StreamChunk], max_tokens: int) -> Iterator[object]:
+        n_tokens = 0
+        stopped_by = None
+        for chunk in chunks:
+            n_tokens += len(chunk.steps)
+            if chunk.text:
+                yield chunk.text
+            if chunk.stopped_by is not None:
+                stopped_by = chunk.stopped_by
+        yield StreamEnd(_finish_reason(stopped_by, n_tokens, max_tokens), n_tokens)
+
+    # -- skills ----------------------------------------------------------------------------
+
+    def list_skills(self, kind: Optional[str] = None) -> list[Block]:
+        with self.memory_lock:
+            return self.memory.list(kind)
+
+    def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = ()) -> Block:
+        with self.writer_lock:
+            return self.writer.add_manual(name, text, description=description, examples=examples)
+
+    def add_solution(self, question: str, answer: str, method: str, *, name: Optional[str] = None,
+                     examples: Sequence[str] = ()) -> Block:
+        """Verify by running ``method`` here (the python verifier): nothing from the request is trusted."""
+        with self.writer_lock:
+            return self.writer.add_solution(question, answer, method=method, verifier="python", name=name, examples=examples)
+
+    def delete_skill(self, ref: str) -> Block:
+        with self.writer_lock:
+            return self.writer.delete(ref)

@@ -1,0 +1,282 @@
+"""`skillgraft serve` end to end: a real gateway process over real llama-servers, driven by the
+`openai` client and plain HTTP. `make test` builds the server first; a missing build fails
+here under SKILLGRAFT_REQUIRE_SERVER instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
+
+openai = pytest.importorskip("openai")
+
+SYSTEM = "You are a helpful assistant."
+IN_DOMAIN = "How do I squash my last three commits with git?"
+OFF_TOPIC = "Who painted the Mona Lisa?"
+
+
+def _require_server() -> None:
+    from skillgraft.errors import ServerBuildError
+    from skillgraft.server_build import find_server
+
+    try:
+        find_server()
+    except ServerBuildError as exc:
+        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
+            pytest.fail(f"no llama-server build although make built one: {exc}")
+        pytest.skip(f"no llama-server build: {exc}")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, smollm2, embedder):
+    """A store with two manuals and one verified solution, captured in-process."""
+    from skillgraft.memory import SkillMemory
+
+    home = tmp_path_factory.mktemp("gateway") / "store"
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
+        memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?", "combine commits into one"])
+        memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?", "my loaf is too dense"])
+        memory.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
+        blocks = {block.name: block for block in memory.list()}
+    return home, blocks
+
+
+@pytest.fixture(scope="module")
+def gateway(store, tmp_path_factory):
+    from skillgraft.bench.serve import GatewayProcess
+
+    _require_server()
+    home, _ = store
+    process = GatewayProcess(home, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log")
+    try:
+        yield process
+    finally:
+        assert process.stop() == 0
+        for pid in process.server_pids:  # stopped by the gateway, by their own PIDs
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def model_id(client):
+    return client.models.list().data[0].id
+
+
+def _server_tasks(gateway) -> list:
+    """The llama-server's slots and their last task ids (changes when the model runs)."""
+    health = httpx.get(gateway.url + "/healthz", trust_env=False).json()
+    url = health["servers"][0]["url"]
+    return [(slot["id"], slot.get("id_task")) for slot in httpx.get(url + "/slots", trust_env=False).json()]
+
+
+def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, model_id, store, smollm2, embedder, tmp_path):
+    from skillgraft.memory import SkillMemory
+
+    home, blocks = store
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": IN_DOMAIN}]
+    response = client.chat.completions.create(model=model_id, messages=messages, max_tokens=24, temperature=0)
+    note = response.skillgraft
+    assert note["decision"] == "graft", note
+    block = blocks["git-squash"]
+    assert note["block_id"] == block.id and note["block_name"] == "git-squash"
+    assert note["score"] >= note["threshold"]
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
+        kept = memory.restored_tokens(block, [(m["role"], m["content"]) for m in messages])
+    # The app's system turn follows the block's: the block's user opener is dropped, the rest
+    # reused (and a token of the opener too when the next turn starts with the same one).
+    assert block.n_tokens - 8 < kept < block.n_tokens
+    assert kept <= note["cache_n"] <= block.n_tokens
+    assert response.choices[0].message.content.strip()
+    assert response.usage.completion_tokens > 0
+
+
+def test_a_user_only_chat_reuses_every_block_token(client, model_id, store):
+    _, blocks = store
+    response = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": IN_DOMAIN}], max_tokens=16, temperature=0
+    )
+    assert response.skillgraft["decision"] == "graft"
+    assert response.skillgraft["cache_n"] == blocks["git-squash"].n_tokens
+
+
+def test_the_grafted_answer_equals_a_fresh_prefill_on_a_server(client, model_id, store, smollm2):
+    from skillgraft.server_engine import LlamaServerEngine
+
+    _, blocks = store
+    messages = [("user", IN_DOMAIN)]
+    response = client.chat.completions.create(
+        model=model_id, messages=[{"role": r, "content": c} for r, c in messages], max_tokens=20, temperature=0,
+        extra_body={},
+    )
+    assert response.skillgraft["decision"] == "graft"
+    block = blocks["git-squash"]
+    prompt = smollm2.chat_prompt([("system", block.source), *messages])
+    with LlamaServerEngine("smollm2-135m") as fresh:
+        cold = fresh.complete(fresh.tokenize(prompt), n_predict=20, cache_prompt=False)
+    assert response.choices[0].message.content == cold.text
+
+
+def test_a_recurring_verified_question_is_answered_without_the_model(client, model_id, gateway):
+    before = _server_tasks(gateway)
+    response = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "what is 17*23"}], max_tokens=16
+    )
+    assert response.skillgraft["decision"] == "exact"
+    assert response.choices[0].message.content == "391"
+    assert response.usage.completion_tokens == 0 and response.skillgraft["cache_n"] == 0
+    assert _server_tasks(gateway) == before
+
+
+def test_an_off_topic_question_abstains_and_generates_plainly(client, model_id):
+    response = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": OFF_TOPIC}], max_tokens=12, temperature=0
+    )
+    assert response.skillgraft["decision"] == "abstain"
+    assert response.skillgraft["block_id"] is None and response.skillgraft["cache_n"] == 0
+    assert response.choices[0].message.content.strip()
+    assert response.choices[0].finish_reason in {"stop", "length"}
+
+
+@pytest.mark.parametrize("question", [IN_DOMAIN, OFF_TOPIC, "What is 17 * 23?"])
+def test_streaming_gives_the_same_answer_and_decision(client, model_id, question):
+    messages = [{"role": "user", "content": question}]
+    whole = client.chat.completions.create(model=model_id, messages=messages, max_tokens=20, temperature=0)
+    chunks = list(client.chat.completions.create(model=model_id, messages=messages, max_tokens=20, temperature=0, stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert {c.skillgraft["decision"] for c in chunks} == {whole.skillgraft["decision"]}
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+
+
+def test_stop_strings_and_max_tokens_are_honoured(client, model_id):
+    messages = [{"role": "user", "content": OFF_TOPIC}]
+    short = client.chat.completions.create(model=model_id, messages=messages, max_tokens=3, temperature=0)
+    assert short.choices[0].finish_reason == "length" and short.usage.completion_tokens == 3
+    full = client.chat.completions.create(model=model_id, messages=messages, max_tokens=24, temperature=0)
+    words = full.choices[0].message.content.split()
+    assert len(words) >= 3
+    stopped = client.chat.completions.create(model=model_id, messages=messages, max_tokens=24, temperature=0, stop=[words[2]])
+    assert words[2] not in stopped.choices[0].message.content
+    assert stopped.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "model_not_found"),
+        ({"model": None, "messages": []}, 400, None),
+        ({"model": "M", "messages": [{"role": "assistant", "content": "hi"}]}, 400, None),
+        ({"model": "M", "messages": [{"role": "tool", "content": "hi"}]}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "hi\u0000"}]}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "word " * 5000}]}, 400, "context_length_exceeded"),
+    ],
+)
+def test_bad_requests_get_openai_style_4xx_errors(gateway, model_id, body, status, code):
+    if body.get("model") == "M":
+        body = {**body, "model": model_id}
+    response = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=120, trust_env=False)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["message"] and error["type"] == "invalid_request_error"
+    if code:
+        assert error["code"] == code
+
+
+def test_malformed_and_oversized_bodies_are_refused(gateway):
+    url = gateway.url + "/v1/chat/completions"
+    bad = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}, trust_env=False)
+    assert bad.status_code == 400 and bad.json()["error"]["message"]
+    huge = httpx.post(url, content=b"x" * (5 << 20), headers={"content-type": "application/json"}, trust_env=False)
+    assert huge.status_code == 413
+    assert httpx.get(gateway.url + "/v1/nowhere", trust_env=False).json()["error"]["code"] == "not_found"
+
+
+def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):
+    skills = gateway.url + "/v1/skills"
+    manual = {
+        "kind": "manual", "name": "tire-change",
+        "text": "Skill manual: changing a flat tire. Loosen the lug nuts, jack the car up, swap in the spare wheel.",
+        "examples": ["how do I change a flat tire?"],
+    }
+    added = httpx.post(skills, json=manual, timeout=300, trust_env=False)
+    assert added.status_code == 201, added.text
+    block_id = added.json()["id"]
+    assert httpx.post(skills, json=manual, timeout=300, trust_env=False).status_code == 201  # same text, same name: the same block
+    clash = httpx.post(skills, json={**manual, "text": manual["text"] + " Then check the pressure."}, timeout=300, trust_env=False)
+    assert clash.status_code == 409
+    response = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "How do I change a flat tire on my car?"}], max_tokens=8
+    )
+    assert response.skillgraft["block_id"] == block_id
+
+    wrong = {"kind": "solution", "question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}
+    refused = httpx.post(skills, json=wrong, timeout=300, trust_env=False)
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "verification_failed"
+    forged = {**wrong, "answer": "41", "verifier": "exact", "expected": "41"}
+    assert httpx.post(skills, json=forged, timeout=300, trust_env=False).status_code == 400
+    names = {row["name"] for row in httpx.get(skills, trust_env=False).json()["data"]}
+    assert "tire-change" in names and not any("6 * 7" in name for name in names)
+
+    assert httpx.delete(f"{skills}/{block_id}", trust_env=False).json()["deleted"] is True
+    assert httpx.delete(f"{skills}/{block_id}", trust_env=False).status_code == 404
+
+
+def test_health_and_metrics(gateway, client, model_id):
+    health = httpx.get(gateway.url + "/healthz", trust_env=False).json()
+    assert health["status"] == "ok" and health["slots_total"] == 1 and health["servers"][0]["pid"] == gateway.server_pids[0]
+    client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": IN_DOMAIN}], max_tokens=4)
+    text = httpx.get(gateway.url + "/metrics", trust_env=False).text
+    assert 'skillgraft_requests_total{decision="graft"}' in text
+    assert "skillgraft_restore_seconds_bucket" in text and "skillgraft_server_restarts" in text
+
+
+def test_an_api_key_is_required_off_loopback_and_checked(store, tmp_path):
+    from skillgraft.bench.serve import GatewayProcess
+
+    home, _ = store
+    refused = subprocess.run(
+        [sys.executable, "-m", "skillgraft", "serve", "--home", str(home), "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert refused.returncode == 1 and "--api-key" in refused.stderr
+    _require_server()
+    keyed = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "gw.log", extra_args=["--api-key", "s3cret"])
+    try:
+        body = {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            denied = httpx.post(keyed.url + "/v1/chat/completions", json=body, headers=headers, trust_env=False)
+            assert denied.status_code == 401 and denied.json()["error"]["code"] == "invalid_api_key"
+        assert httpx.get(keyed.url + "/v1/skills", trust_env=False).status_code == 401
+        assert httpx.get(keyed.url + "/healthz", trust_env=False).status_code == 200
+        allowed = httpx.get(keyed.url + "/v1/models", headers={"Authorization": "Bearer s3cret"}, trust_env=False)
+        assert allowed.status_code == 200
+    finally:
+        assert keyed.stop() == 0
+
+
+def test_a_killed_server_loses_no_request_and_comes_back():
+    """Bounded load with one llama-server SIGKILLed a third of the way through."""
+    from skillgraft.bench.serve import bench_serve
+
+    _require_server()
+    report = bench_serve(clients=3, requests=4, servers=2, kill=True)
+    summary = report["summary"]
+    assert summary["killed_server_pid"] is not None
+    assert summary["lost"] == 0 and summary["wrong"] == 0, summary
+    assert summary["answered"] + summary["retryable_errors"] == summary["requests"] == 12
+    assert summary["server_restarts"] >= 1 and summary["healthy_after"], summary
+    assert summary["check_ok"] and summary["gateway_exit_code"] == 0
