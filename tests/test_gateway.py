@@ -280,3 +280,31 @@ def test_a_killed_server_loses_no_request_and_comes_back():
     assert summary["answered"] + summary["retryable_errors"] == summary["requests"] == 12
     assert summary["server_restarts"] >= 1 and summary["healthy_after"], summary
     assert summary["check_ok"] and summary["gateway_exit_code"] == 0
+
+
+def test_two_gateways_share_one_store(gateway, client, model_id, store, tmp_path):
+    """A skill added through one gateway is routed to by another serving the same store."""
+    from skillgraft.bench.serve import GatewayProcess
+
+    home, _ = store
+    second = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "second.log")
+    try:
+        manual = {
+            "kind": "manual", "name": "bike-chain",
+            "text": "Skill manual: fixing a bicycle chain. Shift to the smallest cog, open the quick link with "
+                    "pliers, replace the broken link, close it and oil the chain.",
+            "examples": ["how do I fix my bicycle chain?"],
+        }
+        assert httpx.post(second.url + "/v1/skills", json=manual, timeout=300, trust_env=False).status_code == 201
+        response = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "My bicycle chain broke, how do I fix it?"}], max_tokens=8
+        )
+        assert response.skillgraft["block_name"] == "bike-chain"
+        other = openai.OpenAI(base_url=second.url + "/v1", api_key="unused", max_retries=0)
+        exact = other.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "What is 17 * 23?"}])
+        assert exact.choices[0].message.content == "391"
+    finally:
+        assert second.stop() == 0
+    check = subprocess.run([sys.executable, "-m", "skillgraft", "check", "--home", str(home), "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -71,6 +71,18 @@ def plot_report(report: dict, path: Path) -> Path:
     elif kind == "needles":
         axis.bar([str(r["depth_block"]) for r in rows], [1 if r["found"] else 0 for r in rows])
         axis.set(xlabel="needle depth (block)", ylabel="found", ylim=(0, 1.2))
+    elif kind == "serve":
+        decisions = [r["decision"] for r in rows if r["requests"]]
+        served = [r for r in rows if r["requests"]]
+        positions = range(len(served))
+        axis.bar([p - 0.2 for p in positions], [r["p50_s"] for r in served], width=0.4, label="p50")
+        axis.bar([p + 0.2 for p in positions], [r["p95_s"] for r in served], width=0.4, label="p95")
+        axis.set_xticks(list(positions))
+        axis.set_xticklabels([f"{d} ({r['requests']})" for d, r in zip(decisions, served)])
+        summary = report["summary"]
+        axis.set(yscale="log", ylabel="seconds per request",
+                 xlabel=f"{summary['clients']} clients, {summary['requests']} requests, {summary['servers']} servers"
+                        + (", one killed mid-load" if summary.get("killed_server_pid") else ""))
     else:
         raise ConfigError(f"no plot for benchmark kind {kind!r}")
     axis.set_title(f"skillgraft bench {kind}" + (f" — {report['model']}" if "model" in report else ""))
