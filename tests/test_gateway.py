@@ -308,3 +308,15 @@ def test_two_gateways_share_one_store(gateway, client, model_id, store, tmp_path
     check = subprocess.run([sys.executable, "-m", "skillgraft", "check", "--home", str(home), "--json"],
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_langchain_chat_openai_talks_to_the_gateway(gateway, model_id):
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(base_url=gateway.url + "/v1", api_key="unused", model=model_id, temperature=0, max_tokens=16,
+                     max_retries=0)
+    messages = [("system", SYSTEM), ("user", IN_DOMAIN)]
+    reply = llm.invoke(messages)
+    assert reply.content.strip()
+    streamed = "".join(chunk.content for chunk in llm.stream(messages))
+    assert streamed == reply.content
