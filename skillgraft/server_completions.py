@@ -48,6 +48,7 @@ class ServerCompletions:
         """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
         request = self._completion_request(tokens, slot, n_predict, n_probs, cache_prompt, temperature, seed, stop)
         started = time.perf_counter()
+        self.completions += 1
         body = self._request("POST", "/completion", json=request)
         wall_s = time.perf_counter() - started
         return completion_from_body(body, wall_s)
@@ -174,6 +175,7 @@ class ServerCompletions:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
         reuse, prompt tokens) the slot reuse is checked on the first chunk's timings."""
         checked = expected is None
+        self.completions += 1
         client = self._client
         if client is None:
             raise ServerError("the engine is closed")
@@ -203,7 +205,7 @@ class ServerCompletions:
                     yield StreamChunk(str(chunk.get("content", "")), tuple(steps), stop_type(chunk) if stopped else None)
                     if stopped:
                         return
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
             raise ServerError(f"streaming from {self.url} failed: {exc!r}") from None
         except ValueError as exc:
             raise ServerError(f"{self.url} streamed a chunk that is not JSON: {exc}") from None

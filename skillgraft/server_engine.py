@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -77,10 +78,11 @@ class LlamaServerEngine(ServerCompletions):
     """Grafts blocks into a llama-server: started here (default) or attached by ``url``.
 
     Started: ``model`` is a model name or GGUF path; the server gets a private slot folder
-    and ``n_slots`` slots (more than one share a unified KV). Attached: ``url`` names a
-    server started with the same flags, ``slot_dir`` its ``--slot-save-path`` (writable
-    here) and ``settings`` the values it was started with; the fingerprint then names the
-    server's own build, so only blocks captured through such a server graft into it.
+    and ``n_slots`` slots (more than one share a unified KV), and a random API key. Attached:
+    ``url`` names a server started with the same flags, ``slot_dir`` its ``--slot-save-path``
+    (writable here), ``settings`` the values it was started with and ``api_key`` its key;
+    the fingerprint then names the server's own build, so only blocks captured through such
+    a server graft into it.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class LlamaServerEngine(ServerCompletions):
         startup_timeout: float = STARTUP_TIMEOUT_S,
         slot_file_cache_bytes: int = 1 << 30,
         prompt_cache_mib: int = 0,
+        api_key: Optional[str] = None,
     ) -> None:
         if n_slots < 1:
             raise ConfigError(f"n_slots must be at least 1, got {n_slots}")
@@ -116,6 +119,9 @@ class LlamaServerEngine(ServerCompletions):
         self._needs_restart = False
         self._starting = False
         self._lifecycle = threading.RLock()
+        # A started server gets a random key: loopback is reachable by every local user.
+        self._api_key = api_key if url is not None else secrets.token_urlsafe(24)
+        self.completions = 0
         self._slot_file_lock = threading.Lock()
         self.restarts = 0
         self._client: Optional[httpx.Client] = None
@@ -153,7 +159,7 @@ class LlamaServerEngine(ServerCompletions):
             )
             log_path.write_bytes(b"")
             self._process = ServerProcess(argv, log_path)
-            self._process.start()
+            self._process.start(env={"LLAMA_API_KEY": self._api_key})
             self._connect(f"http://127.0.0.1:{port}")
             try:
                 self._wait_ready()
@@ -170,10 +176,10 @@ class LlamaServerEngine(ServerCompletions):
         return self.sliding_window > 0
 
     def _connect(self, url: str) -> None:
-        if self._client is not None:
-            self._client.close()
+        # The old client is left to the collector: requests on other slots may still hold it.
         self.url = url
-        self._client = httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False)
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
+        self._client = httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False, headers=headers)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -239,6 +245,10 @@ class LlamaServerEngine(ServerCompletions):
     def pid(self) -> Optional[int]:
         return self._process.pid if self._process else None
 
+    def exited_within(self, timeout: float) -> bool:
+        """Whether a server started here has ended, waiting up to ``timeout`` seconds for it to."""
+        return self._process is not None and self._process.exited_within(timeout)
+
     @property
     def alive(self) -> bool:
         """Whether a server started here is running (attached servers: whether not closed)."""
@@ -253,7 +263,7 @@ class LlamaServerEngine(ServerCompletions):
             self.ensure_running()
         try:
             response = self._client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
             raise ServerError(f"{method} {self.url}{path} failed: {exc!r}") from None
         try:
             body = response.json()
@@ -349,9 +359,12 @@ class LlamaServerEngine(ServerCompletions):
         return slot
 
     def _require_serving(self) -> None:
-        if self._process is not None and self._needs_restart:
-            logger.warning("restarting llama-server (pid %s): a restore failed", self._process.pid)
-            self.restart()
+        if not self._needs_restart:
+            return
+        with self._lifecycle:  # another thread may be restarting it already
+            if self._process is not None and self._needs_restart:
+                logger.warning("restarting llama-server (pid %s): a restore failed", self._process.pid)
+                self.restart()
         if self._needs_restart:
             raise ServerError(
                 f"a restore failed on the server at {self.url}; it must be restarted before it serves again"
@@ -395,8 +408,9 @@ class LlamaServerEngine(ServerCompletions):
     def forget_slot_file(self, sha256: str) -> None:
         """Remove a cached slot file (tests use this to reach the write path again)."""
         name = sha256 + SLOT_FILE_SUFFIX
-        self._slot_files.pop(name, None)
-        (self.slot_dir / name).unlink(missing_ok=True)
+        with self._slot_file_lock:
+            self._slot_files.pop(name, None)
+            (self.slot_dir / name).unlink(missing_ok=True)
 
     # -- capture and graft -----------------------------------------------------------------
 

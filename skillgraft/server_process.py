@@ -15,6 +15,8 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -86,6 +88,18 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+_SPAWNER: Optional[ThreadPoolExecutor] = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skillgraft-spawn")
+        return _SPAWNER
+
+
 class ServerProcess:
     """A llama-server child process on loopback, stopped by its own PID."""
 
@@ -102,14 +116,30 @@ class ServerProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def start(self) -> None:
+    def start(self, env: Optional[dict] = None) -> None:
+        """Start the server; ``env`` adds variables (LLAMA_ARG_* ones are never passed on)."""
         # LLAMA_ARG_* variables would override flags the fingerprint pins.
-        env = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
+        environment = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
+        environment.update(env or {})
         with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
+            # Spawned from one thread that lives as long as this process: the death signal
+            # follows the thread that forked, and a request thread may be retired at any time.
+            self._process = _spawner().submit(
+                subprocess.Popen, self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=environment, start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            ).result()
+
+    def exited_within(self, timeout: float) -> bool:
+        """Whether the process has ended, waiting up to ``timeout`` seconds for it to."""
+        process = self._process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def log_tail(self, n_lines: int = 12) -> str:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -74,10 +75,9 @@ def model_id(client):
 
 
 def _server_tasks(gateway) -> list:
-    """The llama-server's slots and their last task ids (changes when the model runs)."""
+    """How many completions each llama-server was asked for."""
     health = httpx.get(gateway.url + "/healthz", trust_env=False).json()
-    url = health["servers"][0]["url"]
-    return [(slot["id"], slot.get("id_task")) for slot in httpx.get(url + "/slots", trust_env=False).json()]
+    return [server["completions"] for server in health["servers"]]
 
 
 def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, model_id, store, smollm2, embedder, tmp_path):
@@ -202,7 +202,64 @@ def test_malformed_and_oversized_bodies_are_refused(gateway):
     assert bad.status_code == 400 and bad.json()["error"]["message"]
     huge = httpx.post(url, content=b"x" * (5 << 20), headers={"content-type": "application/json"}, trust_env=False)
     assert huge.status_code == 413
+
+    def chunks():  # no Content-Length: the limit holds while the body is read
+        for _ in range(5):
+            yield b"x" * (1 << 20)
+
+    chunked = httpx.post(url, content=chunks(), headers={"content-type": "application/json"}, trust_env=False)
+    assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "body_too_large"
     assert httpx.get(gateway.url + "/v1/nowhere", trust_env=False).json()["error"]["code"] == "not_found"
+    rebound = httpx.get(gateway.url + "/v1/models", headers={"host": "attacker.example"}, trust_env=False)
+    assert rebound.status_code == 400  # no API key: only loopback Host headers
+
+
+@pytest.mark.parametrize("field", [
+    {"response_format": {"type": "json_object"}}, {"logprobs": True}, {"top_p": 0.5},
+    {"functions": [{"name": "f"}]}, {"tool_choice": "required"},
+])
+def test_fields_the_gateway_cannot_honour_are_refused(gateway, model_id, field):
+    body = {"model": model_id, "messages": [{"role": "user", "content": "hi"}], **field}
+    response = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=120, trust_env=False)
+    assert response.status_code == 400 and response.json()["error"]["param"] == next(iter(field))
+
+
+def test_null_fields_mean_the_defaults(gateway, model_id):
+    body = {"model": model_id, "messages": [{"role": "user", "content": "What is 17 * 23?"}],
+            "temperature": None, "stream": None, "n": None, "top_p": 1, "max_tokens": None}
+    response = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=120, trust_env=False)
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == "391"
+    assert httpx.get(f"{gateway.url}/v1/models/{model_id}", trust_env=False).json()["id"] == model_id
+
+
+def test_a_stream_fails_before_its_first_byte_with_a_status(client, model_id):
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "word " * 5000}], stream=True
+        )
+    assert raised.value.code == "context_length_exceeded"
+
+
+def test_usage_is_streamed_when_asked(client, model_id):
+    chunks = list(client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": OFF_TOPIC}], max_tokens=5, stream=True,
+        stream_options={"include_usage": True},
+    ))
+    assert chunks[-1].usage.completion_tokens == 5 and chunks[-1].usage.prompt_tokens > 0
+
+
+def test_a_client_that_leaves_mid_stream_gives_its_slot_back(gateway, client, model_id):
+    body = {"model": model_id, "messages": [{"role": "user", "content": OFF_TOPIC}], "max_tokens": 300, "stream": True}
+    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=120, trust_env=False) as response:
+        for index, _ in enumerate(response.iter_lines()):
+            if index >= 3:
+                break
+    deadline = time.monotonic() + 30
+    while httpx.get(gateway.url + "/healthz", trust_env=False).json()["slots_leased"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(gateway.url + "/healthz", trust_env=False).json()["slots_leased"] == 0
+    answer = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": OFF_TOPIC}], max_tokens=3)
+    assert answer.choices[0].finish_reason == "length"
 
 
 def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):

@@ -8,17 +8,21 @@ every route but ``/healthz`` needs ``Authorization: Bearer <key>``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import time
 import uuid
-from typing import Iterator, Optional
+from typing import AsyncIterator, Iterator, Optional
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import (
     BlockNotFoundError,
@@ -86,7 +90,8 @@ def _json_error(error: ApiError) -> JSONResponse:
 
 
 class BodyLimit:
-    """ASGI middleware: refuse request bodies over ``limit`` bytes (413) before they are read whole."""
+    """ASGI middleware: read a request body whole (at most ``limit`` bytes, else 413) before the
+    app sees it, whatever its transfer encoding."""
 
     def __init__(self, app, limit: int = MAX_BODY_BYTES) -> None:
         self.app, self.limit = app, limit
@@ -94,27 +99,75 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
         too_big = ApiError(413, f"the request body is over {self.limit} bytes", code="body_too_large")
+        declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             return await _json_error(too_big)(scope, receive, send)
-        seen = 0
-
-        async def limited_receive():
-            nonlocal seen
+        body, more = bytearray(), True
+        while more:
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise ApiError(413, too_big.message, code="body_too_large")
-            return message
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                return await _json_error(too_big)(scope, receive, send)
+        replayed = False
 
-        return await self.app(scope, limited_receive, send)
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # later reads wait for the client to disconnect
+
+        return await self.app(scope, replay, send)
 
 
-def create_app(gateway: Gateway, *, api_key: Optional[str] = None) -> FastAPI:
-    """The FastAPI application serving ``gateway``."""
+class ApiKeyCheck:
+    """ASGI middleware: every route but ``/healthz`` needs ``Authorization: Bearer <key>``."""
+
+    def __init__(self, app, api_key: str) -> None:
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("path") != "/healthz":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = ApiError(401, "a valid API key is required (Authorization: Bearer ...)", code="invalid_api_key")
+                return await _json_error(error)(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+class SlotGate:
+    """Requests that need a server slot wait here, on the event loop, not in a worker thread:
+    waiting requests never use up the thread pool the running ones need."""
+
+    def __init__(self, n_slots: int, timeout_s: float) -> None:
+        self.n_slots, self.timeout_s = n_slots, timeout_s
+        self._semaphore: Optional[asyncio.Semaphore] = None
+
+    async def acquire(self) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.n_slots)
+        try:
+            await asyncio.wait_for(self._semaphore.acquire(), self.timeout_s)
+        except asyncio.TimeoutError:
+            raise NoSlotError(self.timeout_s, self.n_slots) from None
+
+    def release(self) -> None:
+        self._semaphore.release()
+
+
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
+
+
+def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts: Optional[list[str]] = None):
+    """The ASGI application serving ``gateway``. Without an API key only loopback Host
+    headers are accepted (``allowed_hosts``), so a web page cannot reach it by DNS rebinding."""
     app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None)
     model_id = gateway.model_name
+    slots = SlotGate(gateway.pool.n_leases, gateway.pool.lease_timeout_s)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -131,6 +184,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        gateway.metrics.error(exc.status_code)
         return _json_error(ApiError(exc.status_code, str(exc.detail), code=code))
 
     @app.exception_handler(Exception)
@@ -139,88 +193,109 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None) -> FastAPI:
         gateway.metrics.error(error.status)
         return _json_error(error)
 
-    @app.middleware("http")
-    async def _authorize(request: Request, call_next):
-        if api_key is not None and request.url.path != "/healthz":
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-                return _json_error(ApiError(401, "a valid API key is required (Authorization: Bearer ...)",
-                                            code="invalid_api_key"))
+    async def in_thread(function, *args):
         try:
-            return await call_next(request)
-        except ApiError as exc:  # the body limit raises while the body is read
-            return _json_error(exc)
+            return await run_in_threadpool(function, *args)
+        except Exception as exc:
+            raise api_error(exc) from None
+
+    async def holding_slot(function, *args):
+        await slots.acquire()
+        try:
+            return await in_thread(function, *args)
+        finally:
+            slots.release()
 
     @app.get("/healthz")
-    def healthz():
+    async def healthz():
         status = gateway.pool.status()
         alive = all(server["alive"] for server in status.servers)
-        return {
-            "status": "ok" if alive else "degraded",
-            "model": model_id,
-            "servers": list(status.servers),
-            "slots_total": status.slots_total,
-            "slots_leased": status.slots_leased,
-            "restarts": status.restarts,
-        }
+        health = {"status": "ok" if alive else "degraded", "model": model_id}
+        if api_key is None:  # unauthenticated: with a key set, the servers' details stay private
+            health.update(servers=list(status.servers), slots_total=status.slots_total,
+                          slots_leased=status.slots_leased, restarts=status.restarts)
+        return health
 
     @app.get("/metrics")
-    def metrics():
+    async def metrics():
         return Response(gateway.metrics.render(gateway.pool.status), media_type="text/plain; version=0.0.4")
 
+    def model_card() -> dict:
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "skillgraft"}
+
     @app.get("/v1/models")
-    def models():
-        return {"object": "list", "data": [{"id": model_id, "object": "model", "created": 0, "owned_by": "skillgraft"}]}
+    async def models():
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{name}")
+    async def model(name: str):
+        if name != model_id:
+            raise ApiError(404, f"model {name!r} is not served here", code="model_not_found", param="model")
+        return model_card()
 
     @app.post("/v1/chat/completions")
-    def chat_completions(body: ChatCompletionRequest):
+    async def chat_completions(body: ChatCompletionRequest):
         if body.model != model_id:
             raise ApiError(404, f"model {body.model!r} is not served here; this gateway serves {model_id!r}",
                            code="model_not_found", param="model")
-        if body.tools:
-            raise ApiError(400, "tool calling is not supported by this gateway", param="tools")
-        messages = [message.pair() for message in body.messages]
+        unsupported = body.unsupported()
+        if unsupported:
+            raise ApiError(400, f"{unsupported} is not supported by this gateway", param=unsupported)
         options = GenerationOptions(
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
-            temperature=body.temperature, seed=body.seed or 0, stop=body.stop_strings(),
+            temperature=body.temperature if body.temperature is not None else 0.0,
+            seed=body.seed or 0, stop=body.stop_strings(),
         )
+        prepared = await in_thread(gateway.prepare, [message.pair() for message in body.messages])
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        if not body.stream:
+            if prepared.needs_model:
+                answer = await holding_slot(gateway.chat, prepared, options)
+            else:
+                answer = await in_thread(gateway.chat, prepared, options)
+            return _completion(answer, completion_id, model_id)
+        if prepared.needs_model:
+            await slots.acquire()
+        release = slots.release if prepared.needs_model else (lambda: None)
         try:
-            if body.stream:
-                events = gateway.stream(messages, options)
-                return StreamingResponse(_sse(events, completion_id, model_id, gateway), media_type="text/event-stream")
-            answer = gateway.chat(messages, options)
-        except Exception as exc:
-            raise api_error(exc) from None
-        return _completion(answer, completion_id, model_id)
+            events = gateway.stream(prepared, options)
+            first = await in_thread(next, events)  # errors before the first event get a status code
+        except BaseException:
+            release()
+            raise
+        usage = bool(body.stream_options and body.stream_options.include_usage)
+        sse = _SseWriter(completion_id, model_id, usage)
+        cleanup = _Cleanup(events, release)
+        return _ClosingStream(_relay(events, first, sse, cleanup, gateway), cleanup, media_type="text/event-stream")
 
     @app.get("/v1/skills")
-    def list_skills(kind: Optional[str] = None):
+    async def list_skills(kind: Optional[str] = None):
         if kind not in (None, "manual", "solution"):
             raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
-        return {"object": "list", "data": [block.summary() for block in gateway.list_skills(kind)]}
+        blocks = await in_thread(gateway.list_skills, kind)
+        return {"object": "list", "data": [block.summary() for block in blocks]}
 
     @app.post("/v1/skills", status_code=201)
-    def add_skill(skill: NewSkill):
-        try:
-            if skill.kind == "manual":
-                block = gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples)
-            else:
-                block = gateway.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
+    async def add_skill(skill: NewSkill):
+        if skill.kind == "manual":
+            block = await holding_slot(
+                lambda: gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples)
+            )
+        else:
+            block = await holding_slot(
+                lambda: gateway.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
                                              examples=skill.examples)
-        except Exception as exc:
-            raise api_error(exc) from None
+            )
         return block.summary()
 
     @app.delete("/v1/skills/{ref}")
-    def delete_skill(ref: str):
-        try:
-            block = gateway.delete_skill(ref)
-        except Exception as exc:
-            raise api_error(exc) from None
+    async def delete_skill(ref: str):
+        block = await in_thread(gateway.delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
-    return BodyLimit(app)
+    wrapped = app if allowed_hosts is None else TrustedHostMiddleware(app, allowed_hosts=allowed_hosts)
+    wrapped = wrapped if api_key is None else ApiKeyCheck(wrapped, api_key)
+    return BodyLimit(wrapped)
 
 
 def _completion(answer: ChatAnswer, completion_id: str, model_id: str) -> dict:
@@ -244,32 +319,84 @@ def _completion(answer: ChatAnswer, completion_id: str, model_id: str) -> dict:
     }
 
 
-def _sse(events: Iterator[object], completion_id: str, model_id: str, gateway: Gateway) -> Iterator[str]:
-    """Server-sent events in OpenAI's ``chat.completion.chunk`` shape; an error mid-stream is
-    sent as an ``error`` event (the ``openai`` client raises it)."""
-    created = int(time.time())
-    note: Optional[MemoryNote] = None
+class _SseWriter:
+    """Server-sent events in OpenAI's ``chat.completion.chunk`` shape."""
 
-    def chunk(delta: dict, finish: Optional[str] = None) -> str:
+    def __init__(self, completion_id: str, model_id: str, include_usage: bool) -> None:
+        self.completion_id, self.model_id, self.include_usage = completion_id, model_id, include_usage
+        self.created = int(time.time())
+        self.note: Optional[MemoryNote] = None
+
+    def _chunk(self, choices: list, **extra) -> str:
         body = {
-            "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-            "skillgraft": note.as_dict() if note else None,
+            "id": self.completion_id, "object": "chat.completion.chunk", "created": self.created, "model": self.model_id,
+            "choices": choices, "skillgraft": self.note.as_dict() if self.note else None, **extra,
         }
         return f"data: {json.dumps(body)}\n\n"
 
+    def event(self, event: object) -> str:
+        if isinstance(event, MemoryNote):
+            self.note = event
+            return self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        if isinstance(event, StreamEnd):
+            text = self._chunk([{"index": 0, "delta": {}, "finish_reason": event.finish_reason}])
+            if self.include_usage:
+                usage = {"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
+                         "total_tokens": event.prompt_tokens + event.completion_tokens}
+                text += self._chunk([], usage=usage)
+            return text + "data: [DONE]\n\n"
+        return self._chunk([{"index": 0, "delta": {"content": event}, "finish_reason": None}])
+
+
+class _Cleanup:
+    """Close a stream's event generator (which returns its slot lease) and release the slot
+    gate, once, whichever of the relay and the response gets there first."""
+
+    def __init__(self, events: Iterator[object], release) -> None:
+        self.events, self.release, self.done = events, release, False
+
+    async def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(self.events.close)
+            finally:
+                self.release()
+
+
+class _ClosingStream(StreamingResponse):
+    """A streaming response that cleans up even when its body was never iterated."""
+
+    def __init__(self, content, cleanup: _Cleanup, **options) -> None:
+        super().__init__(content, **options)
+        self._cleanup = cleanup
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._cleanup()
+
+
+async def _relay(events: Iterator[object], first: object, sse: _SseWriter, cleanup: _Cleanup, gateway: Gateway) -> AsyncIterator[str]:
+    """Relay the gateway's events as SSE. However the stream ends — done, failed, or the client
+    gone — the generator is closed (which returns its slot lease) and the slot gate released.
+    An error after the first event is sent as an ``error`` event (the ``openai`` client raises it)."""
     try:
-        for event in events:
-            if isinstance(event, MemoryNote):
-                note = event
-                yield chunk({"role": "assistant", "content": ""})
-            elif isinstance(event, StreamEnd):
-                yield chunk({}, event.finish_reason)
-            else:
-                yield chunk({"content": event})
+        yield sse.event(first)
+        while True:
+            event = await run_in_threadpool(next, events, _END)
+            if event is _END:
+                return
+            yield sse.event(event)
     except Exception as exc:
         error = api_error(exc)
         gateway.metrics.error(error.status)
         yield f"data: {json.dumps(error.body())}\n\n"
-        return
-    yield "data: [DONE]\n\n"
+    finally:
+        await cleanup()
+
+
+_END = object()

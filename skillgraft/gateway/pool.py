@@ -165,7 +165,7 @@ class ServerPool:
     def status(self) -> PoolStatus:
         servers = tuple(
             {"index": i, "pid": engine.pid, "url": engine.url, "alive": engine.pid is not None and engine.alive,
-             "restarts": engine.restarts}
+             "restarts": engine.restarts, "completions": engine.completions}
             for i, engine in enumerate(self.engines)
         )
         return PoolStatus(servers, self.n_leases, self._leased, sum(e.restarts for e in self.engines))

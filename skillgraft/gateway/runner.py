@@ -69,7 +69,7 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     the servers are up and the gateway listens."""
     import uvicorn
 
-    from .app import create_app
+    from .app import LOOPBACK_HOSTS, create_app
     from .pool import ServerPool
     from .service import Gateway
 
@@ -78,7 +78,7 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     try:
         gateway = Gateway(config.home, pool, gate=config.gate)
         try:
-            app = create_app(gateway, api_key=config.api_key)
+            app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS)
             server = uvicorn.Server(uvicorn.Config(
                 app, host=config.host, port=config.port, log_level="warning", access_log=False,
                 timeout_graceful_shutdown=5,

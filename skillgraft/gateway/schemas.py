@@ -32,21 +32,48 @@ class ChatMessage(BaseModel):
         return ("system" if self.role == "developer" else self.role, self.text())
 
 
-class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``. Fields this gateway cannot honour are refused, not ignored."""
-
+class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    include_usage: Optional[bool] = None
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions``. Fields this gateway cannot honour are refused
+    (:meth:`unsupported`), never silently ignored; ``null`` means the default."""
+
+    model_config = ConfigDict(extra="allow")
 
     model: str
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     max_tokens: Optional[Annotated[int, Field(ge=1)]] = None
     max_completion_tokens: Optional[Annotated[int, Field(ge=1)]] = None
-    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    temperature: Optional[Annotated[float, Field(ge=0.0, le=2.0)]] = None
     seed: Optional[Annotated[int, Field(ge=0, le=2**31 - 1)]] = None
     stop: Union[None, Annotated[str, Field(max_length=200)], Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=MAX_STOP_STRINGS)]] = None
-    stream: bool = False
-    n: Annotated[int, Field(ge=1, le=1)] = 1
+    stream: Optional[bool] = False
+    stream_options: Optional[StreamOptions] = None
+    n: Optional[Annotated[int, Field(ge=1, le=1)]] = None
+    top_p: Optional[float] = None
     tools: Optional[list] = None
+
+    def unsupported(self) -> Optional[str]:
+        """The first field set to something this gateway cannot do, or None."""
+        extra = self.model_extra or {}
+        checks = {
+            "tools": bool(self.tools),
+            "top_p": self.top_p not in (None, 1, 1.0),
+            "functions": bool(extra.get("functions")),
+            "tool_choice": extra.get("tool_choice") not in (None, "none", "auto"),
+            "response_format": extra.get("response_format") not in (None, {"type": "text"}),
+            "logprobs": bool(extra.get("logprobs")),
+            "top_logprobs": bool(extra.get("top_logprobs")),
+            "logit_bias": bool(extra.get("logit_bias")),
+            "audio": extra.get("audio") is not None,
+            "modalities": extra.get("modalities") not in (None, ["text"]),
+            "prediction": extra.get("prediction") is not None,
+        }
+        return next((name for name, refused in checks.items() if refused), None)
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:

@@ -16,6 +16,7 @@ capture never stalls recalls.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -39,6 +40,7 @@ from .pooled_engine import PooledEngine
 logger = logging.getLogger("skillgraft.gateway")
 
 ROLES = ("system", "user", "assistant")
+DEATH_GRACE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class StreamEnd:
 
     finish_reason: str
     completion_tokens: int
+    prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,20 @@ class _Plan:
     recall: Recall
     state: Optional[KVState]
     gate_threshold: float
+
+
+@dataclass(frozen=True)
+class PreparedChat:
+    """A checked chat and the memory's plan for it (:meth:`Gateway.prepare`)."""
+
+    chat: list
+    plan: _Plan
+    started: float
+
+    @property
+    def needs_model(self) -> bool:
+        """False for an exact answer: no server slot is needed."""
+        return self.plan.recall.decision != "exact"
 
 
 def chat_messages(messages: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
@@ -118,8 +135,13 @@ def _finish_reason(stopped_by: Optional[str], n_tokens: int, max_tokens: int) ->
 
 def _server_died(lease: Lease, generation: int) -> bool:
     """Whether the leased server died under the request (it is restarted if not yet),
-    rather than refusing it: only then is the request worth retrying elsewhere."""
-    return lease.engine.ensure_running() or lease.engine.restarts != generation
+    rather than refusing it: only then is the request worth retrying elsewhere. A dropped
+    connection can arrive before the process is reaped, so its end is awaited briefly."""
+    engine = lease.engine
+    if engine.restarts == generation and not engine.exited_within(DEATH_GRACE_S):
+        return False
+    engine.ensure_running()
+    return True
 
 
 def _token_steps(steps: Sequence[ServerStep]) -> list[TokenStep]:
@@ -183,11 +205,16 @@ class Gateway:
 
     # -- one answer ------------------------------------------------------------------------
 
-    def chat(self, messages: Sequence[tuple[str, str]], options: GenerationOptions) -> ChatAnswer:
-        """Answer a chat (not streamed)."""
-        chat, query = chat_messages(messages)
+    def prepare(self, messages: Sequence[tuple[str, str]]) -> PreparedChat:
+        """Check the chat and recall for its last user message; :class:`InputError` if unusable."""
         started = time.perf_counter()
-        plan = self._plan(query)
+        chat, query = chat_messages(messages)
+        return PreparedChat(chat, self._plan(query), started)
+
+    def chat(self, messages: Union[Sequence[tuple[str, str]], PreparedChat], options: GenerationOptions) -> ChatAnswer:
+        """Answer a chat (not streamed)."""
+        prepared = messages if isinstance(messages, PreparedChat) else self.prepare(messages)
+        chat, plan, started = prepared.chat, prepared.plan, prepared.started
         if plan.recall.decision == "exact":
             answer = ChatAnswer(plan.recall.block.answer, "stop", self._note(plan, "exact"), 0, 0)
         else:
@@ -282,19 +309,19 @@ class Gateway:
 
     # -- streaming -------------------------------------------------------------------------
 
-    def stream(self, messages: Sequence[tuple[str, str]], options: GenerationOptions) -> Iterator[object]:
+    def stream(self, messages: Union[Sequence[tuple[str, str]], PreparedChat], options: GenerationOptions) -> Iterator[object]:
         """A :class:`MemoryNote`, then text deltas (``str``), then a :class:`StreamEnd`.
 
         After a graft the first tokens are held back until the gate has judged them (and a
         solution block's whole answer until the near-miss rule has), so what is streamed is
-        never taken back. Input errors are raised before the generator is returned.
+        never taken back; the note comes only once the server has answered, so a failure
+        before it is retried or raised before anything is sent. Input errors are raised
+        before the generator is returned.
         """
-        chat, query = chat_messages(messages)
-        started = time.perf_counter()
-        plan = self._plan(query)
-        if plan.recall.decision == "exact":
-            return self._stream_exact(plan, started)
-        return self._stream_generated(chat, plan, options, started)
+        prepared = messages if isinstance(messages, PreparedChat) else self.prepare(messages)
+        if not prepared.needs_model:
+            return self._stream_exact(prepared.plan, prepared.started)
+        return self._stream_generated(prepared.chat, prepared.plan, options, prepared.started)
 
     def _stream_exact(self, plan: _Plan, started: float) -> Iterator[object]:
         self.metrics.request("exact", time.perf_counter() - started)
@@ -326,9 +353,9 @@ class Gateway:
         if plan.recall.decision == "graft":
             held = self._held_graft(lease, chat, plan, options)
             if not isinstance(held, MemoryNote):
-                note, chunks, max_tokens = held
+                note, chunks, max_tokens, n_prompt = held
                 yield note
-                yield from self._relay(chunks, max_tokens)
+                yield from self._relay(chunks, max_tokens, n_prompt)
                 return
             note = held
         tokens = self._prompt(lease.engine, chat)
@@ -337,12 +364,13 @@ class Gateway:
             tokens, slot=lease.slot, max_tokens=max_tokens, temperature=options.temperature,
             seed=options.seed, stop=options.stop,
         )
+        first = next(chunks, None)  # the server has answered before anything is sent: a failure is retried
         yield note
-        yield from self._relay(chunks, max_tokens)
+        yield from self._relay(itertools.chain([first] if first else [], chunks), max_tokens, len(tokens))
 
     def _held_graft(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions):
-        """Restore and stream until the answer can be judged: ``(note, chunks, max_tokens)``,
-        or the abstain note when the graft does not stand."""
+        """Restore and stream until the answer can be judged: ``(note, chunks, max_tokens,
+        prompt tokens)``, or the abstain note when the graft does not stand."""
         engine, block, state = lease.engine, plan.recall.block, plan.state
         restored = self._restore(lease, chat, plan)
         if isinstance(restored, MemoryNote):
@@ -378,10 +406,10 @@ class Gateway:
             if held and held[-1].stopped_by is None:
                 yield from source
 
-        return note, chunks(), max_tokens
+        return note, chunks(), max_tokens, keep + len(after)
 
     @staticmethod
-    def _relay(chunks: Iterator[StreamChunk], max_tokens: int) -> Iterator[object]:
+    def _relay(chunks: Iterator[StreamChunk], max_tokens: int, n_prompt: int) -> Iterator[object]:
         n_tokens = 0
         stopped_by = None
         for chunk in chunks:
@@ -390,7 +418,7 @@ class Gateway:
                 yield chunk.text
             if chunk.stopped_by is not None:
                 stopped_by = chunk.stopped_by
-        yield StreamEnd(_finish_reason(stopped_by, n_tokens, max_tokens), n_tokens)
+        yield StreamEnd(_finish_reason(stopped_by, n_tokens, max_tokens), n_tokens, n_prompt)
 
     # -- skills ----------------------------------------------------------------------------
 
