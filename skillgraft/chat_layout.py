@@ -14,9 +14,30 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from .blocks import Block
-from .errors import InputError
+from .errors import EngineError, InputError
 
 Chat = Sequence[tuple[str, str]]
+_USER_MARKER = "\x1fskillgraft-user\x1f"
+
+
+def split_chat(engine, system: str, user: str = "") -> tuple[str, str]:
+    """Split a chat of one system and one user message where the user's text begins.
+
+    Returns ``(prefix, turn)``: the prefix (system text included) is what a block captures;
+    the turn is ``user`` plus the template's closing and generation prompt. Every engine's
+    ``chat_split`` is this over its own ``chat_prompt``.
+    """
+    rendered = engine.chat_prompt([("system", system), ("user", _USER_MARKER)])
+    head, found, tail = rendered.partition(_USER_MARKER)
+    if not found:
+        raise EngineError(f"the chat template of {engine.model_name} dropped the user message")
+    return head, user + tail
+
+
+def block_tokens(engine, text: str) -> list[int]:
+    """The tokens a block of ``text`` captures: the chat prefix with ``text`` as its system turn."""
+    prefix, _ = engine.chat_split(text)
+    return engine.tokenize(prefix)
 
 
 def continuation(engine, block: Block, messages: Chat) -> tuple[int, str]:

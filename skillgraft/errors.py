@@ -11,6 +11,7 @@ The tree::
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
+    │   ├── RestoreRejectedError       the engine did not restore a checked state whole
     │   └── ServerError                llama-server failed, refused or is unreachable
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
@@ -95,6 +96,21 @@ class FingerprintMismatchError(EngineError):
         )
         subject = f"block {block_id}" if block_id else "block"
         super().__init__(f"{subject} was captured under another runtime: {fields}")
+
+
+class RestoreRejectedError(EngineError):
+    """An engine did not restore a state that passed the checks: the bytes it read or the
+    last position it holds are not those of the block."""
+
+    def __init__(
+        self, block_id: str, n_bytes: int, read: int, n_tokens: int, last_position: int, detail: str = ""
+    ) -> None:
+        self.block_id, self.n_bytes, self.read = block_id, n_bytes, read
+        self.n_tokens, self.last_position = n_tokens, last_position
+        super().__init__(
+            f"the engine rejected the state of {block_id or 'a block'}: read {read} of {n_bytes} bytes, "
+            f"last position {last_position} instead of {n_tokens - 1}" + (f" ({detail})" if detail else "")
+        )
 
 
 class StoreError(SkillgraftError):

@@ -19,7 +19,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from .config import EngineSettings, engine_settings
-from .engine import Engine, log_softmax
+from .engine import Engine
+from .sampling import log_softmax
 
 Progress = Optional[Callable[[int, int], None]]
 

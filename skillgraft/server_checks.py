@@ -24,9 +24,10 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from .config import EngineSettings, engine_settings
-from .engine import KVState, log_softmax, sha256_hex
 from .exactness import sample_prefix, sample_query
+from .sampling import log_softmax
 from .server_engine import Completion, LlamaServerEngine
+from .states import KVState, sha256_hex
 
 Progress = Optional[Callable[[int, int], None]]
 

@@ -1,4 +1,5 @@
-"""Value records shared by engines and the store: no llama.cpp, no torch."""
+"""Value records shared by engines and the store, and the checks every engine makes before a
+capture or a graft reaches native code: no llama.cpp, no torch."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .errors import BlockIntegrityError, ContextOverflowError
+from .errors import BlockIntegrityError, ContextOverflowError, InputError
 from .fingerprint import RuntimeFingerprint
 
 
@@ -72,3 +73,28 @@ def check_state(
         )
     if verify_hash and sha256_hex(state.payload) != state.sha256:
         raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+
+
+def capture_tokens(engine, source) -> list[int]:
+    """The tokens a capture of ``source`` (text or token ids) prefills, checked to leave room
+    for one query token in ``engine.n_ctx``."""
+    tokens = engine.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
+    if not tokens:
+        raise InputError("cannot capture an empty text")
+    if len(tokens) + 1 > engine.n_ctx:
+        raise ContextOverflowError(len(tokens) + 1, engine.n_ctx, "text plus one query token")
+    return tokens
+
+
+def graft_tokens(engine, state: KVState, query, keep: Optional[int]) -> tuple[list[int], int]:
+    """``(query tokens, cells kept)`` of a graft of ``state``, checked before anything is restored:
+    a non-empty query, ``keep`` within ``1..N`` (default N) and room for both in ``engine.n_ctx``."""
+    tokens = engine.tokenize(query, add_bos=False) if isinstance(query, str) else list(query)
+    if not tokens:
+        raise InputError("the query has no tokens")
+    keep = state.n_tokens if keep is None else keep
+    if not 0 < keep <= state.n_tokens:
+        raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
+    if keep + len(tokens) > engine.n_ctx:
+        raise ContextOverflowError(keep + len(tokens), engine.n_ctx, "block plus query")
+    return tokens, keep

@@ -19,7 +19,6 @@ so texts that share words score higher. Neither fake imports llama.cpp or torch:
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import re
 import struct
@@ -29,9 +28,11 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from .errors import ConfigError, ContextOverflowError, EngineError, InputError
+from .chat_layout import split_chat
+from .errors import ConfigError, ContextOverflowError, EngineError, InputError, RestoreRejectedError
 from .fingerprint import RuntimeFingerprint
-from .states import KVState, TokenStep, check_state
+from .sampling import SamplingOptions, sample
+from .states import KVState, TokenStep, capture_tokens, check_state, graft_tokens
 
 BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
 N_VOCAB = 260
@@ -48,12 +49,6 @@ SCRIPT_BIAS = 40.0  # added to a scripted token's logit: its log-probability is 
 
 Progress = Optional[Callable[[int, int], None]]
 Reply = Union[str, Callable[[str], Optional[str]], None]
-
-
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    values = logits.astype(np.float64)
-    values -= values.max()
-    return values - np.log(np.exp(values).sum())
 
 
 def _chain(previous: bytes, token: int, position: int) -> bytes:
@@ -144,13 +139,8 @@ class FakeEngine:
         return "".join(parts)
 
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
-        """``(prefix, turn)`` exactly as :meth:`Engine.chat_split` computes it."""
-        marker = "\x1fskillgraft-user\x1f"
-        rendered = self.chat_prompt([("system", system), ("user", marker)])
-        head, found, tail = rendered.partition(marker)
-        if not found:
-            raise EngineError(f"the chat template of {self.model_name} dropped the user message")
-        return head, user + tail
+        """``(prefix, turn)``: see :func:`skillgraft.chat_layout.split_chat`."""
+        return split_chat(self, system, user)
 
     # -- the context -------------------------------------------------------------------------
 
@@ -240,10 +230,7 @@ class FakeEngine:
     def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
         """Prefill ``source`` (text or token ids) and capture the cells."""
         self.calls["capture"] += 1
-        tokens = self.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
-        if not tokens:
-            raise InputError("cannot capture an empty text")
-        self._require_fits(len(tokens) + 1, "text plus one query token")
+        tokens = capture_tokens(self, source)
         started = time.perf_counter()
         self.prefill(tokens, progress)
         payload = self.save_state()
@@ -272,10 +259,11 @@ class FakeEngine:
         misplaced = next((i for i, cell in enumerate(cells) if cell[1] != i), None)
         if magic != PAYLOAD_MAGIC or count != state.n_tokens or misplaced is not None:
             self.reset()
+            last = cells[-1][1] if cells else -1
             where = "" if misplaced is None else f", cell {misplaced} at position {cells[misplaced][1]}"
-            raise EngineError(
-                f"the fake engine rejected the state of {block_id or 'a block'}: {count} cells for "
-                f"{state.n_tokens} tokens{where}; the cells must sit at [0, {state.n_tokens})"
+            raise RestoreRejectedError(
+                block_id, len(state.payload), len(state.payload) if magic == PAYLOAD_MAGIC else 0, state.n_tokens,
+                last, f"{count} cells for {state.n_tokens} tokens{where}",
             )
         self._cells = cells
         self.n_past = state.n_tokens
@@ -293,13 +281,7 @@ class FakeEngine:
     ) -> np.ndarray:
         """Restore ``state``, keep its first ``keep`` cells and evaluate ``query`` after them."""
         self.calls["graft"] += 1
-        tokens = self.tokenize(query, add_bos=False) if isinstance(query, str) else list(query)
-        if not tokens:
-            raise InputError("the query has no tokens")
-        keep = state.n_tokens if keep is None else keep
-        if not 0 < keep <= state.n_tokens:
-            raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
-        self._require_fits(keep + len(tokens), "block plus query")
+        tokens, keep = graft_tokens(self, state, query, keep)
         self.restore(state, block_id, verify_hash=verify_hash)
         del self._cells[keep:]
         self.n_past = keep
@@ -324,41 +306,16 @@ class FakeEngine:
     ) -> Iterator[TokenStep]:
         """Sample up to ``max_tokens`` after the context, as :meth:`Engine.generate` does."""
         self.calls["generate"] += 1
-        if max_tokens < 0:
-            raise InputError(f"max_tokens must be >= 0, got {max_tokens}")
-        rng = np.random.default_rng(seed)
+        options = SamplingOptions(max_tokens, temperature, top_p, seed, repeat_penalty, penalty_last_n)
         script = self._script()
-        recent: list[int] = []
-        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        for step in range(max_tokens):
-            logits = self.logits().astype(np.float64)
+
+        def logits(step: int) -> np.ndarray:
+            values = self.logits().astype(np.float64)
             if script is not None and step < len(script):
-                logits[script[step]] += SCRIPT_BIAS
-            logprobs = _log_softmax(logits)
-            entropy = float(-(np.exp(logprobs) * logprobs).sum())
-            if repeat_penalty != 1.0 and recent:
-                seen = np.fromiter(set(recent[-penalty_last_n:]), dtype=np.int64)
-                logits[seen] = np.where(logits[seen] > 0, logits[seen] / repeat_penalty, logits[seen] * repeat_penalty)
-            token = _pick(_log_softmax(logits), temperature, top_p, rng)
-            if self.is_end_of_generation(token):
-                return
-            piece = text.decode(self.piece(token))
-            if self.n_past + 1 > self.n_ctx:
-                return
-            self._decode([token], self.n_past)
-            recent.append(token)
-            yield TokenStep(token, piece, float(logprobs[token]), entropy)
+                values[script[step]] += SCRIPT_BIAS
+            return values
 
-
-def _pick(logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
-    if temperature <= 0:
-        return int(np.argmax(logprobs))
-    scaled = logprobs / temperature
-    probs = np.exp(scaled - scaled.max())
-    probs /= probs.sum()
-    order = np.argsort(-probs)
-    keep = order[: int(np.searchsorted(np.cumsum(probs[order]), top_p) + 1)]
-    return int(rng.choice(keep, p=probs[keep] / probs[keep].sum()))
+        yield from sample(self, options, logits)
 
 
 _WORD = re.compile(r"\w+")

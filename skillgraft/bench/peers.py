@@ -1,8 +1,8 @@
 """The peers a user would pick instead of skillgraft, for benchmarks only.
 
 llama-cpp-python's own high-level state API: ``Llama.save_state()/load_state()`` and
-``LlamaDiskCache``. Besides :mod:`skillgraft.engine`, this is the only module that imports
-``llama_cpp``, and nothing but :mod:`skillgraft.bench.runs` uses it.
+``LlamaDiskCache``. It is the one module that loads the high-level ``Llama`` (the engine
+uses only the low-level API), and nothing but :mod:`skillgraft.bench.runs` uses it.
 """
 
 from __future__ import annotations
