@@ -25,20 +25,12 @@ from .errors import (
     VerificationError,
 )
 from .fingerprint import RuntimeFingerprint
-from .flywheel import (
-    CallableVerifier,
-    ExactVerifier,
-    NumericVerifier,
-    PythonVerifier,
-    SolveResult,
-    Verdict,
-    Verifier,
-    solve,
-)
+from .flywheel import SolveResult, solve
 from .memory import Generation, SkillMemory
 from .router import Embedder, Recall
 from .states import KVState, TokenStep
 from .store import BlockStore
+from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 
 __version__ = "0.1.0"
 

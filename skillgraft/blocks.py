@@ -19,6 +19,14 @@ BlockStatus = Literal["ok", "quarantined"]
 BLOCK_SUFFIX = ".kv"
 
 
+def solution_text(question: str, answer: str, method: Optional[str]) -> str:
+    """The text a solution block captures."""
+    text = f"Verified solution.\nQuestion: {question}\nAnswer: {answer}"
+    if method:
+        text += f"\nMethod:\n{method.strip()}"
+    return text
+
+
 def block_id_for(sha256: str) -> str:
     return sha256[:16]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
-from .blocks import Block
+from .blocks import Block, solution_text
 from .config import EngineSettings, default_home, default_model
 from .states import KVState, TokenStep
 
@@ -30,10 +30,11 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
-from .chat_layout import continuation, with_system
+from .chat_layout import block_tokens, continuation, with_system
 from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
+from .verifiers import make_verifier
 
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
 MAX_VOICE_TOKENS = 8
@@ -131,8 +132,7 @@ class SkillMemory:
 
     def _source_tokens(self, text: str) -> list[int]:
         """The tokens a block of ``text`` captures: the chat prefix with ``text`` as system turn."""
-        prefix, _ = self.engine.chat_split(text)
-        return self.engine.tokenize(prefix)
+        return block_tokens(self.engine, text)
 
     def _capturable_tokens(self, name: str, kind: str, text) -> list[int]:
         """The tokens a block of ``text`` would hold, or a clear error before any capture."""
@@ -224,8 +224,6 @@ class SkillMemory:
         callable ``(question, answer, method) -> bool``; ``exact`` and ``numeric`` compare
         with ``expected`` (the ground truth).
         """
-        from .flywheel import make_verifier, solution_text
-
         question = clean_query(question)
         if name is not None:
             name = _clean_name(name)

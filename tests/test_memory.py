@@ -1,8 +1,9 @@
 import pytest
 
 from skillgraft.errors import ConflictError, InputError, VerificationError
-from skillgraft.flywheel import ExactVerifier, NumericVerifier, solve
+from skillgraft.flywheel import solve
 from skillgraft.memory import REPEAT_PENALTY, normalize_question
+from skillgraft.verifiers import ExactVerifier, NumericVerifier
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@ import os
 import pytest
 
 from skillgraft import sandbox
-from skillgraft.flywheel import PythonVerifier, answers_match, extract_answer
+from skillgraft.flywheel import extract_answer
+from skillgraft.verifiers import PythonVerifier, answers_match
 
 needs_sandbox = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"no sandbox here: {sandbox.unavailable_reason()}"

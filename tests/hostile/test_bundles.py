@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from skillgraft import bundles
+from skillgraft import bundle_reader
 from skillgraft.bundles import export_bundle, import_bundle
 from skillgraft.errors import BundleError
-from skillgraft.flywheel import solution_text
+from skillgraft.blocks import solution_text
 from skillgraft.memory import SkillMemory
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 
@@ -369,7 +369,7 @@ def test_sparse_manifest_claiming_a_gibibyte_is_refused_unread(fresh, tmp_path):
 
 
 def test_manifest_over_the_cap_is_refused_by_its_header(fresh, tmp_path, monkeypatch):
-    monkeypatch.setattr(bundles, "MAX_MANIFEST_BYTES", 100)
+    monkeypatch.setattr(bundle_reader, "MAX_MANIFEST_BYTES", 100)
     path = write_bundle(tmp_path / "big.tar", {"format": "skillgraft-bundle", "pad": "x" * 200}, {})
     with pytest.raises(BundleError, match="manifest.json is .* bytes"):
         import_bundle(fresh, path)
@@ -394,7 +394,7 @@ def test_payload_entry_must_have_the_rows_size(bundle, tmp_path, fresh):
 
 
 def test_too_many_entries_are_refused(fresh, tmp_path, monkeypatch):
-    monkeypatch.setattr(bundles, "MAX_MEMBERS", 3)
+    monkeypatch.setattr(bundle_reader, "MAX_MEMBERS", 3)
     entries = {f"blocks/{i:064x}.kv": b"x" for i in range(5)}
     path = write_bundle(tmp_path / "many.tar", {"format": "skillgraft-bundle", "version": 1}, entries)
     with pytest.raises(BundleError, match="more than 3 entries"):

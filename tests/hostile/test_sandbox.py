@@ -22,7 +22,7 @@ import pytest
 
 from skillgraft import sandbox
 from skillgraft.errors import ConfigError
-from skillgraft.flywheel import PythonVerifier
+from skillgraft.verifiers import PythonVerifier
 from skillgraft.sandbox import Limits, run_python
 
 pytestmark = pytest.mark.skipif(
@@ -253,7 +253,7 @@ print('\\n'.join(seen))
 """
     caller = tmp_path / "caller.py"
     caller.write_text(
-        "import sys\nfrom skillgraft.flywheel import PythonVerifier\n"
+        "import sys\nfrom skillgraft.verifiers import PythonVerifier\n"
         "code, out, err, _ = PythonVerifier(timeout_s=5).run(open(sys.argv[1]).read())\n"
         "print(code, out, err)\n"
     )
@@ -319,7 +319,7 @@ def test_a_planted_watcher_cannot_rewrite_a_later_verification(tmp_path, leftove
     assert VERIFIER.check("q", "1", planter).ok
     caller = tmp_path / "caller.py"
     caller.write_text(
-        "from skillgraft.flywheel import PythonVerifier\n"
+        "from skillgraft.verifiers import PythonVerifier\n"
         "for _ in range(5):\n"
         "    print(PythonVerifier(timeout_s=5).check('What is 17 * 23?', '391', 'print(17 * 23)').detail)\n"
     )
