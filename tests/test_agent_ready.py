@@ -45,8 +45,8 @@ def test_a_near_miss_never_repeats_the_stored_answer(memory):
         result = memory.generate(query, max_tokens=24)
         assert result.decision != "exact"
         assert not repeats_answer(result.text, "1591"), (query, result.text)
-        if result.recall.decision == "graft":
-            assert result.recall.near_miss and "near miss" in result.recall.reason
+        assert result.recall.decision == "graft" and result.recall.near_miss, (query, result.recall.reason)
+        assert "near miss" in result.recall.reason
 
 
 def test_repeats_answer_matches_whole_numbers_only():

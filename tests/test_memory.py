@@ -29,12 +29,12 @@ def test_exact_hit_answers_with_zero_decoded_tokens_and_is_logged(stocked):
 
 
 def test_graft_avoids_the_block_prefill_and_ledger_shows_it(stocked):
+    stocked.store.set_setting("gate.mean_logprob", "-100")  # any answer is confident enough
     result = stocked.generate("how do I squash my last commits?", max_tokens=12)
     block = stocked.store.get("git-squash")
-    assert result.recall.decision == "graft"
-    if result.decision == "graft":
-        assert result.prefill_tokens_avoided == block.n_tokens and result.block_id == block.id
-        assert result.gate["confident"] and result.text
+    assert result.recall.decision == result.decision == "graft"
+    assert result.prefill_tokens_avoided == block.n_tokens and result.block_id == block.id
+    assert result.gate["confident"] and not result.gate["fell_back"] and result.text
     row = stocked.store.ledger(1)[0]
     assert row["decision"] == result.decision and row["prefill_tokens_avoided"] == result.prefill_tokens_avoided
 

@@ -50,7 +50,8 @@ def test_damaged_block_fails_cleanly_and_repair_recaptures_it(stocked, damage):
     with pytest.raises(BlockIntegrityError, match=block.id):
         stocked.generate("how do I squash my last commits?", max_tokens=4)
     # The rest of the store keeps working.
-    assert stocked.generate("how do I bake sourdough bread?", max_tokens=4).decision in {"graft", "abstain"}
+    sourdough = stocked.generate("how do I bake sourdough bread?", max_tokens=4, gate=False)
+    assert (sourdough.decision, sourdough.block_id) == ("graft", store.get("sourdough").id)
     report = store.check()
     assert report["ok"] is False and report["problems"][0]["block_id"] == block.id
     if damage != "delete":
@@ -58,7 +59,8 @@ def test_damaged_block_fails_cleanly_and_repair_recaptures_it(stocked, damage):
     repaired = stocked.check(repair=True)
     assert repaired["repaired"] and "byte-identical" in repaired["repaired"][0]["action"]
     assert stocked.check()["ok"] is True
-    assert stocked.generate("how do I squash my last commits?", max_tokens=4).decision in {"graft", "abstain"}
+    again = stocked.generate("how do I squash my last commits?", max_tokens=4, gate=False)
+    assert (again.decision, again.block_id, again.prefill_tokens_avoided) == ("graft", block.id, block.n_tokens)
 
 
 def test_block_from_another_model_is_refused(memory, gemma3):
