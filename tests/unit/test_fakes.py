@@ -14,6 +14,7 @@ from skillgraft.errors import (
     EngineError,
     FingerprintMismatchError,
     InputError,
+    RestoreRejectedError,
 )
 from skillgraft.protocols import GraftEngine, TextEmbedder
 from skillgraft.states import KVState
@@ -136,9 +137,10 @@ def test_a_tampered_payload_is_refused_or_gives_other_logits(fake_engine):
         fake_engine.graft(with_payload(state, state.payload[:-1]), query)
     shifted = bytearray(state.payload)
     shifted[12 + 4] ^= 0x01  # the position of the first cell
-    with pytest.raises(EngineError, match="rejected"):
-        fake_engine.graft(with_payload(state, bytes(shifted)), query)
-    assert fake_engine.calls["graft"] == 4
+    with pytest.raises(RestoreRejectedError, match="rejected") as caught:
+        fake_engine.graft(with_payload(state, bytes(shifted)), query, "b1")
+    assert (caught.value.block_id, caught.value.n_tokens, caught.value.n_bytes) == ("b1", state.n_tokens, state.n_bytes)
+    assert fake_engine.context_tokens == [] and fake_engine.calls["graft"] == 4
 
 
 def test_a_fingerprint_mismatch_raises_before_anything_is_restored(fake_engine):
