@@ -67,7 +67,7 @@ def main() -> None:
         for query, right, stored, change in NEAR_MISSES:
             started = time.perf_counter()
             result = memory.generate(query, max_tokens=args.max_tokens)
-            gate = result.gate or {}
+            gate = result.gate
             copied = repeats_answer(result.text, stored, query) and stored != right
             rows.append({
                 "query": query,
@@ -79,7 +79,7 @@ def main() -> None:
                 "text": result.text,
                 "right": repeats_answer(result.text, right, query),
                 "wrong_copy": copied,
-                "caught_copy": bool(gate.get("fell_back")) and str(gate.get("reason", "")).startswith("near miss"),
+                "caught_copy": gate is not None and gate.fell_back and gate.reason.startswith("near miss"),
                 "seconds": round(time.perf_counter() - started, 3),
             })
             print(json.dumps(rows[-1]), file=sys.stderr)

@@ -130,11 +130,11 @@ def main() -> None:
                 hit = number in out.text
                 found += hit
                 routed_right += recall.block is not None and recall.block.name == target
-                gate = out.gate or {}
+                gate = out.gate
                 print(f"\nQ: {question}  (needle at the {where} of {target}, depth {index + 1}/{len(sections)})")
                 print(f"  route  {recall.decision} -> {recall.block.name if recall.block else None} "
                       f"(score {recall.score:.3f}), answered as {out.decision}"
-                      + (f", gate mean log-prob {gate.get('mean_logprob')}" if gate else ""))
+                      + (f", gate mean log-prob {gate.mean_logprob}" if gate else ""))
                 print(f"  A: {out.text.strip()!r}")
                 print(f"  {'found' if hit else 'MISSED'} {number}")
 

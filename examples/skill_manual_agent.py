@@ -53,9 +53,9 @@ QUESTIONS = [
 def gate_verdict(gate) -> str:
     if gate is None:
         return "-"
-    if gate.get("fell_back"):
-        return f"not confident ({gate['mean_logprob']}), fell back to plain generation"
-    return f"confident ({gate['mean_logprob']} >= {gate['threshold']})"
+    if gate.fell_back:
+        return f"not confident ({gate.mean_logprob}), fell back to plain generation"
+    return f"confident ({gate.mean_logprob} >= {gate.threshold})"
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from .errors import (
 )
 from .fingerprint import RuntimeFingerprint
 from .flywheel import SolveResult, solve
+from .gate import Confidence, GateVerdict
 from .memory import Generation, SkillMemory
 from .router import Embedder, Recall
 from .states import KVState, TokenStep
@@ -56,6 +57,7 @@ __all__ = [
     "BlockStore",
     "BundleError",
     "CallableVerifier",
+    "Confidence",
     "ConfigError",
     "ConflictError",
     "ContextOverflowError",
@@ -65,6 +67,7 @@ __all__ = [
     "EngineSettings",
     "ExactVerifier",
     "FingerprintMismatchError",
+    "GateVerdict",
     "Generation",
     "InputError",
     "KVState",

@@ -97,9 +97,9 @@ def _answer(memory: SkillMemory, step) -> None:
          f"answered {exact.text!r} by lookup with {exact.decoded_tokens} decoded tokens")
     graft = memory.generate(QUERIES[1][1], max_tokens=48)
     block = memory.store.get("git-squash")
-    kept = graft.gate is not None and not graft.gate["fell_back"]
+    kept = graft.gate is not None and not graft.gate.fell_back
     expected = ("graft", block.id, block.n_tokens) if kept else ("abstain", None, 0)
-    outcome = "the gate kept the graft" if kept else f"the gate fell back ({graft.gate and graft.gate['reason']})"
+    outcome = "the gate kept the graft" if kept else f"the gate fell back ({graft.gate and graft.gate.reason})"
     step("answer with a grafted manual",
          graft.recall.block_id == block.id and (graft.decision, graft.block_id, graft.prefill_tokens_avoided) == expected
          and bool(graft.text),

@@ -9,6 +9,7 @@ stored answer is repeated for another question (a near miss) never stands.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Sequence
 
 from .blocks import Block
@@ -21,40 +22,61 @@ GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
 
 
-def confidence(steps: Sequence[TokenStep], threshold: float) -> dict:
+@dataclass(frozen=True)
+class Confidence:
+    """How sure the model was of an answer's first tokens: their mean log-probability
+    (None when nothing was generated) against ``threshold``."""
+
+    confident: bool
+    mean_logprob: Optional[float]
+    threshold: float
+    reason: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateVerdict(Confidence):
+    """Whether a grafted answer stands: ``fell_back`` when it had to be generated again
+    plainly, and ``reason`` says why (a near miss, or not confident)."""
+
+    fell_back: bool = False
+
+
+def confidence(steps: Sequence[TokenStep], threshold: float) -> Confidence:
     """Mean log-probability of the first generated tokens against ``threshold``."""
     head = list(steps)[:GATE_TOKENS]
     if not head:
-        return {"confident": False, "mean_logprob": None, "threshold": threshold, "reason": "no tokens generated"}
+        return Confidence(False, None, threshold, "no tokens generated")
     mean = sum(s.logprob for s in head) / len(head)
     confident = mean >= threshold
     relation = ">=" if confident else "<"
-    return {
-        "confident": confident,
-        "mean_logprob": round(mean, 4),
-        "threshold": threshold,
-        "reason": f"mean log-probability of the first {len(head)} tokens {mean:.3f} {relation} {threshold:.3f}",
-    }
+    return Confidence(
+        confident,
+        round(mean, 4),
+        threshold,
+        f"mean log-probability of the first {len(head)} tokens {mean:.3f} {relation} {threshold:.3f}",
+    )
 
 
-def graft_verdict(block: Block, text: str, confident: dict, *, gate: bool = True, query: str = "") -> dict:
+def graft_verdict(block: Block, text: str, confident: Confidence, *, gate: bool = True, query: str = "") -> GateVerdict:
     """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
 
-    ``confident`` is :func:`confidence` of the answer's steps. Returns it with ``fell_back``
+    ``confident`` is :func:`confidence` of the answer's steps. The verdict has ``fell_back``
     set when the answer must be generated again plainly: always when a solution's stored
     answer is repeated for another question (``query``: a near miss), and when the gate is
     on and the first tokens are not confident; ``reason`` says which.
     """
-    reason = confident["reason"]
-    fell_back = False
+    verdict = GateVerdict(**asdict(confident))
     if block.kind == "solution" and repeats_answer(text, block.answer, query):
-        fell_back, reason = True, (
+        return replace(verdict, fell_back=True, reason=(
             f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
             f"({block.question!r}); generated plainly"
-        )
-    elif gate and not confident["confident"]:
-        fell_back, reason = True, f"graft not confident: {confident['reason']}; generated plainly"
-    return {**confident, "fell_back": fell_back, "reason": reason}
+        ))
+    if gate and not confident.confident:
+        return replace(verdict, fell_back=True, reason=f"graft not confident: {confident.reason}; generated plainly")
+    return verdict
 
 
 def repeats_answer(text: str, answer: Optional[str], query: str = "") -> bool:

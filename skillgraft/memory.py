@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from .chat_layout import block_tokens, continuation, with_system
-from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
+from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, Confidence, GateVerdict, confidence, graft_verdict, repeats_answer  # noqa: F401
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 from .verifiers import make_verifier
@@ -54,7 +54,7 @@ class Generation:
     prefill_tokens_avoided: int
     timings: dict
     recall: Recall
-    gate: Optional[dict] = None
+    gate: Optional[GateVerdict] = None
     steps: list = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
@@ -66,7 +66,7 @@ class Generation:
             "prefill_tokens_avoided": self.prefill_tokens_avoided,
             "timings": self.timings,
             "recall": self.recall.as_dict(),
-            "gate": self.gate,
+            "gate": self.gate.as_dict() if self.gate else None,
         }
 
 
@@ -368,11 +368,13 @@ class SkillMemory:
         """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
         return continuation(self.engine, block, messages)[0]
 
-    def graft_verdict(self, block: Block, text: str, confident: dict, *, gate: bool = True, query: str = "") -> dict:
+    def graft_verdict(
+        self, block: Block, text: str, confident: Confidence, *, gate: bool = True, query: str = ""
+    ) -> GateVerdict:
         """Whether a grafted answer to ``query`` stands; see :func:`skillgraft.gate.graft_verdict`."""
         return graft_verdict(block, text, confident, gate=gate, query=query)
 
-    def confidence(self, steps: Sequence[TokenStep]) -> dict:
+    def confidence(self, steps: Sequence[TokenStep]) -> Confidence:
         """Mean log-probability of the first generated tokens against this store's gate threshold."""
         return confidence(steps, self.gate_threshold)
 
@@ -411,7 +413,7 @@ class SkillMemory:
         text = "".join(s.piece for s in steps).strip()
         query = next((content for role, content in reversed(messages) if role == "user"), "")
         verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate, query=query)
-        if verdict["fell_back"]:
+        if verdict.fell_back:
             fallback = self._plain(messages, recall, options, timings)
             return Generation(
                 fallback.text, "abstain", None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
@@ -476,7 +478,7 @@ class SkillMemory:
             steps = list(self.chat([("user", clean_query(query))], block=block, max_tokens=max_tokens))
             text = "".join(s.piece for s in steps)
             rows.append({"query": query, "block": block, "correct": expected in text,
-                         "mean_logprob": self.confidence(steps)["mean_logprob"]})
+                         "mean_logprob": self.confidence(steps).mean_logprob})
         right = [r["mean_logprob"] for r in rows if r["correct"] and r["mean_logprob"] is not None]
         if not right:
             raise InputError("no grafted answer was right, so no threshold can keep the right ones")
@@ -609,7 +611,7 @@ class SkillMemory:
             fields.update(
                 decoded_tokens=generation.decoded_tokens,
                 prefill_tokens_avoided=generation.prefill_tokens_avoided,
-                detail={"routed": recall.decision, "gate": generation.gate},
+                detail={"routed": recall.decision, "gate": generation.gate.as_dict() if generation.gate else None},
             )
         self.store.log(event, **fields)
 

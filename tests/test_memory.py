@@ -34,7 +34,7 @@ def test_graft_avoids_the_block_prefill_and_ledger_shows_it(stocked):
     block = stocked.store.get("git-squash")
     assert result.recall.decision == result.decision == "graft"
     assert result.prefill_tokens_avoided == block.n_tokens and result.block_id == block.id
-    assert result.gate["confident"] and not result.gate["fell_back"] and result.text
+    assert result.gate.confident and not result.gate.fell_back and result.text
     row = stocked.store.ledger(1)[0]
     assert row["decision"] == result.decision and row["prefill_tokens_avoided"] == result.prefill_tokens_avoided
 
@@ -52,8 +52,8 @@ def test_graft_output_equals_a_fresh_prefill_of_the_same_tokens(stocked):
 def test_unconfident_graft_falls_back_and_says_so(stocked):
     stocked.store.set_setting("gate.mean_logprob", "-0.0001")
     result = stocked.generate("how do I squash my last commits?", max_tokens=8)
-    assert result.decision == "abstain" and result.gate["fell_back"] is True
-    assert "not confident" in result.gate["reason"]
+    assert result.decision == "abstain" and result.gate.fell_back is True
+    assert "not confident" in result.gate.reason
 
 
 def test_off_topic_query_abstains(stocked):

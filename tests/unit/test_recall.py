@@ -44,7 +44,7 @@ def test_a_routed_query_grafts_the_manual_and_equals_a_fresh_prefill(fake_stocke
     assert (result.decision, result.text) == ("graft", GIT_REPLY)
     assert result.block_id == recall.block.id
     assert result.prefill_tokens_avoided == recall.block.n_tokens
-    assert result.gate["confident"] and not result.gate["fell_back"]
+    assert result.gate.confident and not result.gate.fell_back
     assert fake_engine.calls["graft"] == 1
     held, fresh = generated_context(fake_engine, [("system", GIT_MANUAL), ("user", GIT_QUERY)])
     assert held == fresh
@@ -63,11 +63,11 @@ def test_an_unconfident_graft_falls_back_to_plain_generation(fake_stocked, fake_
     fake_engine.reply = lambda prompt: None if "squashing commits" in prompt else PLAIN_REPLY
     result = fake_stocked.generate(GIT_QUERY)
     assert result.decision == "abstain" and result.block_id is None and result.text == PLAIN_REPLY
-    assert result.gate["fell_back"] and not result.gate["confident"]
-    assert result.gate["reason"].startswith("graft not confident")
+    assert result.gate.fell_back and not result.gate.confident
+    assert result.gate.reason.startswith("graft not confident")
     assert result.recall.decision == "graft"
     ungated = fake_stocked.generate(GIT_QUERY, gate=False)
-    assert ungated.decision == "graft" and not ungated.gate["fell_back"]
+    assert ungated.decision == "graft" and not ungated.gate.fell_back
 
 
 @pytest.mark.parametrize("gate", [True, False])
@@ -78,7 +78,7 @@ def test_a_near_miss_never_repeats_the_stored_answer(fake_stocked, fake_engine, 
     assert "near miss" in recall.reason
     result = fake_stocked.generate("What is 17 * 24?", gate=gate)
     assert fake_engine.calls["graft"] == 1  # the block was grafted, and its answer repeated ...
-    assert result.gate["fell_back"] and result.gate["reason"].startswith("near miss")
+    assert result.gate.fell_back and result.gate.reason.startswith("near miss")
     assert (result.decision, result.text) == ("abstain", PLAIN_REPLY)  # ... so it was generated plainly
     assert ANSWER not in result.text
 

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, field_validator, model_validator
-from skillgraft import Block, SkillMemory, TokenStep
+from skillgraft import Block, Confidence, SkillMemory, TokenStep
 from skillgraft.config import default_home, default_model
 
 from .messages import to_chat
@@ -63,7 +63,7 @@ class Outcome:
     prefilled_tokens: int = 0
     output_tokens: int = 0
     finish_reason: str = "stop"
-    confidence: Optional[dict] = None
+    confidence: Optional[Confidence] = None
     steps: list[TokenStep] = field(default_factory=list, repr=False)
 
     @property
@@ -83,7 +83,7 @@ class Outcome:
             "block_name": block.name if block else None,
             "restored_tokens": self.restored_tokens,
             "prefilled_tokens": self.prefilled_tokens,
-            "confidence": self.confidence,
+            "confidence": self.confidence.as_dict() if self.confidence else None,
         }
 
 

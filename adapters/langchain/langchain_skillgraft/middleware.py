@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Generator, Optional, Union
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
-from skillgraft import Recall, SkillMemory
+from skillgraft import Confidence, GateVerdict, Recall, SkillMemory
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text
@@ -96,10 +96,10 @@ class SkillGraftMiddleware(AgentMiddleware):
             return _annotate((yield request), recall.as_dict())
         grafted = yield self._grafting(request, recall)
         gate = self._verdict(grafted, recall, last_user_text(request.messages) or "")
-        if gate["fell_back"]:
+        if gate.fell_back:
             fallback = {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None}
-            return _annotate((yield request), {**fallback, "gate": gate})
-        return _annotate(grafted, {**recall.as_dict(), "gate": gate})
+            return _annotate((yield request), {**fallback, "gate": gate.as_dict()})
+        return _annotate(grafted, {**recall.as_dict(), "gate": gate.as_dict()})
 
     def _verified_answer(self, recall: Recall) -> ModelResponse:
         block = recall.block
@@ -126,7 +126,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         settings = {**request.model_settings, "block_id": recall.block.id}
         return request.override(model=model, model_settings=settings)
 
-    def _verdict(self, response: Any, recall: Recall, query: str) -> dict:
+    def _verdict(self, response: Any, recall: Recall, query: str) -> GateVerdict:
         """The gate's verdict on a grafted answer, as :meth:`SkillMemory.generate` reports it.
 
         ``fell_back`` is set when the answer must be made again plainly: a solution's stored
@@ -135,10 +135,12 @@ class SkillGraftMiddleware(AgentMiddleware):
         """
         message = _ai_message(response)
         produced = (message.response_metadata.get(PROVIDER) or {}) if message else {}
-        confidence = produced.get("confidence")
-        if confidence is None:  # nothing was decoded
+        reported = produced.get("confidence")
+        if reported is None:  # nothing was decoded
             with memory_lock(self.memory):
                 confidence = self.memory.confidence([])
+        else:
+            confidence = Confidence(**reported)
         text = message.text if message is not None else ""
         return self.memory.graft_verdict(recall.block, text, confidence, gate=self.gate, query=query)
 

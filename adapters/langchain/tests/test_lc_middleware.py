@@ -139,7 +139,7 @@ async def test_a_near_miss_never_repeats_the_stored_answer(agent, chat, memory, 
     assert answer.content == chat.invoke(question).content
     # The same decision, label and verdict as the core's own dispatch.
     core = memory.generate(question, max_tokens=lc_store.MAX_TOKENS)
-    assert (core.decision, core.gate, core.text) == (meta["decision"], meta["gate"], answer.content.strip())
+    assert (core.decision, core.gate.as_dict(), core.text) == (meta["decision"], meta["gate"], answer.content.strip())
 
 
 async def test_a_near_miss_falls_back_with_the_gate_off(chat, memory):
