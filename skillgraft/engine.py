@@ -28,11 +28,21 @@ from .config import EngineSettings, default_model, engine_settings
 from .engine_native import build_info, context_params, init_backend, kv_bytes_per_token
 from .engine_state import SEQ
 from .engine_text import LlamaText
-from .errors import ConfigError, ContextOverflowError, EngineError, InputError, RestoreRejectedError
+from .errors import ConfigError, EngineError, RestoreRejectedError
 from .fingerprint import RuntimeFingerprint, file_sha256
 from .models import resolve_model
 from .sampling import SamplingOptions, sample
-from .states import KVState, TokenStep, capture_tokens, check_state, graft_tokens, sha256_hex
+from .states import (
+    KVState,
+    TokenStep,
+    append_tokens,
+    capture_tokens,
+    check_state,
+    graft_tokens,
+    prefill_tokens,
+    require_fits,
+    sha256_hex,
+)
 
 Progress = Optional[Callable[[int, int], None]]
 
@@ -211,10 +221,6 @@ class Engine:
         self.n_past = 0
         self._has_logits = False
 
-    def _require_fits(self, n_tokens: int, what: str = "text") -> None:
-        if n_tokens > self.n_ctx:
-            raise ContextOverflowError(n_tokens, self.n_ctx, what)
-
     def _decode(self, tokens: Sequence[int], start: int, progress: Progress = None) -> None:
         """Decode ``tokens`` at positions ``start...`` in n_batch chunks; logits for the last one."""
         n_batch = self.settings.n_batch
@@ -241,11 +247,7 @@ class Engine:
 
     def append(self, tokens: Sequence[int]) -> None:
         """Decode ``tokens`` after what the context holds (at ``[n_past, n_past+len)``)."""
-        tokens = list(tokens)
-        if not tokens:
-            raise InputError("nothing to decode: the token list is empty")
-        self._require_fits(self.n_past + len(tokens), "context plus query")
-        self._decode(tokens, self.n_past)
+        self._decode(append_tokens(self, tokens), self.n_past)
 
     def prefill(self, tokens: Sequence[int], progress: Progress = None, *, start: int = 0) -> None:
         """Reset and decode ``tokens`` at ``[start, start+len)``; ``progress(done, total)`` per chunk.
@@ -253,12 +255,7 @@ class Engine:
         ``start`` > 0 computes the tokens at shifted positions (a control for exactness
         measurements: such a state is not what a block at its own position holds).
         """
-        tokens = list(tokens)
-        if not tokens:
-            raise InputError("nothing to prefill: the text has no tokens")
-        if start < 0:
-            raise InputError(f"start must be >= 0, got {start}")
-        self._require_fits(start + len(tokens))
+        tokens = prefill_tokens(self, tokens, start)
         self.reset()
         self._decode(tokens, start, progress)
 
@@ -359,7 +356,7 @@ class Engine:
         """Move every cell of seq 0 by ``delta`` positions (llama.cpp K-shift). Not exact."""
         if not llama_cpp.llama_memory_can_shift(self._memory):
             raise EngineError(f"{self.model_name} cannot shift positions in this context")
-        self._require_fits(self.n_past + delta, "shifted context")
+        require_fits(self, self.n_past + delta, "shifted context")
         llama_cpp.llama_memory_seq_add(self._memory, SEQ, 0, -1, delta)
         self.n_past += delta
 

@@ -34,6 +34,7 @@ from .chat_layout import block_tokens, continuation, with_system
 from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, Confidence, GateVerdict, confidence, graft_verdict, repeats_answer  # noqa: F401
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
+from .sampling import SamplingOptions
 from .verifiers import make_verifier
 
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
@@ -342,7 +343,7 @@ class SkillMemory:
         started = time.perf_counter()
         recall = recall or self.recall(query, log=False)
         recall_s = time.perf_counter() - started
-        options = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+        options = SamplingOptions(max_tokens, temperature, seed=seed, repeat_penalty=REPEAT_PENALTY)
         if recall.decision == "exact":
             result = self._exact(query, recall, voice, options)
         elif recall.decision == "graft":
@@ -354,7 +355,7 @@ class SkillMemory:
         self._log("generate", query, recall, generation=result)
         return result
 
-    def _exact(self, query: str, recall: Recall, voice: bool, options: dict) -> Generation:
+    def _exact(self, query: str, recall: Recall, voice: bool, options: SamplingOptions) -> Generation:
         block = recall.block
         if not voice:
             return Generation(block.answer, "exact", block.id, 0, block.n_tokens, {}, recall)
@@ -404,7 +405,7 @@ class SkillMemory:
             "restored_tokens": keep,
         }
 
-    def _graft(self, messages: list, recall: Recall, gate: bool, options: dict) -> Generation:
+    def _graft(self, messages: list, recall: Recall, gate: bool, options: SamplingOptions) -> Generation:
         block = recall.block
         timings = self._restore(block, messages)
         started = time.perf_counter()
@@ -422,7 +423,7 @@ class SkillMemory:
         avoided = timings["restored_tokens"]
         return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, verdict, steps)
 
-    def _plain(self, messages: list, recall: Recall, options: dict, timings: dict) -> Generation:
+    def _plain(self, messages: list, recall: Recall, options: SamplingOptions, timings: dict) -> Generation:
         """Generate without a block: an abstain, or the fallback of a graft that did not stand."""
         prompt = self.engine.chat_prompt(list(messages))
         started = time.perf_counter()
@@ -459,11 +460,16 @@ class SkillMemory:
             self.engine.prefill(self.engine.tokenize(self.engine.chat_prompt(list(messages))))
         else:
             self._restore(block if isinstance(block, Block) else self.get(block), messages)
-        yield from self._sample({"max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+        yield from self._sample(SamplingOptions(max_tokens, temperature, seed=seed, repeat_penalty=REPEAT_PENALTY))
 
-    def _sample(self, options: dict) -> Iterator[TokenStep]:
+    def _sample(self, options: SamplingOptions) -> Iterator[TokenStep]:
         return self.engine.generate(
-            options["max_tokens"], temperature=options["temperature"], seed=options["seed"], repeat_penalty=REPEAT_PENALTY
+            options.max_tokens,
+            temperature=options.temperature,
+            top_p=options.top_p,
+            seed=options.seed,
+            repeat_penalty=options.repeat_penalty,
+            penalty_last_n=options.penalty_last_n,
         )
 
     def calibrate_gate(self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True) -> dict:

@@ -75,14 +75,39 @@ def check_state(
         raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
 
 
+def require_fits(engine, n_tokens: int, what: str = "text") -> None:
+    """Raise :class:`ContextOverflowError` unless ``n_tokens`` fit ``engine.n_ctx``."""
+    if n_tokens > engine.n_ctx:
+        raise ContextOverflowError(n_tokens, engine.n_ctx, what)
+
+
+def prefill_tokens(engine, tokens, start: int = 0) -> list[int]:
+    """``tokens`` as a list, checked for a prefill at ``[start, start+len)``."""
+    tokens = list(tokens)
+    if not tokens:
+        raise InputError("nothing to prefill: the text has no tokens")
+    if start < 0:
+        raise InputError(f"start must be >= 0, got {start}")
+    require_fits(engine, start + len(tokens))
+    return tokens
+
+
+def append_tokens(engine, tokens) -> list[int]:
+    """``tokens`` as a list, checked to fit after the ``engine.n_past`` cells the context holds."""
+    tokens = list(tokens)
+    if not tokens:
+        raise InputError("nothing to decode: the token list is empty")
+    require_fits(engine, engine.n_past + len(tokens), "context plus query")
+    return tokens
+
+
 def capture_tokens(engine, source) -> list[int]:
     """The tokens a capture of ``source`` (text or token ids) prefills, checked to leave room
     for one query token in ``engine.n_ctx``."""
     tokens = engine.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
     if not tokens:
         raise InputError("cannot capture an empty text")
-    if len(tokens) + 1 > engine.n_ctx:
-        raise ContextOverflowError(len(tokens) + 1, engine.n_ctx, "text plus one query token")
+    require_fits(engine, len(tokens) + 1, "text plus one query token")
     return tokens
 
 
@@ -95,6 +120,5 @@ def graft_tokens(engine, state: KVState, query, keep: Optional[int]) -> tuple[li
     keep = state.n_tokens if keep is None else keep
     if not 0 < keep <= state.n_tokens:
         raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
-    if keep + len(tokens) > engine.n_ctx:
-        raise ContextOverflowError(keep + len(tokens), engine.n_ctx, "block plus query")
+    require_fits(engine, keep + len(tokens), "block plus query")
     return tokens, keep

@@ -29,10 +29,19 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 
 from .chat_layout import split_chat
-from .errors import ConfigError, ContextOverflowError, EngineError, InputError, RestoreRejectedError
+from .errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from .fingerprint import RuntimeFingerprint
 from .sampling import SamplingOptions, sample
-from .states import KVState, TokenStep, capture_tokens, check_state, graft_tokens
+from .states import (
+    KVState,
+    TokenStep,
+    append_tokens,
+    capture_tokens,
+    check_state,
+    graft_tokens,
+    prefill_tokens,
+    require_fits,
+)
 
 BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
 N_VOCAB = 260
@@ -162,10 +171,6 @@ class FakeEngine:
         if self._closed:
             raise EngineError(f"the engine {self.model_name} is closed")
 
-    def _require_fits(self, n_tokens: int, what: str = "text") -> None:
-        if n_tokens > self.n_ctx:
-            raise ContextOverflowError(n_tokens, self.n_ctx, what)
-
     def _decode(self, tokens: Sequence[int], start: int, progress: Progress = None) -> None:
         self._require_open()
         for offset, token in enumerate(tokens):
@@ -183,26 +188,17 @@ class FakeEngine:
     def prefill(self, tokens: Sequence[int], progress: Progress = None, *, start: int = 0) -> None:
         """Reset and evaluate ``tokens`` at ``[start, start+len)``."""
         self.calls["prefill"] += 1
-        tokens = list(tokens)
-        if not tokens:
-            raise InputError("nothing to prefill: the text has no tokens")
-        if start < 0:
-            raise InputError(f"start must be >= 0, got {start}")
-        self._require_fits(start + len(tokens))
+        tokens = prefill_tokens(self, tokens, start)
         self.reset()
         self._decode(tokens, start, progress)
 
     def append(self, tokens: Sequence[int]) -> None:
         """Evaluate ``tokens`` after what the context holds."""
-        tokens = list(tokens)
-        if not tokens:
-            raise InputError("nothing to decode: the token list is empty")
-        self._require_fits(self.n_past + len(tokens), "context plus query")
-        self._decode(tokens, self.n_past)
+        self._decode(append_tokens(self, tokens), self.n_past)
 
     def shift_positions(self, delta: int) -> None:
         """Move every cell by ``delta`` positions, keeping its digest: not exact, like a K-shift."""
-        self._require_fits(self.n_past + delta, "shifted context")
+        require_fits(self, self.n_past + delta, "shifted context")
         self._cells = [(token, position + delta, digest) for token, position, digest in self._cells]
         self.n_past += delta
 
