@@ -33,15 +33,7 @@ from .fingerprint import RuntimeFingerprint, file_sha256
 from .models import resolve_model
 from .sampling import SamplingOptions, sample
 from .states import (
-    KVState,
-    TokenStep,
-    append_tokens,
-    capture_tokens,
-    check_state,
-    graft_tokens,
-    prefill_tokens,
-    require_fits,
-    sha256_hex,
+    KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits, sha256_hex,
 )
 
 Progress = Optional[Callable[[int, int], None]]

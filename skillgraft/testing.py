@@ -33,14 +33,7 @@ from .errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from .fingerprint import RuntimeFingerprint
 from .sampling import SamplingOptions, sample
 from .states import (
-    KVState,
-    TokenStep,
-    append_tokens,
-    capture_tokens,
-    check_state,
-    graft_tokens,
-    prefill_tokens,
-    require_fits,
+    KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits,
 )
 
 BOS, EOS, IM_START, IM_END = 256, 257, 258, 259
