@@ -76,7 +76,7 @@ def main() -> int:
             for question, fact in questions:
                 cases += [(question, name, fact), (question, wrong_block, fact)]
                 labels += ["right block", "wrong block"]
-        calibration = memory.calibrate_gate(cases, max_tokens=args.max_tokens, save=False)
+        calibration = memory.calibrate_gate(cases, max_tokens=args.max_tokens, save=False).as_dict()
         rows = calibration.pop("rows")
         for row, label in zip(rows, labels):
             row["grafted"] = label

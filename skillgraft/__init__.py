@@ -26,7 +26,7 @@ from .errors import (
 )
 from .fingerprint import RuntimeFingerprint
 from .flywheel import SolveResult, solve
-from .gate import Confidence, GateVerdict
+from .gate import Confidence, GateCalibration, GateVerdict
 from .memory import Generation, SkillMemory
 from .router import Embedder, Recall
 from .states import KVState, TokenStep
@@ -67,6 +67,7 @@ __all__ = [
     "EngineSettings",
     "ExactVerifier",
     "FingerprintMismatchError",
+    "GateCalibration",
     "GateVerdict",
     "Generation",
     "InputError",

@@ -9,10 +9,11 @@ stored answer is repeated for another question (a near miss) never stands.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
 from .blocks import Block
+from .errors import InputError
 from .states import TokenStep
 
 # Mean log-probability of the first grafted tokens below which the graft is not trusted:
@@ -77,6 +78,43 @@ def graft_verdict(block: Block, text: str, confident: Confidence, *, gate: bool 
     if gate and not confident.confident:
         return replace(verdict, fell_back=True, reason=f"graft not confident: {confident.reason}; generated plainly")
     return verdict
+
+
+@dataclass(frozen=True)
+class GateCase:
+    """One grafted answer of a gate calibration: was it right, and how sure was the model."""
+
+    query: str
+    block: str
+    correct: bool
+    mean_logprob: Optional[float]
+
+
+@dataclass(frozen=True)
+class GateCalibration:
+    """The threshold :meth:`~skillgraft.SkillMemory.calibrate_gate` chose, and what it does
+    to the cases: ``right`` answers all kept, ``wrong_turned_away`` of ``wrong`` refused."""
+
+    threshold: float
+    cases: int
+    right: int
+    wrong_turned_away: int
+    wrong: int
+    rows: tuple[GateCase, ...] = field(repr=False)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "rows": [asdict(row) for row in self.rows]}
+
+
+def calibrate_threshold(rows: Sequence[GateCase]) -> GateCalibration:
+    """The highest threshold that keeps every right answer (just under the least sure one)."""
+    right = [r.mean_logprob for r in rows if r.correct and r.mean_logprob is not None]
+    if not right:
+        raise InputError("no grafted answer was right, so no threshold can keep the right ones")
+    threshold = round(min(right) - 0.005, 4)
+    wrong = [r for r in rows if not r.correct]
+    turned_away = sum(1 for r in wrong if r.mean_logprob is None or r.mean_logprob < threshold)
+    return GateCalibration(threshold, len(rows), len(right), turned_away, len(wrong), tuple(rows))
 
 
 def repeats_answer(text: str, answer: Optional[str], query: str = "") -> bool:

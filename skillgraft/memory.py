@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from .chat_layout import block_tokens, continuation, with_system
-from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, Confidence, GateVerdict, confidence, graft_verdict, repeats_answer  # noqa: F401
+from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
+from .gate import Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 from .sampling import SamplingOptions
@@ -472,7 +473,9 @@ class SkillMemory:
             penalty_last_n=options.penalty_last_n,
         )
 
-    def calibrate_gate(self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True) -> dict:
+    def calibrate_gate(
+        self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True
+    ) -> GateCalibration:
         """Choose the gate threshold from grafted answers whose correctness is known.
 
         ``cases`` are ``(query, block name or id, text a right answer contains)``. The
@@ -483,23 +486,10 @@ class SkillMemory:
         for query, block, expected in cases:
             steps = list(self.chat([("user", clean_query(query))], block=block, max_tokens=max_tokens))
             text = "".join(s.piece for s in steps)
-            rows.append({"query": query, "block": block, "correct": expected in text,
-                         "mean_logprob": self.confidence(steps).mean_logprob})
-        right = [r["mean_logprob"] for r in rows if r["correct"] and r["mean_logprob"] is not None]
-        if not right:
-            raise InputError("no grafted answer was right, so no threshold can keep the right ones")
-        threshold = round(min(right) - 0.005, 4)
-        wrong = [r for r in rows if not r["correct"]]
-        report = {
-            "threshold": threshold,
-            "cases": len(rows),
-            "right": len(right),
-            "wrong_turned_away": sum(1 for r in wrong if r["mean_logprob"] is None or r["mean_logprob"] < threshold),
-            "wrong": len(wrong),
-            "rows": rows,
-        }
+            rows.append(GateCase(query, block, expected in text, self.confidence(steps).mean_logprob))
+        report = calibrate_threshold(rows)
         if save:
-            self.store.set_setting(GATE_SETTING, repr(threshold))
+            self.store.set_setting(GATE_SETTING, repr(report.threshold))
         return report
 
     # -- memory verbs ----------------------------------------------------------------------

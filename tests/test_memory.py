@@ -119,10 +119,10 @@ def test_calibrate_gate_keeps_every_right_answer(stocked):
     cases = [("how do I squash my commits with git?", "git-squash", "git"),
              ("how do I squash my commits with git?", "sourdough", "git rebase")]
     report = stocked.calibrate_gate(cases, max_tokens=12)
-    assert report["right"] >= 1
-    kept = [r["mean_logprob"] for r in report["rows"] if r["correct"]]
-    assert all(v >= report["threshold"] for v in kept)
-    assert stocked.gate_threshold == report["threshold"]
+    assert report.right >= 1 and report.cases == 2
+    kept = [r.mean_logprob for r in report.rows if r.correct]
+    assert all(v >= report.threshold for v in kept)
+    assert stocked.gate_threshold == report.threshold
     with pytest.raises(InputError, match="no grafted answer was right"):
         stocked.calibrate_gate([("how do I squash my commits?", "sourdough", "zzz-never")], max_tokens=4)
 
