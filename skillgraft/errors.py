@@ -30,6 +30,8 @@ it as one line.
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class SkillgraftError(Exception):
     """Base class of every error skillgraft raises on purpose."""
@@ -122,7 +124,23 @@ class BlockNotFoundError(StoreError):
 
 
 class BlockIntegrityError(StoreError):
-    """A block payload does not have the size or SHA-256 the catalog records."""
+    """A block payload does not have the size or SHA-256 the catalog records.
+
+    ``block_id``, ``n_bytes`` (the payload's size), ``expected_bytes`` and ``sha256`` (the
+    recorded digest) are set where the raiser knows them.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        block_id: str = "",
+        n_bytes: Optional[int] = None,
+        expected_bytes: Optional[int] = None,
+        sha256: str = "",
+    ) -> None:
+        self.block_id, self.n_bytes, self.expected_bytes, self.sha256 = block_id, n_bytes, expected_bytes, sha256
+        super().__init__(message)
 
 
 class NameTakenError(StoreError):

@@ -63,16 +63,17 @@ def check_state(
     this before a byte of a payload reaches native code, which checks almost nothing."""
     subject = f"block {block_id}" if block_id else "state"
     state.fingerprint.require_equal(fingerprint, block_id)
+    data = {"block_id": block_id, "n_bytes": len(state.payload), "expected_bytes": expected_bytes, "sha256": state.sha256}
     if not state.tokens:
-        raise BlockIntegrityError(f"{subject} has no tokens")
+        raise BlockIntegrityError(f"{subject} has no tokens", **data)
     if state.n_tokens + 1 > n_ctx:
         raise ContextOverflowError(state.n_tokens + 1, n_ctx, f"{subject} plus one query token")
     if expected_bytes is not None and len(state.payload) != expected_bytes:
         raise BlockIntegrityError(
-            f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected_bytes}"
+            f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected_bytes}", **data
         )
     if verify_hash and sha256_hex(state.payload) != state.sha256:
-        raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…")
+        raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…", **data)
 
 
 def require_fits(engine, n_tokens: int, what: str = "text") -> None:

@@ -133,8 +133,10 @@ def test_a_tampered_payload_is_refused_or_gives_other_logits(fake_engine):
     with pytest.raises(BlockIntegrityError, match="SHA-256"):
         fake_engine.graft(tampered, query)
     assert fake_engine.graft(tampered, query, verify_hash=False).tobytes() != expected
-    with pytest.raises(BlockIntegrityError, match="bytes"):
-        fake_engine.graft(with_payload(state, state.payload[:-1]), query)
+    with pytest.raises(BlockIntegrityError, match="bytes") as short:
+        fake_engine.graft(with_payload(state, state.payload[:-1]), query, "b1")
+    error = short.value
+    assert (error.block_id, error.n_bytes, error.expected_bytes) == ("b1", state.n_bytes - 1, state.n_bytes)
     shifted = bytearray(state.payload)
     shifted[12 + 4] ^= 0x01  # the position of the first cell
     with pytest.raises(RestoreRejectedError, match="rejected") as caught:
