@@ -36,6 +36,7 @@ class SkippedBlock:
     kind: str
     reason: str
 
+
 @dataclass(frozen=True)
 class Plan:
     """What import will do with one row, decided before anything is deposited."""
