@@ -215,7 +215,6 @@ def make_verifier(spec, expected: Optional[str] = None) -> Verifier:
     raise ConfigError(f"unknown verifier {spec!r}: use python, exact, numeric or a callable")
 
 
-
 class Accepted(Verifier):
     """Re-uses a verdict already reached, so a candidate is not verified twice."""
 
