@@ -29,4 +29,3 @@ def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(modu
 @pytest.mark.parametrize("module", ["states", "sampling", "protocols", "testing", "chat_layout", "verifiers"])
 def test_what_engines_and_fakes_share_loads_no_engine(module):
     assert not {"engine", "engine_native", "engine_state", "engine_text"} & imported_modules(PACKAGE / f"{module}.py")
-
