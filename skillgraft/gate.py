@@ -21,6 +21,8 @@ from .states import TokenStep
 DEFAULT_GATE_LOGPROB = -0.75
 GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
+# The decision a grafted answer that did not stand reads: it was generated again plainly.
+FELL_BACK = "abstain"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from .chat_layout import block_tokens, continuation, with_system
 from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
-from .gate import Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
+from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 from .sampling import SamplingOptions
@@ -418,7 +418,7 @@ class SkillMemory:
         if verdict.fell_back:
             fallback = self._plain(messages, recall, options, timings)
             return Generation(
-                fallback.text, "abstain", None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
+                fallback.text, FELL_BACK, None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
                 verdict, fallback.steps,
             )
         avoided = timings["restored_tokens"]

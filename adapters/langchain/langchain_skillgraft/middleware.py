@@ -28,6 +28,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
 from skillgraft import Confidence, GateVerdict, Recall, SkillMemory
+from skillgraft.gate import FELL_BACK
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text
@@ -97,7 +98,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         grafted = yield self._grafting(request, recall)
         gate = self._verdict(grafted, recall, last_user_text(request.messages) or "")
         if gate.fell_back:
-            fallback = {**recall.as_dict(), "decision": "abstain", "block_id": None, "block_name": None}
+            fallback = {**recall.as_dict(), "decision": FELL_BACK, "block_id": None, "block_name": None}
             return _annotate((yield request), {**fallback, "gate": gate.as_dict()})
         return _annotate(grafted, {**recall.as_dict(), "gate": gate.as_dict()})
 
