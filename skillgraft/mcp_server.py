@@ -86,7 +86,7 @@ def build_server(memory: SkillMemory):
         return AskResult(
             text=result.text, decision=result.decision, block_id=result.block_id,
             prefill_tokens_avoided=result.prefill_tokens_avoided,
-            reason=(result.gate or {}).get("reason") or result.recall.reason,
+            reason=(result.gate.reason if result.gate else None) or result.recall.reason,
         )
 
     @server.tool()

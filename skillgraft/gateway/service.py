@@ -275,9 +275,9 @@ class Gateway:
             block, completion.text, confidence(_token_steps(completion.steps), plan.gate_threshold),
             gate=self.gate, query=plan.query,
         )
-        if verdict["fell_back"]:
-            return self._note(plan, "abstain", gate=verdict, reason=verdict["reason"])
-        note = self._note(plan, "graft", cache_n=completion.cache_n, gate=verdict)
+        if verdict.fell_back:
+            return self._note(plan, "abstain", gate=verdict.as_dict(), reason=verdict.reason)
+        note = self._note(plan, "graft", cache_n=completion.cache_n, gate=verdict.as_dict())
         finish = _finish_reason(completion.stopped_by, len(completion.steps), max_tokens)
         return ChatAnswer(completion.text, finish, note, keep + len(after), len(completion.steps))
 
@@ -395,11 +395,11 @@ class Gateway:
         verdict = graft_verdict(
             block, text, confidence(_token_steps(steps), plan.gate_threshold), gate=self.gate, query=plan.query
         )
-        if verdict["fell_back"]:
+        if verdict.fell_back:
             source.close()
-            return self._note(plan, "abstain", gate=verdict, reason=verdict["reason"])
+            return self._note(plan, "abstain", gate=verdict.as_dict(), reason=verdict.reason)
         reused = reusable_cells(state.tokens, list(state.tokens[:keep]) + after)
-        note = self._note(plan, "graft", cache_n=reused, gate=verdict)
+        note = self._note(plan, "graft", cache_n=reused, gate=verdict.as_dict())
 
         def chunks() -> Iterator[StreamChunk]:
             yield from held
