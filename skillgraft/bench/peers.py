@@ -25,16 +25,17 @@ def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequenc
     from llama_cpp import Llama
     from llama_cpp.llama_cache import LlamaDiskCache
 
-    llm = Llama(
-        model_path=str(model_path),
-        n_ctx=settings.n_ctx,
-        n_batch=settings.n_batch,
-        n_ubatch=settings.n_ubatch,
-        n_threads=settings.n_threads,
-        n_threads_batch=settings.n_threads,
-        flash_attn=settings.flash_attn,
-        verbose=False,
-    )
+    with _without_extra_buffer_types():
+        llm = Llama(
+            model_path=str(model_path),
+            n_ctx=settings.n_ctx,
+            n_batch=settings.n_batch,
+            n_ubatch=settings.n_ubatch,
+            n_threads=settings.n_threads,
+            n_threads_batch=settings.n_threads,
+            flash_attn=settings.flash_attn,
+            verbose=False,
+        )
     try:
         llm.eval(list(tokens))
         saves, loads, disk_loads = [], [], []
@@ -66,3 +67,25 @@ def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequenc
         }
     finally:
         llm.close()
+
+
+@contextlib.contextmanager
+def _without_extra_buffer_types():
+    """Load ``Llama`` models without extra buffer types (repacked weights, AMX), as the engine
+    loads them: the peer then runs the same kernels, and hosts without AMX tile state do not
+    crash. ``Llama`` takes its model parameters from ``llama_model_default_params()`` and has
+    no argument for this, so that function is wrapped while a model loads."""
+    import llama_cpp.llama as high_level
+
+    default = high_level.llama_cpp.llama_model_default_params
+
+    def without_extra_buffer_types():
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    high_level.llama_cpp.llama_model_default_params = without_extra_buffer_types
+    try:
+        yield
+    finally:
+        high_level.llama_cpp.llama_model_default_params = default
