@@ -1,4 +1,4 @@
-"""The SQLite catalog: connection, numbered migrations and write transactions.
+"""The catalog's numbered migrations and its embedded SQLite backend.
 
 The catalog (``catalog.db``, WAL mode) is the store's source of truth. Several processes
 may write at once: every write runs in a ``BEGIN IMMEDIATE`` transaction with a long busy
@@ -19,7 +19,7 @@ import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import numpy as np
 from sqlite_utils import Database
@@ -281,3 +281,51 @@ def migrate(db: Database) -> list[str]:
                 conn.execute("INSERT INTO _migrations VALUES (?, ?)", (step.__name__, utc_now()))
                 applied_now.append(step.__name__)
     return applied_now
+
+
+class SqliteCatalog:
+    """The embedded catalog backend: one SQLite file in the store folder.
+
+    The store talks to a catalog through this small surface (``query``, ``execute``,
+    ``write``, ``read``, ``version``, ``integrity_problems``), which the PostgreSQL backend
+    (:mod:`skillgraft.catalog_postgres`) provides too.
+    """
+
+    dialect = "sqlite"
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.where = str(self.path)
+        self.db = open_catalog(self.path, read_only=read_only)
+
+    def query(self, sql: str, params: Iterable = ()) -> list[dict]:
+        return list(self.db.query(sql, list(params)))
+
+    def execute(self, sql: str, params: Iterable = ()):
+        return self.db.execute(sql, list(params))
+
+    def write(self):
+        """A write transaction; the object it yields has ``execute`` and ``executemany``."""
+        return write_transaction(self.db.conn)
+
+    def read(self):
+        return read_transaction(self.db.conn)
+
+    def version(self) -> Optional[tuple[str, int]]:
+        """``(catalog_id, version)``, or None for a catalog older than the counter."""
+        try:
+            row = self.db.execute("SELECT catalog_id, version FROM catalog_state WHERE id = 1").fetchone()
+        except sqlite3.OperationalError:
+            return None  # a catalog older than the counter, opened read-only
+        return (row[0], row[1]) if row else None
+
+    def integrity_problems(self) -> list[str]:
+        try:
+            messages = [str(row[0]) for row in self.db.execute("PRAGMA integrity_check").fetchall()]
+        except sqlite3.Error as exc:
+            messages = [str(exc)]
+        return [] if messages == ["ok"] else messages
+
+    def close(self) -> None:
+        self.db.conn.close()

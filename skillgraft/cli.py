@@ -215,14 +215,18 @@ model_option = click.option(
     type=click.Path(file_okay=False),
     help=HOME_HELP[:-1] + "; also accepted after the command name, where it wins.",
 )
+@click.option("--catalog", envvar="SKILLGRAFT_CATALOG", default=None,
+              help="A shared catalog, postgresql://… (default $SKILLGRAFT_CATALOG, else SQLite in the home).")
+@click.option("--blocks", envvar="SKILLGRAFT_BLOCKS", default=None,
+              help="Shared blocks, s3://bucket/prefix or file:///path (default $SKILLGRAFT_BLOCKS, else the home).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, home: Optional[str]) -> None:
+def cli(ctx: click.Context, debug: bool, home: Optional[str], catalog: Optional[str], blocks: Optional[str]) -> None:
     """skillgraft: a verified memory of skills for a frozen local language model.
 
     Skill manuals and verified solutions are prefilled once, their KV state is captured
     byte-exactly into block files and grafted back into fresh contexts on demand.
     """
-    ctx.obj = {"home": home, "debug": debug}
+    ctx.obj = {"home": home, "debug": debug, "catalog": catalog, "blocks": blocks}
 
 
 def store_home(ctx: click.Context) -> Path:
@@ -231,7 +235,10 @@ def store_home(ctx: click.Context) -> Path:
 
     given = (ctx.obj or {}).get("home")
     home = Path(given).expanduser() if given else default_home()
-    if ctx.command.name not in ADDING_COMMANDS and not (home / "catalog.db").is_file():
+    from .backends import catalog_url
+
+    shared = catalog_url((ctx.obj or {}).get("catalog")) is not None
+    if ctx.command.name not in ADDING_COMMANDS and not shared and not (home / "catalog.db").is_file():
         raise StoreError(
             f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
             f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store"
@@ -243,7 +250,8 @@ def open_memory(ctx: click.Context, model: Optional[str] = None):
     """The SkillMemory of the store the options name, closed with the command."""
     from .memory import SkillMemory
 
-    memory = SkillMemory.open(store_home(ctx), model=model)
+    obj = ctx.obj or {}
+    memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"))
     ctx.call_on_close(memory.close)
     return memory
 
@@ -251,7 +259,8 @@ def open_memory(ctx: click.Context, model: Optional[str] = None):
 def open_store(ctx: click.Context):
     from .store import BlockStore
 
-    store = BlockStore(store_home(ctx))
+    obj = ctx.obj or {}
+    store = BlockStore(store_home(ctx), catalog=obj.get("catalog"), blocks=obj.get("blocks"))
     ctx.call_on_close(store.close)
     return store
 
@@ -548,7 +557,7 @@ def check(ctx, repair, model, as_json) -> None:
     except StoreError as exc:  # a catalog that cannot even be opened is the problem to report
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
-        report = memory.check(repair=repair)
+        report = memory.check(repair=repair).as_dict()
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)
@@ -854,4 +863,11 @@ def _register_gateway_commands() -> None:
     cli.add_command(mcp_command)
 
 
+def _register_store_commands() -> None:
+    from .cli_migrate import migrate_store
+
+    cli.add_command(migrate_store)
+
+
 _register_gateway_commands()
+_register_store_commands()

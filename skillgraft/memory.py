@@ -28,6 +28,7 @@ from .states import KVState, TokenStep
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .store_check import CheckReport
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from .chat_layout import block_tokens, continuation, with_system
@@ -78,6 +79,7 @@ class SkillMemory:
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
     model file, context size, build ...) be answered by prefilling its stored source text
     instead of raising :class:`FingerprintMismatchError`; no prefill is then avoided.
+    ``catalog`` and ``blocks`` are the store's URLs (see :mod:`skillgraft.backends`).
     """
 
     def __init__(
@@ -89,6 +91,8 @@ class SkillMemory:
         embedder: Union[str, Path, TextEmbedder, None] = None,
         engine: Optional[GraftEngine] = None,
         reprefill_foreign: bool = False,
+        catalog: Optional[str] = None,
+        blocks: Optional[str] = None,
     ) -> None:
         from .store import BlockStore
 
@@ -96,7 +100,7 @@ class SkillMemory:
             embedder = Embedder(str(embedder or DEFAULT_EMBEDDER))
         elif not isinstance(getattr(embedder, "name", None), str) or not callable(getattr(embedder, "encode", None)):
             raise InputError(f"the embedder must be a name or have .name and .encode(texts), got {type(embedder).__name__}")
-        self.store = BlockStore(home or default_home())
+        self.store = BlockStore(home or default_home(), catalog=catalog, blocks=blocks)
         self.model = model or default_model()
         self.settings = settings
         self._engine = engine
@@ -583,7 +587,7 @@ class SkillMemory:
 
     # -- upkeep ----------------------------------------------------------------------------
 
-    def check(self, *, repair: bool = False) -> dict:
+    def check(self, *, repair: bool = False) -> "CheckReport":
         """Store integrity; repair re-captures lost blocks from their source when the runtime matches."""
 
         def recapture(block: Block) -> Optional[KVState]:

@@ -109,13 +109,13 @@ DEPOSIT_SCRIPT = """
 import os, signal, sys
 from skillgraft.engine import Engine
 from skillgraft.store import BlockStore
-import skillgraft.store as store_module
+import skillgraft.block_folder as folder_module
 home, worker, count, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if kill_at == "after-rename":
-    store_module._fsync_dir = lambda path: os.kill(os.getpid(), signal.SIGKILL)
+    folder_module.fsync_dir = lambda path: os.kill(os.getpid(), signal.SIGKILL)
 if kill_at == "before-rename":
     real_replace = os.replace
-    store_module.os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)
+    folder_module.os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)
 store = BlockStore(home)
 with Engine("smollm2-135m") as engine:
     for i in range(count):
