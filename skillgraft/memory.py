@@ -169,6 +169,8 @@ class SkillMemory:
         tokens = self._capturable_tokens(name, kind, text)
         same = self.store.find_same(tokens, self.engine.fingerprint.id)
         if same is not None and same.status == "ok":
+            if same.name == name and same.source == text:  # another process stored it meanwhile
+                return tokens, same
             raise DuplicateBlockError(same.id, same.name, name)
         return tokens, None
 

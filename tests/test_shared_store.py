@@ -1,0 +1,205 @@
+"""Two hosts of one memory on one machine: a real PostgreSQL catalog and a real S3-API bucket.
+
+A "host" is a store folder (its own cache and router index) opened with the same catalog
+and blocks URLs. The servers are real processes (see ``tests/shared_servers.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .shared_servers import PASSWORD, S3_SECRET, PostgresServer, S3Server, start
+
+from skillgraft.errors import BlockIntegrityError, StoreError
+from skillgraft.memory import SkillMemory
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+WRITER = Path(__file__).with_name("shared_writer.py")
+MANUAL = (
+    "Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick "
+    "and change the others to squash."
+)
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    server = start(PostgresServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = start(S3Server)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def shared(postgres, s3, monkeypatch):
+    """A fresh database and bucket prefix; the AWS variables set for this process and its children."""
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    return {"catalog": postgres.database(), "blocks": s3.prefix_url()}
+
+
+def host(tmp_path: Path, name: str, shared: dict, **options) -> SkillMemory:
+    options.setdefault("engine", FakeEngine())
+    options.setdefault("embedder", FakeEmbedder())
+    return SkillMemory(tmp_path / name, **shared, **options)
+
+
+def bucket_keys(s3: S3Server, blocks_url: str) -> list[str]:
+    prefix = blocks_url.split("/", 3)[3] + "/"
+    listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=prefix).get("Contents", [])
+    return [item["Key"][len(prefix):] for item in listed]
+
+
+def test_deposit_on_one_host_grafts_byte_exactly_on_another(tmp_path, shared, smollm2, embedder):
+    with host(tmp_path, "a", shared, engine=smollm2, embedder=embedder) as a, \
+            host(tmp_path, "b", shared, engine=smollm2, embedder=embedder) as b:
+        version_before = b.store.catalog_version()
+        block = a.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
+        assert b.store.catalog_version() != version_before  # B's router index will be rebuilt
+        assert b.route("how do I squash my last commits?").block_id == block.id
+
+        loaded = b.store.load_state(b.store.get("git-squash"))
+        assert not loaded.from_cache and loaded.state.sha256 == block.sha256
+        assert (tmp_path / "b" / "cache" / block.file_name).read_bytes() == loaded.state.payload
+        on_b = b.generate("how do I squash my last commits?", max_tokens=6, gate=False)
+        on_a = a.generate("how do I squash my last commits?", max_tokens=6, gate=False)
+        assert on_b.decision == on_a.decision == "graft" and on_b.block_id == block.id
+        assert [s.token for s in on_b.steps] == [s.token for s in on_a.steps]
+        assert not (tmp_path / "b" / "catalog.db").exists() and not (tmp_path / "b" / "blocks").exists()
+
+
+def test_four_writers_on_two_hosts_lose_nothing(tmp_path, shared):
+    env = {**os.environ, "SKILLGRAFT_CATALOG": shared["catalog"], "SKILLGRAFT_BLOCKS": shared["blocks"]}
+    writers = [
+        subprocess.Popen([sys.executable, str(WRITER), str(tmp_path / home), f"writer{i}", "3"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i, home in enumerate(["a", "a", "b", "b"])
+    ]
+    outputs = [w.communicate(timeout=300) for w in writers]
+    for writer, (out, err) in zip(writers, outputs):
+        assert writer.returncode == 0, err[-2000:]
+    ids = [line.split()[-1] for out, _ in outputs for line in out.split()]
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        names = {blk.name for blk in a.store.blocks()}
+        assert names >= {f"writer{i}-{j}" for i in range(4) for j in range(3)} | {"shared-manual"}
+        assert len(a.store) == 4 * 3 + 2  # the shared manual and the solution are stored once
+        assert len(set(ids)) == len(a.store)
+        assert len(a.store.solutions_for(a.store.blocks(kind="solution")[0].question_key)) == 1
+        assert a.check()["ok"] and b.check()["ok"]
+        assert sorted(bucket_keys_of(a)) == sorted(blk.file_name for blk in a.store.blocks())
+
+
+def bucket_keys_of(memory: SkillMemory) -> list[str]:
+    import obstore
+
+    return [meta["path"] for batch in obstore.list(memory.store.storage._store) for meta in batch]
+
+
+def test_writer_killed_mid_deposit_is_settled_by_repair(tmp_path, shared, runner):
+    from skillgraft.cli import cli
+
+    env = {**os.environ, "SKILLGRAFT_CATALOG": shared["catalog"], "SKILLGRAFT_BLOCKS": shared["blocks"]}
+    with open(tmp_path / "writer.log", "w") as log:
+        writer = subprocess.Popen([sys.executable, str(WRITER), str(tmp_path / "a"), "doomed", "200", "300"],
+                                  env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    landed = [writer.stdout.readline().strip() for _ in range(3)]
+    assert all(landed), (tmp_path / "writer.log").read_text()[-2000:]
+    time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    landed += [line.strip() for line in writer.stdout.read().splitlines()]
+    options = ["--home", str(tmp_path / "a"), "--catalog", shared["catalog"], "--blocks", shared["blocks"]]
+    repaired = runner.invoke(cli, [*options, "check", "--repair", "--json"])
+    assert repaired.exit_code == 0, repaired.output
+    again = runner.invoke(cli, [*options, "check", "--json"])
+    assert again.exit_code == 0 and '"ok": true' in again.output
+    with host(tmp_path, "b", shared) as b:
+        for block_id in landed:
+            assert b.store.load_state(b.store.get(block_id)).state.sha256.startswith(block_id)
+        assert b.add_manual("after-the-kill", "Skill manual: written after a writer died.").id
+
+
+def test_catalog_restart_gives_clear_errors_then_recovers(tmp_path, shared, postgres, caplog):
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        first = a.add_manual("before", "Skill manual: deposited before the catalog restarts.")
+        postgres.stop()
+        try:
+            with pytest.raises(StoreError, match="catalog") as refused:
+                a.add_manual("during", "Skill manual: deposited while the catalog is down.")
+            with pytest.raises(StoreError, match="catalog"):
+                b.store.blocks()
+        finally:
+            postgres.start()
+        assert PASSWORD not in str(refused.value) and PASSWORD not in caplog.text
+        second = a.add_manual("after", "Skill manual: deposited after the catalog came back.")
+        assert {blk.name for blk in b.store.blocks()} == {"before", "after"}
+        assert b.route("deposited after the catalog came back").block_id == second.id
+        assert b.store.load_state(b.store.get(first.id)).state.sha256 == first.sha256
+        assert a.check()["ok"] and b.check()["ok"]
+
+
+def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, shared, s3):
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b, host(tmp_path, "c", shared) as c:
+        block = a.add_manual("flipped", "Skill manual: this block's object will be damaged in the bucket.",
+                             examples=["damaged object"])
+        key = shared["blocks"].split("/", 3)[3] + "/" + block.file_name
+        client = s3.client()
+        data = bytearray(client.get_object(Bucket=s3.bucket, Key=key)["Body"].read())
+        data[len(data) // 2] ^= 0x01
+        client.put_object(Bucket=s3.bucket, Key=key, Body=bytes(data))
+
+        with pytest.raises(BlockIntegrityError, match="SHA-256 mismatch"):
+            b.store.load_state(b.store.get(block.id))
+        assert c.store.get(block.id).status == "quarantined"  # recorded once, for every host
+        with pytest.raises(BlockIntegrityError, match="quarantined"):
+            c.store.load_state(c.store.get(block.id))
+        assert not (tmp_path / "c" / "cache" / block.file_name).exists()  # never downloaded again
+        assert c.route("damaged object").block_id != block.id
+        assert c.generate("damaged object", max_tokens=2).decision != "graft"
+        assert block.file_name not in bucket_keys(s3, shared["blocks"])
+        assert any(k.startswith("quarantine/" + block.file_name) for k in bucket_keys(s3, shared["blocks"]))
+
+        report = a.check(repair=True)  # re-captured from its source text, byte-identical
+        assert report.ok and report.repaired, report.as_dict()
+        assert c.store.load_state(c.store.get(block.id)).state.sha256 == block.sha256
+
+
+def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path, shared, runner):
+    from skillgraft.cli import cli
+
+    with SkillMemory(tmp_path / "local", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as local:
+        manual = local.add_manual("git-squash", MANUAL, examples=["squash commits"])
+        solution = local.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
+    out = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
+                              "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
+                              "--to-blocks", shared["blocks"], "--json"])
+    assert out.exit_code == 0, out.output
+    assert S3_SECRET not in out.output and PASSWORD not in out.output
+    with host(tmp_path, "b", shared) as b:
+        assert {blk.id for blk in b.store.blocks()} == {manual.id, solution.id}
+        assert b.route("squash commits").block_id == manual.id
+        assert b.check()["ok"]
+    back = runner.invoke(cli, ["--home", str(tmp_path / "b"), "--catalog", shared["catalog"], "--blocks",
+                               shared["blocks"], "migrate-store", "--to-home", str(tmp_path / "back")])
+    assert back.exit_code == 0, back.output
+    with SkillMemory(tmp_path / "back", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as copy:
+        for original in (manual, solution):
+            assert (tmp_path / "back" / "blocks" / original.file_name).read_bytes() == \
+                (tmp_path / "local" / "blocks" / original.file_name).read_bytes()
+        assert copy.check()["ok"]
+    again = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
+                                "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
+                                "--to-blocks", shared["blocks"], "--json"])
+    assert again.exit_code == 0 and '"copied": []' in again.output
