@@ -1,8 +1,8 @@
 """First access of one block from a bucket vs the local folder vs re-prefilling it, side by side.
 
-Starts a real S3-API server (moto) on loopback, deposits one captured block of ``--tokens``
-tokens into a store with the home's blocks folder and into one whose blocks are in the bucket,
-then times, interleaved in each repetition:
+Starts a real S3-API server (moto) and PostgreSQL on loopback, deposits one captured block of
+``--tokens`` tokens into a store with the home's blocks folder and into a shared one (catalog in
+PostgreSQL, blocks in the bucket), then times, interleaved in each repetition:
 
 - ``prefill``: re-prefilling the block's tokens (what no memory costs);
 - ``local``: first access from the folder (read, size and SHA-256 check, restore);
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.shared_servers import S3Server  # noqa: E402
+from tests.shared_servers import PostgresServer, S3Server  # noqa: E402
 
 from skillgraft.bench.runs import corpus_tokens, machine  # noqa: E402
 from skillgraft.config import engine_settings  # noqa: E402
@@ -46,8 +46,9 @@ def timed(action) -> float:
 def run(model: str, n_tokens: int, repeats: int) -> dict:
     import os
 
-    server = S3Server()
+    server, postgres = S3Server(), PostgresServer()
     os.environ.update(server.env())
+    catalog = postgres.database()
     folder = Path(tempfile.mkdtemp(prefix="skillgraft-bench-shared-"))
     try:
         with Engine(model, engine_settings(n_ctx=((n_tokens + 64) // 256 + 1) * 256)) as engine:
@@ -56,11 +57,11 @@ def run(model: str, n_tokens: int, repeats: int) -> dict:
             local = BlockStore(folder / "local")
             block, _ = local.put(state, name="bench", kind="manual", source="bench")
             url = server.prefix_url()
-            BlockStore(folder / "writer", blocks=url).put(state, name="bench", kind="manual", source="bench")
+            BlockStore(folder / "writer", catalog=catalog, blocks=url).put(state, name="bench", kind="manual", source="bench")
             times: dict[str, list[float]] = {"prefill": [], "local": [], "bucket": [], "bucket_cached": []}
             engine.prefill(tokens[:32])  # warm-up
             for repeat in range(repeats + 1):
-                reader = BlockStore(folder / f"reader{repeat}", blocks=url)  # a host that never saw it
+                reader = BlockStore(folder / f"reader{repeat}", catalog=catalog, blocks=url)  # a host that never saw it
                 reader_block = reader.get("bench")
 
                 def first(store, blk):
@@ -89,6 +90,7 @@ def run(model: str, n_tokens: int, repeats: int) -> dict:
                 "repeats": repeats, "machine": machine(), "results": summary}
     finally:
         server.close()
+        postgres.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
