@@ -16,6 +16,7 @@ lost inside a transaction fails that call with :class:`StoreError`, nothing half
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
@@ -126,6 +127,7 @@ class PostgresCatalog:
         self.read_only = read_only
         self._conn = None
         self._in_transaction = False
+        self._lock = threading.RLock()  # one connection: a transaction belongs to one thread at a time
         self._connect()
         if not read_only:
             self._migrate()
@@ -148,6 +150,10 @@ class PostgresCatalog:
         """Run one statement; outside a transaction, a connection the server dropped is
         replaced once and the statement sent again (nothing of it was applied)."""
         psycopg = self._psycopg
+        with self._lock:
+            return self._run_locked(psycopg, sql, params, many, rows_as_dicts)
+
+    def _run_locked(self, psycopg, sql: str, params: Optional[Iterable], many: bool, rows_as_dicts: bool):
         for attempt in (1, 2):
             conn = self._live()
             cursor = conn.cursor(row_factory=self._dict_row) if rows_as_dicts else conn.cursor()
@@ -180,38 +186,40 @@ class PostgresCatalog:
         """A transaction holding the catalog's write lock; rolled back on error."""
         if self.read_only:
             raise StoreError(f"the catalog {self.where} is open read-only")
-        self._run("BEGIN")
-        self._in_transaction = True
-        try:
-            self._run("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK_KEY])
-            yield self
-        except BaseException:
-            self._rollback()
-            raise
-        else:
+        with self._lock:
+            self._run("BEGIN")
+            self._in_transaction = True
             try:
-                self._run("COMMIT")
-            except StoreError as exc:
+                self._run("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK_KEY])
+                yield self
+            except BaseException:
                 self._rollback()
-                raise StoreError(
-                    f"{exc}: the write may or may not be stored; retrying it is safe (deposits are idempotent)"
-                ) from exc
-        finally:
-            self._in_transaction = False
+                raise
+            else:
+                try:
+                    self._run("COMMIT")
+                except StoreError as exc:
+                    self._rollback()
+                    raise StoreError(
+                        f"{exc}: the write may or may not be stored; retrying it is safe (deposits are idempotent)"
+                    ) from exc
+            finally:
+                self._in_transaction = False
 
     @contextmanager
     def read(self) -> Iterator["PostgresCatalog"]:
         """One consistent snapshot for several reads."""
-        if self._in_transaction:
-            yield self
-            return
-        self._run("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        self._in_transaction = True
-        try:
-            yield self
-        finally:
-            self._rollback()
-            self._in_transaction = False
+        with self._lock:
+            if self._in_transaction:
+                yield self
+                return
+            self._run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            self._in_transaction = True
+            try:
+                yield self
+            finally:
+                self._rollback()
+                self._in_transaction = False
 
     def _rollback(self) -> None:
         conn = self._conn

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Union
 
-from .backends import open_block_storage, open_catalog_backend
+from .backends import catalog_url, open_block_storage, open_catalog_backend
 from .blocks import Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import utc_now
 from .errors import BlockIntegrityError, BlockNotFoundError, ConflictError, InputError, StoreError
@@ -105,17 +105,11 @@ class BlockStore(CatalogEdits):
             self.storage.prepare()
             return True
         except OSError as exc:
-            local_catalog = self.catalog_is_local(catalog) and (self.home / "catalog.db").is_file()
+            local_catalog = catalog_url(catalog) is None and (self.home / "catalog.db").is_file()
             readable = exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and local_catalog
             if required or not readable:
                 raise StoreError(f"cannot write to the store folder {self.home}: {exc.strerror or exc}") from exc
             return False
-
-    @staticmethod
-    def catalog_is_local(catalog: Optional[str]) -> bool:
-        from .backends import catalog_url
-
-        return catalog_url(catalog) is None
 
     def _require_writable(self, what: str) -> None:
         if self.read_only:

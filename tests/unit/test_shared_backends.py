@@ -94,3 +94,29 @@ def test_the_host_cache_keeps_within_its_bound(tmp_path):
     cached = list((tmp_path / "cache").glob("*.kv"))
     assert 0 < sum(p.stat().st_size for p in cached) <= 3000 and len(list((tmp_path / "mount").glob("*.kv"))) == 6
     store.close()
+
+
+def test_an_unclaimed_object_is_left_alone_while_young_then_quarantined(tmp_path):
+    import os
+    import time
+
+    from skillgraft.block_objects import UNCLAIMED_GRACE_S
+
+    store = BlockStore(tmp_path / "home", blocks=f"file://{tmp_path / 'mount'}")
+    store.put(FakeEngine().capture("a claimed manual"), name="m", kind="manual", source="x")
+    stray = tmp_path / "mount" / ("ab" * 32 + ".kv")
+    stray.write_bytes(b"an upload whose deposit never committed")
+    assert store.check().ok  # young: maybe a deposit in progress on another host
+    old = time.time() - UNCLAIMED_GRACE_S - 60
+    os.utime(stray, (old, old))
+    report = store.check()
+    assert not report.ok and report.problems[0]["problem"] == "object without a catalog row"
+    assert store.check(repair=True).repaired and store.check().ok
+    assert not stray.exists() and len(list((tmp_path / "mount" / "quarantine").iterdir())) == 1
+    store.close()
+
+
+def test_a_deposit_that_another_process_made_meanwhile_is_returned(fake_memory, monkeypatch):
+    first = fake_memory.add_manual("m", "Skill manual: deposited by two writers at once.")
+    monkeypatch.setattr(fake_memory, "_named", lambda name: None)  # the other writer's row came after this look-up
+    assert fake_memory.add_manual("m", "Skill manual: deposited by two writers at once.") == first
