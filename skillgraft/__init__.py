@@ -32,6 +32,7 @@ from .router import Embedder, Recall
 from .states import KVState, TokenStep
 from .store import BlockStore
 from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
+from .store_check import CheckReport
 
 __version__ = "0.1.0"
 
@@ -58,6 +59,7 @@ __all__ = [
     "BundleError",
     "CallableVerifier",
     "Confidence",
+    "CheckReport",
     "ConfigError",
     "ConflictError",
     "ContextOverflowError",
