@@ -89,6 +89,9 @@ class ObjectBlocks:
     def stage(self, block: Block, payload: bytes) -> str:
         """Upload the payload unless an object already holds it (put-if-absent); its key."""
         key = block.file_name
+        if self.has(block):  # stored by an earlier deposit, maybe on another host: no upload
+            self._cache_put(block, payload)
+            return key
         try:
             self._obstore.put(self._store, key, payload, mode="create")
         except self._obstore.exceptions.AlreadyExistsError:
