@@ -1,8 +1,9 @@
 """The PostgreSQL catalog backend: one catalog shared by the hosts of a memory.
 
 Chosen by a ``postgresql://`` URL (``--catalog`` or ``$SKILLGRAFT_CATALOG``). It runs the same
-numbered migrations as SQLite (:data:`skillgraft.catalog.MIGRATIONS`, by name): the schema
-migrations have their PostgreSQL DDL here, the data migrations run unchanged through
+numbered migrations as SQLite (:data:`skillgraft.catalog.MIGRATIONS`, by name): those written
+with sqlite-utils' table API have their PostgreSQL DDL here (:data:`POSTGRES_DDL`); the others
+(data migrations, plain SQL such as ``ALTER TABLE … ADD COLUMN``) run unchanged through
 :meth:`PostgresCatalog.execute`. Every dialect difference lives in this module:
 ``?`` placeholders, ``INSERT OR IGNORE`` / ``INSERT OR REPLACE``, the version triggers.
 
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .catalog import MIGRATIONS, utc_now
 from .errors import ConfigError, StoreError
 
-__all__ = ["PostgresCatalog", "POSTGRES_DDL", "PORTABLE_MIGRATIONS", "redact_url", "to_postgres"]
+__all__ = ["PostgresCatalog", "POSTGRES_DDL", "redact_url", "to_postgres"]
 
 CONNECT_TIMEOUT_S = 10
 WRITE_LOCK_KEY = 0x5347_4346  # the advisory lock every catalog writer takes ("SGCF")
@@ -37,7 +38,7 @@ _BUMP = (
     "$$ BEGIN UPDATE catalog_state SET version = version + 1 WHERE id = 1; RETURN NULL; END $$"
 )
 
-# The schema migrations in PostgreSQL's dialect, by the name of their SQLite twin.
+# The migrations written with sqlite-utils' table API, in PostgreSQL's dialect, by name.
 POSTGRES_DDL: dict[str, list[str]] = {
     "m001_create_blocks": [
         "CREATE TABLE blocks (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,"
@@ -74,8 +75,6 @@ POSTGRES_DDL: dict[str, list[str]] = {
         ),
     ],
 }
-# Data migrations written in the SQL both backends accept (through ``to_postgres``).
-PORTABLE_MIGRATIONS = {"m007_retire_thread_count", "m008_rekey_questions"}
 
 
 def redact_url(url: str) -> str:
@@ -266,10 +265,11 @@ class PostgresCatalog:
                 if name in POSTGRES_DDL:
                     for statement in POSTGRES_DDL[name]:
                         self._run(statement.replace("{catalog_id}", uuid.uuid4().hex))
-                elif name in PORTABLE_MIGRATIONS:
-                    step(self)
                 else:
-                    raise StoreError(f"the catalog migration {name} has no PostgreSQL form")
+                    try:
+                        step(self)
+                    except (AttributeError, TypeError) as exc:  # written against sqlite-utils' API
+                        raise StoreError(f"the catalog migration {name} has no PostgreSQL form: {exc}") from exc
                 self.execute("INSERT INTO _migrations VALUES (?, ?)", [name, utc_now()])
                 applied.append(name)
         return applied

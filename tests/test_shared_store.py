@@ -205,3 +205,18 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
                                 "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                                 "--to-blocks", shared["blocks"], "--json"])
     assert again.exit_code == 0 and '"copied": []' in again.output
+
+
+def test_every_migration_applies_on_postgresql(postgres):
+    from skillgraft.catalog import MIGRATIONS
+    from skillgraft.catalog_postgres import PostgresCatalog
+
+    url = postgres.database()
+    catalog = PostgresCatalog(url)
+    applied = [row[0] for row in catalog.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
+    assert applied == sorted(step.__name__ for step in MIGRATIONS)
+    assert catalog.integrity_problems() == [] and catalog.version()[1] == 0
+    catalog.close()
+    again = PostgresCatalog(url)  # a second host opening it migrates nothing
+    assert again._migrate() == [] and again.version()[1] == 0
+    again.close()
