@@ -214,7 +214,11 @@ class ObjectBlocks:
     # -- check -----------------------------------------------------------------------------
 
     def strays(self, known: set[str], repair: bool, lock: Callable[[], AbstractContextManager]) -> tuple[list[dict], list[dict]]:
-        """``(problems, repaired)``: objects no row claims (past the grace) and dead writers' cache temp files."""
+        """``(problems, repaired)``: objects no row claims (past the grace) and dead writers' cache temp files.
+
+        ``lock`` is not needed here: an upload precedes its transaction, so only an object's
+        age can tell a dead writer's object from one whose deposit is still in progress.
+        """
         problems: list[dict] = []
         repaired: list[dict] = []
         now = datetime.now(timezone.utc)
