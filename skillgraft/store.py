@@ -334,25 +334,37 @@ class BlockStore(CatalogEdits):
             self._cache.move_to_end(block.sha256)
             return LoadedState(cached, True, time.perf_counter() - started)
         if block.status != "ok":
-            raise BlockIntegrityError(f"block {block.id} ({block.name}) is quarantined: run `skillgraft check --repair`")
+            raise BlockIntegrityError(
+                f"block {block.id} ({block.name}) is quarantined: run `skillgraft check --repair`", **self._facts(block)
+            )
         inconsistent = row_problems(block)
         if inconsistent:
-            raise BlockIntegrityError(f"block {block.id} ({block.name}) has an inconsistent catalog row: {'; '.join(inconsistent)}")
+            raise BlockIntegrityError(
+                f"block {block.id} ({block.name}) has an inconsistent catalog row: {'; '.join(inconsistent)}",
+                **self._facts(block),
+            )
         payload, problem = self.storage.read(block, self.payload_problem)
         if problem == "file missing":
             raise BlockIntegrityError(
-                f"block {block.id} ({block.name}): its file {block.file_name} is missing; run `skillgraft check --repair`"
+                f"block {block.id} ({block.name}): its file {block.file_name} is missing; run `skillgraft check --repair`",
+                **self._facts(block),
             )
         if problem and problem.startswith(("unreadable", "unreachable")):
             raise StoreError(f"cannot read block {block.id} ({block.name}): {problem}")
         if problem:
             if self.read_only:
-                raise BlockIntegrityError(f"block {block.id} ({block.name}) is corrupt ({problem})")
+                raise BlockIntegrityError(f"block {block.id} ({block.name}) is corrupt ({problem})", **self._facts(block))
             self.quarantine(block, problem)
-            raise BlockIntegrityError(f"block {block.id} ({block.name}) is corrupt ({problem}); moved to quarantine/")
+            raise BlockIntegrityError(
+                f"block {block.id} ({block.name}) is corrupt ({problem}); moved to quarantine/", **self._facts(block)
+            )
         state = KVState(block.tokens, payload, block.sha256, self.fingerprint(block.fingerprint_id))
         self._remember(state)
         return LoadedState(state, False, time.perf_counter() - started)
+
+    @staticmethod
+    def _facts(block: Block) -> dict:
+        return {"block_id": block.id, "expected_bytes": block.n_bytes, "sha256": block.sha256}
 
     @staticmethod
     def payload_problem(block: Block, payload: bytes) -> Optional[str]:
