@@ -31,8 +31,8 @@ from .memory import Generation, SkillMemory
 from .router import Embedder, Recall
 from .states import KVState, TokenStep
 from .store import BlockStore
-from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 from .store_check import CheckReport
+from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 
 __version__ = "0.1.0"
 
@@ -58,8 +58,8 @@ __all__ = [
     "BlockStore",
     "BundleError",
     "CallableVerifier",
-    "Confidence",
     "CheckReport",
+    "Confidence",
     "ConfigError",
     "ConflictError",
     "ContextOverflowError",
