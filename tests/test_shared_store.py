@@ -65,10 +65,12 @@ def bucket_keys(s3: S3Server, blocks_url: str) -> list[str]:
 def test_deposit_on_one_host_grafts_byte_exactly_on_another(tmp_path, shared, smollm2, embedder):
     with host(tmp_path, "a", shared, engine=smollm2, embedder=embedder) as a, \
             host(tmp_path, "b", shared, engine=smollm2, embedder=embedder) as b:
+        other = a.add_manual("sourdough", "Skill manual: baking sourdough bread. Feed the starter, fold, proof, bake.")
+        assert b.route("how do I squash my last commits?").block_id in (None, other.id)  # B builds its index
         version_before = b.store.catalog_version()
         block = a.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
         assert b.store.catalog_version() != version_before  # B's router index will be rebuilt
-        assert b.route("how do I squash my last commits?").block_id == block.id
+        assert b.route("how do I squash my last commits?").block_id == block.id != other.id
 
         loaded = b.store.load_state(b.store.get("git-squash"))
         assert not loaded.from_cache and loaded.state.sha256 == block.sha256
