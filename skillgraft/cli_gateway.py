@@ -40,7 +40,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
     logs go to stderr. Stops the servers on Ctrl-C or SIGTERM.
     """
-    from .cli import store_home
+    from .cli_common import store_home
     from .gateway import GatewayConfig, serve
 
     _serve_extra()
@@ -61,7 +61,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
 @click.pass_context
 def mcp_command(ctx, model: Optional[str]) -> None:
     """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts)."""
-    from .cli import store_home
+    from .cli_common import store_home
     from .mcp_server import run_stdio
 
     _serve_extra()

@@ -26,7 +26,7 @@ def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], t
     SHA-256 is verified at the source, on deposit and read back from the destination.
     Copying again is safe. Exit status 1 when a block could not be copied.
     """
-    from .cli import emit, store_home
+    from .cli_common import emit, store_home
     from .migrate import copy_store
     from .store import BlockStore
 

@@ -265,7 +265,7 @@ def test_add_manual_draws_nothing_when_stderr_is_not_a_terminal_and_refuses_a_ta
 
 def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
     """The display only: the real demo runs in test_demo_json_is_ok."""
-    import skillgraft.cli
+    import skillgraft.cli_common
     import skillgraft.demo
 
     def fake_demo(model=None, log=None):
@@ -275,7 +275,7 @@ def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
         return {"steps": steps, "ok": True}
 
     monkeypatch.setattr(skillgraft.demo, "run_demo", fake_demo)
-    monkeypatch.setattr(skillgraft.cli, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(skillgraft.cli_common, "is_terminal", lambda stream: True)
     result = runner.invoke(cli, ["demo"])
     assert result.exit_code == 0, result.output
     assert all(result.stdout.count(f"summary {i}") == 1 for i in range(3))
