@@ -38,7 +38,8 @@ from ..errors import (
 )
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
-from .service import ChatAnswer, Gateway, GenerationOptions, MemoryNote, StreamEnd
+from .records import ChatAnswer, GenerationOptions, MemoryNote, StreamEnd
+from .service import Gateway
 
 logger = logging.getLogger("skillgraft.gateway")
 

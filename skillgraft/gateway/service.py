@@ -21,7 +21,6 @@ import logging
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
@@ -30,101 +29,17 @@ from ..chat_layout import continuation
 from ..errors import ContextOverflowError, FingerprintMismatchError, InputError, ServerError
 from ..gate import GATE_TOKENS, confidence, graft_verdict
 from ..memory import SkillMemory
-from ..router import Recall, clean_query
+from ..router import Recall
 from ..server_records import ServerStep, StreamChunk, reusable_cells
-from ..states import KVState, TokenStep
+from ..states import TokenStep
 from .metrics import GatewayMetrics
+from .records import ChatAnswer, GenerationOptions, MemoryNote, Plan, PreparedChat, StreamEnd, chat_messages
 from .pool import Lease, ServerPool
 from .pooled_engine import PooledEngine
 
 logger = logging.getLogger("skillgraft.gateway")
 
-ROLES = ("system", "user", "assistant")
 DEATH_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    max_tokens: int = 256
-    temperature: float = 0.0
-    seed: int = 0
-    stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MemoryNote:
-    """The ``skillgraft`` object of a response: what the memory decided and what it saved."""
-
-    decision: str
-    block_id: Optional[str]
-    block_name: Optional[str]
-    score: float
-    threshold: float
-    cache_n: int
-    reason: str
-    gate: Optional[dict] = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ChatAnswer:
-    text: str
-    finish_reason: str
-    note: MemoryNote
-    prompt_tokens: int
-    completion_tokens: int
-
-
-@dataclass(frozen=True)
-class StreamEnd:
-    """The last event of a stream."""
-
-    finish_reason: str
-    completion_tokens: int
-    prompt_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A recall and, for a graft, the verified state it restores."""
-
-    query: str
-    recall: Recall
-    state: Optional[KVState]
-    gate_threshold: float
-
-
-@dataclass(frozen=True)
-class PreparedChat:
-    """A checked chat and the memory's plan for it (:meth:`Gateway.prepare`)."""
-
-    chat: list
-    plan: _Plan
-    started: float
-
-    @property
-    def needs_model(self) -> bool:
-        """False for an exact answer: no server slot is needed."""
-        return self.plan.recall.decision != "exact"
-
-
-def chat_messages(messages: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], str]:
-    """The chat as ``[(role, content)]`` and its last user message; :class:`InputError` otherwise."""
-    if not messages:
-        raise InputError("messages is empty")
-    chat = []
-    for role, content in messages:
-        if role not in ROLES:
-            raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
-        if not isinstance(content, str) or "\x00" in content:
-            raise InputError(f"a {role} message is not text without NUL bytes")
-        chat.append((role, content))
-    users = [content for role, content in chat if role == "user"]
-    if not users or chat[-1][0] != "user":
-        raise InputError("the last message must be the user's")
-    return chat, clean_query(users[-1])
 
 
 def _finish_reason(stopped_by: Optional[str], n_tokens: int, max_tokens: int) -> str:
@@ -177,7 +92,7 @@ class Gateway:
 
     # -- planning --------------------------------------------------------------------------
 
-    def _plan(self, query: str) -> _Plan:
+    def _plan(self, query: str) -> Plan:
         with self.memory_lock:
             recall = self.memory.recall(query)
             state = None
@@ -187,9 +102,9 @@ class Gateway:
                 except Exception as exc:  # a damaged block is quarantined by the store: generate plainly
                     logger.warning("block %s cannot be grafted: %s", recall.block.id, exc)
                     recall = Recall("abstain", None, recall.score, recall.threshold, f"the routed block cannot be read: {exc}")
-            return _Plan(query, recall, state, self.memory.gate_threshold)
+            return Plan(query, recall, state, self.memory.gate_threshold)
 
-    def _note(self, plan: _Plan, decision: str, cache_n: int = 0, gate: Optional[dict] = None, reason: str = "") -> MemoryNote:
+    def _note(self, plan: Plan, decision: str, cache_n: int = 0, gate: Optional[dict] = None, reason: str = "") -> MemoryNote:
         recall = plan.recall
         block = recall.block if decision != "abstain" or recall.decision == "graft" else None
         return MemoryNote(
@@ -236,7 +151,7 @@ class Gateway:
                     failed.append(lease.server)
         raise AssertionError("unreachable")
 
-    def _answer(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> ChatAnswer:
+    def _answer(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> ChatAnswer:
         note = self._note(plan, "abstain")
         if plan.recall.decision == "graft":
             grafted = self._graft(lease, chat, plan, options)
@@ -245,7 +160,7 @@ class Gateway:
             note = grafted
         return self._plain(lease, chat, plan, options, note)
 
-    def _restore(self, lease: Lease, chat: list, plan: _Plan) -> Union[tuple[int, list[int]], MemoryNote]:
+    def _restore(self, lease: Lease, chat: list, plan: Plan) -> Union[tuple[int, list[int]], MemoryNote]:
         """Restore the routed block into the lease: ``(cells kept, tokens after)``, or the
         abstain note when the block cannot lead this chat."""
         block = plan.recall.block
@@ -257,7 +172,7 @@ class Gateway:
         self.metrics.restore(restored.restore_ms / 1000.0)
         return keep, after
 
-    def _graft(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> Union[ChatAnswer, MemoryNote]:
+    def _graft(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> Union[ChatAnswer, MemoryNote]:
         """The grafted answer, or the abstain note when it does not stand."""
         engine, block, state = lease.engine, plan.recall.block, plan.state
         started = time.perf_counter()
@@ -297,7 +212,7 @@ class Gateway:
             raise ContextOverflowError(len(tokens), self.n_ctx - 1, "the chat")
         return tokens
 
-    def _plain(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions, note: MemoryNote) -> ChatAnswer:
+    def _plain(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions, note: MemoryNote) -> ChatAnswer:
         tokens = self._prompt(lease.engine, chat)
         max_tokens = self._room(len(tokens), options.max_tokens)
         completion = lease.engine.complete(
@@ -323,13 +238,13 @@ class Gateway:
             return self._stream_exact(prepared.plan, prepared.started)
         return self._stream_generated(prepared.chat, prepared.plan, options, prepared.started)
 
-    def _stream_exact(self, plan: _Plan, started: float) -> Iterator[object]:
+    def _stream_exact(self, plan: Plan, started: float) -> Iterator[object]:
         self.metrics.request("exact", time.perf_counter() - started)
         yield self._note(plan, "exact")
         yield plan.recall.block.answer
         yield StreamEnd("stop", 0)
 
-    def _stream_generated(self, chat: list, plan: _Plan, options: GenerationOptions, started: float) -> Iterator[object]:
+    def _stream_generated(self, chat: list, plan: Plan, options: GenerationOptions, started: float) -> Iterator[object]:
         failed: list[int] = []
         for round_ in range(2):
             with self.pool.lease(avoid=failed) as lease:
@@ -348,7 +263,7 @@ class Gateway:
                     logger.warning("server %d failed under a stream (%s): retrying on another", lease.server, exc)
                     failed.append(lease.server)
 
-    def _stream_on(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions) -> Iterator[object]:
+    def _stream_on(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> Iterator[object]:
         note = self._note(plan, "abstain")
         if plan.recall.decision == "graft":
             held = self._held_graft(lease, chat, plan, options)
@@ -368,7 +283,7 @@ class Gateway:
         yield note
         yield from self._relay(itertools.chain([first] if first else [], chunks), max_tokens, len(tokens))
 
-    def _held_graft(self, lease: Lease, chat: list, plan: _Plan, options: GenerationOptions):
+    def _held_graft(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions):
         """Restore and stream until the answer can be judged: ``(note, chunks, max_tokens,
         prompt tokens)``, or the abstain note when the graft does not stand."""
         engine, block, state = lease.engine, plan.recall.block, plan.state
