@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from .bundle_plan import Plan, Planner, SkippedBlock
 from .bundle_reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_rows
 from .errors import BundleError, SkillgraftError, StoreError
+from .ledger import LedgerEvent
 from .verifiers import Accepted
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def import_bundle(
             imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total))
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
-        memory.store.log("import", block_id=item.block_id, decision=item.kind, detail=detail)
+        memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))
     return ImportReport(str(path), imported, planner.skipped, time.perf_counter() - started)
 
 

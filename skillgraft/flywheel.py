@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
+from .ledger import LedgerEvent
 from .verifiers import Accepted, Verdict, make_verifier, output_sha256
 
 if TYPE_CHECKING:
@@ -94,5 +95,5 @@ def solve(
     for stage, answer, method, tokens, seed_ in attempts():
         if attempt(stage, answer, method, tokens, seed_):
             break
-    memory.store.log("solve", decision=result.decision, block_id=result.block_id, detail={"stages": result.stages})
+    memory.store.log(LedgerEvent("solve", decision=result.decision, block_id=result.block_id, detail={"stages": result.stages}))
     return result

@@ -34,6 +34,7 @@ from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextO
 from .chat_layout import block_tokens, continuation, with_system
 from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
 from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
+from .ledger import LedgerEvent
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
 from .sampling import SamplingOptions
@@ -263,7 +264,7 @@ class SkillMemory:
             },
         )
         self.router.add_keys(block, [question, *examples], kind="example")
-        self.store.log("deposit", block_id=block.id, decision="solution", detail=check.as_dict())
+        self.store.log(LedgerEvent("deposit", decision="solution", block_id=block.id, detail=check.as_dict()))
         return block
 
     def _stored_answer(self, key: str, answer: str, name: str) -> Optional[Block]:
@@ -601,21 +602,17 @@ class SkillMemory:
         return self.store.check(repair=repair, recapture=recapture if repair else None)
 
     def _log(self, event: str, query: str, recall: Recall, generation: Optional[Generation] = None, timings=None) -> None:
-        fields = {
-            "query_sha256": question_sha256(query),
-            "decision": generation.decision if generation else recall.decision,
-            "block_id": generation.block_id if generation else recall.block_id,
-            "score": recall.score,
-            "threshold": recall.threshold,
-            "timings": generation.timings if generation else (timings or {}),
-        }
-        if generation:
-            fields.update(
-                decoded_tokens=generation.decoded_tokens,
-                prefill_tokens_avoided=generation.prefill_tokens_avoided,
-                detail={"routed": recall.decision, "gate": generation.gate.as_dict() if generation.gate else None},
-            )
-        self.store.log(event, **fields)
+        common = dict(
+            event=event, query_sha256=question_sha256(query), score=recall.score, threshold=recall.threshold,
+        )
+        if generation is None:
+            self.store.log(LedgerEvent(decision=recall.decision, block_id=recall.block_id, timings=timings or {}, **common))
+            return
+        self.store.log(LedgerEvent(
+            decision=generation.decision, block_id=generation.block_id, timings=generation.timings,
+            decoded_tokens=generation.decoded_tokens, prefill_tokens_avoided=generation.prefill_tokens_avoided,
+            detail={"routed": recall.decision, "gate": generation.gate.as_dict() if generation.gate else None}, **common,
+        ))
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Iterable, Optional
 from .blocks import Block, block_id_for, tokens_sha256
 from .catalog import utc_now
 from .errors import BlockNotFoundError, NameTakenError, StoreError
+from .ledger import LedgerEvent
 from .states import KVState
 
 __all__ = ["CatalogEdits"]
@@ -91,16 +92,12 @@ class CatalogEdits:
 
     # -- ledger and settings ---------------------------------------------------------------
 
-    def log(self, event: str, **fields) -> None:
+    def log(self, event: LedgerEvent) -> None:
         """Append one row to the ledger (skipped, not refused, in a read-only store)."""
         if self.read_only:
-            logger.debug("read-only store: ledger row %r not written", event)
+            logger.debug("read-only store: ledger row %r not written", event.event)
             return
-        row = {"at": utc_now(), "event": event, **fields}
-        if isinstance(row.get("timings"), dict):
-            row["timings"] = json.dumps(row["timings"])
-        if isinstance(row.get("detail"), dict):
-            row["detail"] = json.dumps(row["detail"], default=str)
+        row = event.row(utc_now())
         columns = ", ".join(row)
         with self.catalog.write() as conn:
             conn.execute(f"INSERT INTO ledger ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))

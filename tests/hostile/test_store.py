@@ -28,6 +28,7 @@ from skillgraft.blocks import Block, tokens_sha256
 from skillgraft.cli import cli
 from skillgraft.engine import KVState
 from skillgraft.errors import BlockIntegrityError, BlockNotFoundError, ConflictError, StoreError
+from skillgraft.ledger import LedgerEvent
 from skillgraft.fingerprint import RuntimeFingerprint
 from skillgraft.router import Router
 from skillgraft.store import BlockStore
@@ -378,7 +379,7 @@ def test_a_read_only_store_lists_shows_and_routes_and_refuses_writes(tmp_path, e
     recall = Router(store, embedder).route("how do I water a fern?")
     assert recall.decision == "graft" and recall.block.name == "ferns"
     assert store.load_state(store.get("ferns")).state.n_tokens > 0
-    store.log("recall", decision="graft")  # the ledger is skipped, not refused
+    store.log(LedgerEvent("recall", decision="graft"))  # the ledger is skipped, not refused
     with pytest.raises(StoreError, match="read-only"):
         put_manual(store, "new")
     with pytest.raises(StoreError, match="read-only"):

@@ -1,0 +1,32 @@
+"""Ledger rows: fixed columns, JSON text for the nested fields, whatever a caller passes."""
+
+import json
+
+import pytest
+
+from skillgraft.ledger import LedgerEvent
+
+
+def test_a_ledger_row_has_the_fixed_columns_only():
+    row = LedgerEvent("generate", decision="graft", block_id="b1", score=0.5, timings={"total_s": 1.5},
+                      detail={"gate": {"fell_back": False}}).row("2026-01-01T00:00:00Z")
+    assert set(row) == {"at", "event", "decision", "block_id", "query_sha256", "score", "threshold",
+                        "decoded_tokens", "prefill_tokens_avoided", "timings", "detail"}
+    assert json.loads(row["timings"]) == {"total_s": 1.5} and json.loads(row["detail"])["gate"]["fell_back"] is False
+
+
+def test_no_keyword_becomes_a_column():
+    with pytest.raises(TypeError):
+        LedgerEvent("recall", **{"decision) VALUES (1); DROP TABLE blocks; --": "x"})
+
+
+def test_ledger_rows_round_trip_through_a_store(tmp_path):
+    from skillgraft.store import BlockStore
+
+    store = BlockStore(tmp_path / "store")
+    try:
+        store.log(LedgerEvent("recall", decision="abstain", score=0.12, threshold=0.3))
+        (row,) = store.ledger(1)
+    finally:
+        store.close()
+    assert row["event"] == "recall" and row["decision"] == "abstain" and row["threshold"] == 0.3
