@@ -1,7 +1,8 @@
 """Block: one captured KV state as the catalog records it.
 
 A block's payload is the raw per-sequence llama.cpp state of its source tokens; its id is
-the first 16 hex digits of the payload's SHA-256 and its file is ``blocks/<sha256>.kv``.
+the first 16 hex digits of the payload's SHA-256 and its file is ``blocks/<sha256>.kv``;
+``blake3``, recorded since catalog migration 9, is what a read from disk verifies.
 Because capture is byte-exact, the same text under the same runtime always gives the same
 payload, so the same block.
 """
@@ -68,6 +69,7 @@ class Block(BaseModel):
     verifier: Optional[str] = None
     verifier_output_sha256: Optional[str] = None
     verify_seconds: Optional[float] = None
+    blake3: Optional[str] = None
 
     @property
     def file_name(self) -> str:

@@ -156,6 +156,12 @@ def m008_rekey_questions(db: Database) -> None:
         db.execute("UPDATE blocks SET question_key = ? WHERE id = ?", [normalize_question(question), block_id])
 
 
+@migration
+def m009_record_blake3(db: Database) -> None:
+    """Blocks may record their payload's BLAKE3, verified on reads; rows without one keep SHA-256."""
+    db.execute("ALTER TABLE blocks ADD COLUMN blake3 TEXT")
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

@@ -15,8 +15,9 @@ are two hosts of one memory (:mod:`skillgraft.backends`).
 
 A deposit stages the payload first (a fsynced temp file, or an upload that never replaces
 an object), then under the catalog's write lock puts it in place and inserts the row in one
-transaction. Payloads are verified (size and SHA-256) on every read before they can reach
-llama.cpp; verified payloads are kept in an LRU cache bounded in bytes.
+transaction. Payloads are verified (size, and the BLAKE3 recorded at deposit or the SHA-256
+for blocks stored before it was) on every read before they can reach llama.cpp; verified
+payloads are kept in an LRU cache bounded in bytes.
 
 A store folder that cannot be written (or ``read_only=True``) opens its catalog read-only:
 listing, showing and routing work, writes raise :class:`StoreError`.
@@ -39,6 +40,7 @@ from .blocks import Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import utc_now
 from .errors import BlockIntegrityError, BlockNotFoundError, ConflictError, InputError, StoreError
 from .fingerprint import RuntimeFingerprint
+from .hashing import blake3_hex, payload_problem, reuse_freed_payload_memory
 from .sha import HEX, SHA256_HEX
 from .states import KVState
 from .store_check import CheckReport, Recapture, check_store, row_problems
@@ -93,6 +95,7 @@ class BlockStore(CatalogEdits):
             read_only = not self._prepare_folders(catalog, required=read_only is False)
         self.read_only = read_only
         self.catalog = open_catalog_backend(catalog, self.home, read_only=read_only)
+        reuse_freed_payload_memory()
         self.db = getattr(self.catalog, "db", self.catalog)
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[str, KVState] = OrderedDict()
@@ -219,9 +222,7 @@ class BlockStore(CatalogEdits):
             raise InputError("a block needs a non-empty name")
         if not state.tokens:
             raise InputError(f"block {name!r} has no tokens")
-        if hashlib.sha256(state.payload).hexdigest() != state.sha256:
-            raise BlockIntegrityError(f"block {name!r}: payload does not match its SHA-256")
-        block = Block(
+        block = Block(  # deposit checks the payload against its SHA-256
             id=block_id_for(state.sha256),
             sha256=state.sha256,
             name=name.strip(),
@@ -250,6 +251,10 @@ class BlockStore(CatalogEdits):
         problems = row_problems(block)
         if len(payload) != block.n_bytes or hashlib.sha256(payload).hexdigest() != block.sha256:
             problems.append("payload does not match its size or SHA-256")
+        elif block.blake3 is None:
+            block = block.model_copy(update={"blake3": blake3_hex(payload)})
+        elif blake3_hex(payload) != block.blake3:
+            problems.append("payload does not match its BLAKE3")
         if fingerprint.id != block.fingerprint_id:
             problems.append(f"fingerprint {fingerprint.id} is not the block's {block.fingerprint_id}")
         if problems:
@@ -322,7 +327,7 @@ class BlockStore(CatalogEdits):
     # -- reading payloads ------------------------------------------------------------------
 
     def load_state(self, block: Block) -> LoadedState:
-        """The block's verified state, from the cache or from storage (size and SHA-256 checked).
+        """The block's verified state, from the cache or from storage (size and digest checked).
 
         A corrupt payload, or anything but a regular file, is quarantined and raises
         :class:`BlockIntegrityError`; so does a row that is inconsistent in itself.
@@ -368,12 +373,9 @@ class BlockStore(CatalogEdits):
 
     @staticmethod
     def payload_problem(block: Block, payload: bytes) -> Optional[str]:
-        """Why ``payload`` is not the block's payload (size, then SHA-256), or None."""
-        if len(payload) != block.n_bytes:
-            return f"{len(payload)} bytes, expected {block.n_bytes}"
-        if hashlib.sha256(payload).hexdigest() != block.sha256:
-            return "SHA-256 mismatch"
-        return None
+        """Why ``payload`` is not the block's payload (size, then its BLAKE3, or its SHA-256
+        for a block stored before migration 9), or None."""
+        return payload_problem(payload, block.n_bytes, block.sha256, block.blake3)
 
     def _remember(self, state: KVState) -> None:
         if state.n_bytes > self.cache_bytes or state.sha256 in self._cache:

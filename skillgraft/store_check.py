@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from .blocks import Block, block_id_for, tokens_sha256
 from .catalog import usable_vector
 from .errors import SkillgraftError, StoreError
+from .hashing import file_digest_problem
 from .sha import SHA256_HEX
 from .states import KVState
 
@@ -71,6 +72,8 @@ def row_problems(block: Block) -> list[str]:
         problems.append(f"n_tokens is {block.n_tokens} but the row holds {len(block.tokens)} tokens")
     if block.tokens_sha256 != tokens_sha256(block.tokens):
         problems.append("tokens do not match tokens_sha256")
+    if file_digest_problem(block.blake3):
+        problems.append(file_digest_problem(block.blake3))
     return problems
 
 

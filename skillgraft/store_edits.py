@@ -14,9 +14,10 @@ from typing import Iterable, Optional
 
 from .blocks import Block, block_id_for, tokens_sha256
 from .catalog import utc_now
-from .errors import BlockNotFoundError, NameTakenError, StoreError
+from .errors import BlockIntegrityError, BlockNotFoundError, NameTakenError, StoreError
+from .hashing import blake3_hex
 from .ledger import LedgerEvent
-from .states import KVState
+from .states import KVState, sha256_hex
 
 __all__ = ["CatalogEdits"]
 
@@ -156,12 +157,14 @@ class CatalogEdits:
         self._require_writable(f"replace block {old.id}")
         kept = old.model_dump(
             exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
-                     "fingerprint_id", "created_at", "status"}
+                     "fingerprint_id", "created_at", "status", "blake3"}
         )
+        if sha256_hex(state.payload) != state.sha256:
+            raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
         new = Block(
             id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
             tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
-            fingerprint_id=state.fingerprint.id, created_at=utc_now(), **kept,
+            fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
         )
         if new.id == old.id and old.status == "ok" and self.storage.has(old):
             if old.fingerprint_id == new.fingerprint_id:

@@ -164,7 +164,7 @@ def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, sh
         data[len(data) // 2] ^= 0x01
         client.put_object(Bucket=s3.bucket, Key=key, Body=bytes(data))
 
-        with pytest.raises(BlockIntegrityError, match="SHA-256 mismatch"):
+        with pytest.raises(BlockIntegrityError, match="BLAKE3 mismatch"):
             b.store.load_state(b.store.get(block.id))
         assert c.store.get(block.id).status == "quarantined"  # recorded once, for every host
         with pytest.raises(BlockIntegrityError, match="quarantined"):

@@ -76,7 +76,7 @@ def test_blocks_on_a_shared_mount(tmp_path):
     (tmp_path / "mount" / block.file_name).write_bytes(bytes(damaged))
     cached.unlink()
     store.evict(block.sha256)
-    with pytest.raises(BlockIntegrityError, match="SHA-256 mismatch"):
+    with pytest.raises(BlockIntegrityError, match="BLAKE3 mismatch"):
         store.load_state(block)
     assert store.get("m").status == "quarantined"
     assert [p.name.split(".kv")[0] for p in (tmp_path / "mount" / "quarantine").iterdir()] == [block.sha256]
