@@ -90,3 +90,13 @@ def test_the_sentence_transformers_embedder_fits_the_embedder_protocol():
     rows = _signature_rows(inspect.signature(Embedder.encode))
     assert rows[:2] == _signature_rows(inspect.signature(TextEmbedder.encode))
     assert all(default is not inspect.Parameter.empty for _, _, default in rows[2:])
+
+
+def test_an_unknown_embedder_runtime_is_a_config_error(monkeypatch):
+    from skillgraft.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="runtime"):
+        Embedder(runtime="gpu-magic")
+    monkeypatch.setenv("SKILLGRAFT_EMBEDDER_RUNTIME", "nope")
+    with pytest.raises(ConfigError, match="nope"):
+        Embedder()
