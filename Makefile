@@ -43,6 +43,7 @@ bench: install
 	mkdir -p build/bench
 	$(BIN)/skillgraft bench graft --tokens 256,1024,4096 --repeats 3 --json --plot build/bench/graft.png > build/bench/bench_graft.json
 	$(BIN)/skillgraft bench route --keys 1000,10000 --json --plot build/bench/route.png > build/bench/bench_route.json
+	$(BIN)/skillgraft bench needles --blocks 8 --json > build/bench/bench_needles.json
 	$(BIN)/python benchmarks/tables.py build/bench
 
 clean:

@@ -1,8 +1,15 @@
 """Routing evaluation: in-scope accuracy and out-of-domain recall on held-out queries.
 
-Builds a store of 40 skills from benchmarks/data/intents.json (a short manual per skill,
+Builds a store of the skills in benchmarks/data/intents.json (a short manual per skill,
 captured on the embedded model; the train utterances as routing examples), calibrates the
-abstain threshold on the calibration split, then routes the held-out test split.
+abstain threshold on the calibration split, then routes the held-out test split. Two
+scorers are reported side by side on the same keys:
+
+- ``router``: the router's score (mean of nearest-key and key-centroid cosine), as routed;
+- ``head``: a softmax head fitted per store on the key vectors (one class per block, a
+  cosine classifier initialised at the key centroids), its scale and L2 weight chosen on the
+  calibration split; abstain when its top probability is below a threshold calibrated the
+  same way.
 
     .venv/bin/python benchmarks/routing_eval.py [--out docs/data/routing_eval.json]
 """
@@ -17,10 +24,92 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from skillgraft.memory import SkillMemory
-from skillgraft.router import wilson_interval
+from skillgraft.router import evaluate_threshold, wilson_interval
 
 DATA = Path(__file__).parent / "data" / "intents.json"
+SWEEP = (0.24, 0.26, 0.28, 0.30, 0.32, 0.34, 0.36, 0.40)
+
+
+def fit_head(keys: np.ndarray, labels: np.ndarray, n_blocks: int, scale: float, l2: float, steps: int = 300):
+    """Softmax regression on unit key vectors: logits = scale * x @ W + b, W starts at the centroids."""
+    centroids = np.zeros((n_blocks, keys.shape[1]))
+    np.add.at(centroids, labels, keys)
+    weights = (centroids / np.linalg.norm(centroids, axis=1, keepdims=True)).T
+    bias = np.zeros(n_blocks)
+    target = np.eye(n_blocks)[labels]
+    for _ in range(steps):
+        probs = _softmax(scale * keys @ weights + bias)
+        grad = (probs - target) / len(keys)
+        weights -= 0.5 * (scale * keys.T @ grad + l2 * weights)
+        bias -= 0.5 * grad.sum(axis=0)
+    return lambda vectors: _softmax(scale * vectors @ weights + bias)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    logits = logits - logits.max(axis=1, keepdims=True)
+    out = np.exp(logits)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def calibrated(in_best, targets, ood_best, tolerance: float = 0.02) -> tuple[float, dict]:
+    """The router's rule: among thresholds within ``tolerance`` of the best in-scope accuracy,
+    the one abstaining on the most out-of-domain queries."""
+    candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
+    curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
+    floor = max(s["in_scope_accuracy"] for _, s in curve) - tolerance
+    return max(((t, s) for t, s in curve if s["in_scope_accuracy"] >= floor - 1e-12),
+               key=lambda item: (item[1]["ood_recall"], -item[0]))
+
+
+def head_scorer(memory: SkillMemory, data: dict, ids: dict) -> dict:
+    """Fit the head on the store's keys, choose its settings and threshold on calibration, score test."""
+    blocks = sorted(ids.values())
+    position = {b: i for i, b in enumerate(blocks)}
+    rows = memory.store.routing_keys()
+    keys = np.stack([np.frombuffer(r["vector"], dtype=np.float32) for r in rows]).astype(np.float64)
+    labels = np.array([position[r["block_id"]] for r in rows])
+    embed = memory.router.embedder.encode
+    intents = data["intents"]
+    split = {name: [(q, position[ids[n]]) for n, i in intents.items() for q in i[name]] for name in ("calibration", "test")}
+    vectors = {name: embed([q for q, _ in pairs]).astype(np.float64) for name, pairs in split.items()}
+    ood = {name: embed(data["ood"][name]).astype(np.float64) for name in ("calibration", "test")}
+
+    def best(probs):
+        return [(int(p.argmax()), float(p.max())) for p in probs]
+
+    choices = []
+    for scale in (10.0, 20.0, 30.0):
+        for l2 in (1e-4, 1e-3, 1e-2):
+            started = time.perf_counter()
+            head = fit_head(keys, labels, len(blocks), scale, l2)
+            fit_s = time.perf_counter() - started
+            threshold, stats = calibrated(best(head(vectors["calibration"])), [t for _, t in split["calibration"]],
+                                          np.array([p.max() for p in head(ood["calibration"])]))
+            choices.append((stats["in_scope_accuracy"], stats["ood_recall"], scale, l2, threshold, head, fit_s))
+    accuracy, recall, scale, l2, threshold, head, fit_s = max(choices, key=lambda c: (c[0], c[1]))
+    targets = [t for _, t in split["test"]]
+    test = evaluate_threshold(threshold, best(head(vectors["test"])), targets, np.array([p.max() for p in head(ood["test"])]))
+    top1 = float(np.mean([p.argmax() == t for p, t in zip(head(vectors["test"]), targets)]))
+    return {"scale": scale, "l2": l2, "fit_s": round(fit_s, 3), "threshold": round(float(threshold), 4),
+            "calibration": {"in_scope_accuracy": accuracy, "ood_recall": recall}, "test": test,
+            "test_top1": round(top1, 4)}
+
+
+def runtime_agreement(memory: SkillMemory, queries: list[str]) -> dict:
+    """The same routes with the query embedded by sentence-transformers instead of ONNX Runtime."""
+    from skillgraft.embedder import Embedder
+
+    onnx = memory.router.scores(queries)
+    memory.router.embedder = Embedder(runtime="sentence-transformers")
+    reference = memory.router.scores(queries)
+    return {
+        "queries": len(queries),
+        "same_top_block": sum(a[0][0] == b[0][0] for a, b in zip(onnx, reference)),
+        "max_score_difference": float(max(abs(a[0][1] - b[0][1]) for a, b in zip(onnx, reference))),
+    }
 
 
 def main() -> int:
@@ -35,6 +124,7 @@ def main() -> int:
             manual = f"Skill manual: {name.replace('_', ' ')}. {intent['description']}"
             memory.add_manual(name, manual, description=intent["description"], examples=intent["train"])
         build_s = time.perf_counter() - started
+        captured_tokens = sum(b.n_tokens for b in memory.store.blocks())
         calibration = memory.calibrate(
             [(q, name) for name, i in intents.items() for q in i["calibration"]], data["ood"]["calibration"]
         )
@@ -53,7 +143,7 @@ def main() -> int:
         in_best = [r[0] for r in memory.router.scores([q for q, _ in test_in])]
         ood_best = [r[0][1] for r in memory.router.scores(data["ood"]["test"])]
         sweep = []
-        for threshold in (0.22, 0.24, 0.26, 0.28, 0.30, 0.32, 0.34, 0.38):
+        for threshold in SWEEP:
             ok = sum(1 for (bid, s), (_, name) in zip(in_best, test_in) if s >= threshold and bid == ids[name])
             sweep.append({"threshold": threshold, "in_scope_accuracy": round(ok / n_in, 4),
                           "ood_recall": round(sum(s < threshold for s in ood_best) / n_ood, 4)})
@@ -67,6 +157,9 @@ def main() -> int:
             "intents": len(intents),
             "routing_keys": len(memory.store.routing_keys()),
             "build_s": round(build_s, 1),
+            "captured_tokens": captured_tokens,
+            "build_tokens_per_s": round(captured_tokens / build_s, 1),
+            "embedder_runtime": memory.router.embedder.runtime_used,
             "calibration": calibration,
             "test": {
                 "in_domain": n_in,
@@ -78,9 +171,12 @@ def main() -> int:
                 "ood_recall": round(ood_abstained / n_ood, 4),
                 "ood_recall_ci95": wilson_interval(ood_abstained, n_ood),
                 "route_ms_median": round(statistics.median(latencies) * 1000, 2),
+                "route_ms_p90": round(float(np.percentile(latencies, 90)) * 1000, 2),
             },
             "test_threshold_sweep": sweep,
             "test_top1_by_score": ablation,
+            "head": head_scorer(memory, data, ids),
+            "runtime_agreement": runtime_agreement(memory, [q for q, _ in test_in] + data["ood"]["test"]),
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

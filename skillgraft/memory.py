@@ -210,11 +210,9 @@ class SkillMemory:
         return block
 
     def _add_keys(self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = ()) -> None:
-        if name:
-            self.router.add_keys(block, [_name_key(block.name)], kind="name")
-        if description:
-            self.router.add_keys(block, [description], kind="description")
-        self.router.add_keys(block, examples, kind="example")
+        self.router.add_key_sets(
+            block, [("name", [_name_key(block.name)] if name else []), ("description", [description]), ("example", examples)]
+        )
 
     def add_solution(
         self,

@@ -243,13 +243,17 @@ class Router:
 
     def add_keys(self, block: "Block", texts: Iterable[str], kind: str = "example") -> int:
         """Embed ``texts`` and store them as routing keys of ``block``."""
-        texts = [t.strip() for t in texts if isinstance(t, str) and t.strip()]
-        if not texts:
+        return self.add_key_sets(block, [(kind, texts)])
+
+    def add_key_sets(self, block: "Block", sets: Iterable[tuple[str, Iterable[str]]]) -> int:
+        """Embed ``[(kind, texts), ...]`` in one batch and store them in one transaction."""
+        pairs = [(kind, t.strip()) for kind, texts in sets for t in texts if isinstance(t, str) and t.strip()]
+        if not pairs:
             return 0
-        vectors = self.embedder.encode(texts)
+        vectors = self.embedder.encode([t for _, t in pairs])
         return self.store.add_routing_keys(
             block.id,
-            [{"kind": kind, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for t, v in zip(texts, vectors)],
+            [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)],
         )
 
     def index(self) -> KeyIndex:

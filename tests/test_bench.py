@@ -13,6 +13,9 @@ def test_graft_rows_have_the_promised_keys_and_consistent_ratios(tmp_path, smoll
                 "vs_llama_cpp_python_load_state", "bytes", "bytes_per_token"):
         assert key in row
     assert row["speedup"] == row["prefill_s"] / row["restore_plus_one_s"]
+    assert row["first_access_digest"] == "BLAKE3" and row["restore_first_access_s"] > row["restore_s"]
+    low, high = row["first_access_vs_floor_range"]
+    assert low <= row["first_access_vs_floor"] <= high
     assert row["bytes"] == smollm2.state_size(64) and row["llama_cpp_python_scores_bytes"] > 0
     assert report["machine"]["llama_cpp_python"]
 
@@ -27,6 +30,8 @@ def test_route_and_paging(tmp_path):
     route = bench.bench_route([500], queries=10)
     assert {r["index"] for r in route["rows"]} == {"flat", "hnsw"}
     assert all(0 <= r["recall_at_1_vs_flat"] <= 1 for r in route["rows"])
+    assert route["embedder_runtime"] == "onnx"
+    assert all(r["route_p50_ms"] > r["search_p50_ms"] and r["route_p99_ms"] >= r["route_p50_ms"] for r in route["rows"])
     paging = bench.bench_paging("smollm2-135m", [64], repeats=1)["rows"][0]
     assert paging["first_access_s"] > 0 and paging["warm_restore_s"] > 0
 
