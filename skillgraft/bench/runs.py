@@ -258,7 +258,12 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
     base = embedder.encode(list(CORPUS))
     embedder.encode(["warm-up"])
     texts = [f"{ROUTE_QUERIES[i % len(ROUTE_QUERIES)]} ({i})" for i in range(queries)]
-    embed_times = _times(lambda: embedder.encode([texts[0]]), 20)
+    reference = Embedder(runtime="sentence-transformers")
+    reference.encode(["warm-up"])
+    embed_times, reference_times = [], []
+    for i in range(40):  # interleaved, so both see the same load
+        embed_times += _times(lambda: embedder.encode([texts[i]]), 1)
+        reference_times += _times(lambda: reference.encode([texts[i]]), 1)
     rng = np.random.default_rng(seed)
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -305,6 +310,8 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
         "embedder_runtime": embedder.runtime_used,
         "embed_query_ms": 1000 * statistics.median(embed_times),
         "embed_query_ms_range": [1000 * min(embed_times), 1000 * max(embed_times)],
+        "embed_query_ms_sentence_transformers": 1000 * statistics.median(reference_times),
+        "embed_speedup_vs_sentence_transformers": statistics.median(reference_times) / statistics.median(embed_times),
         "queries": queries,
         "machine": machine(),
         "rows": rows,
