@@ -3,8 +3,8 @@
 :class:`GraftEngine` lists exactly what :class:`~skillgraft.memory.SkillMemory` (and the
 code built on it: the flywheel, bundles) calls on an engine; :class:`TextEmbedder` what the
 :class:`~skillgraft.router.Router` calls on an embedder. The in-process llama.cpp
-:class:`~skillgraft.engine.Engine` and the sentence-transformers
-:class:`~skillgraft.router.Embedder` are one implementation each;
+:class:`~skillgraft.engine.Engine` and the MiniLM
+:class:`~skillgraft.embedder.Embedder` are one implementation each;
 :mod:`skillgraft.testing` holds deterministic fakes. Importing this module loads neither
 llama.cpp nor torch.
 """

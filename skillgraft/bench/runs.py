@@ -262,8 +262,8 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
     reference.encode(["warm-up"])
     embed_times, reference_times = [], []
     for i in range(40):  # interleaved, so both see the same load
-        embed_times += _times(lambda: embedder.encode([texts[i]]), 1)
-        reference_times += _times(lambda: reference.encode([texts[i]]), 1)
+        embed_times += _times(lambda: embedder.encode([texts[i % len(texts)]]), 1)
+        reference_times += _times(lambda: reference.encode([texts[i % len(texts)]]), 1)
     rng = np.random.default_rng(seed)
     rows = []
     for done, size in enumerate(sizes, 1):
