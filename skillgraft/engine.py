@@ -306,7 +306,12 @@ class Engine:
         ``verify_hash=False`` is for payloads already verified since they were read.
         """
         self.check_payload(state, block_id, verify_hash=verify_hash)
-        self.reset()
+        # Forget the cells, not their bytes: write_state rewrites the cells it restores and the
+        # attention mask hides the rest, as in llama.cpp's own state load; zeroing the whole
+        # KV buffer (reset) cost ~9 ms per restore at 4,352 cells.
+        llama_cpp.llama_memory_clear(self._memory, False)
+        self.n_past = 0
+        self._has_logits = False
         try:
             elapsed = engine_state.write_state(self._ctx, self._memory, state.payload, state.n_tokens, block_id)
         except RestoreRejectedError:
