@@ -46,7 +46,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
     _serve_extra()
     config = GatewayConfig(
         home=store_home(ctx), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
-        api_key=api_key, gate=not no_gate,
+        api_key=api_key, gate=not no_gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
     )
 
     def ready(url: str, server_pids: list[int]) -> None:
@@ -65,4 +65,4 @@ def mcp_command(ctx, model: Optional[str]) -> None:
     from .mcp_server import run_stdio
 
     _serve_extra()
-    run_stdio(store_home(ctx), model=model)
+    run_stdio(store_home(ctx), model=model, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"))

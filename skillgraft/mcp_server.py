@@ -110,7 +110,10 @@ def build_server(memory: SkillMemory):
     return server
 
 
-def run_stdio(home: Union[str, Path], *, model: Optional[str] = None) -> None:
-    """Serve the memory at ``home`` over stdin/stdout until the client disconnects."""
-    with SkillMemory.open(home, model=model) as memory:
+def run_stdio(
+    home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None
+) -> None:
+    """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
+    stdin/stdout until the client disconnects."""
+    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks) as memory:
         build_server(memory).run("stdio")

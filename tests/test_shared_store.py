@@ -222,3 +222,29 @@ def test_every_migration_applies_on_postgresql(postgres):
     again = PostgresCatalog(url)  # a second host opening it migrates nothing
     assert again._migrate() == [] and again.version()[1] == 0
     again.close()
+
+
+def test_a_gateway_on_another_host_grafts_from_the_shared_store(tmp_path, shared, smollm2, embedder, monkeypatch):
+    """A manual deposited on host A is grafted by `skillgraft serve` on host B (catalog and
+    blocks named by the environment, as a deployment would)."""
+    import httpx
+
+    from skillgraft.bench.serve import GatewayProcess
+
+    from .test_gateway import _require_server
+
+    _require_server()
+    with host(tmp_path, "a", shared, engine=smollm2, embedder=embedder) as a:
+        block = a.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
+    monkeypatch.setenv("SKILLGRAFT_CATALOG", shared["catalog"])
+    monkeypatch.setenv("SKILLGRAFT_BLOCKS", shared["blocks"])
+    gateway = GatewayProcess(tmp_path / "b", servers=1, model=None, log_path=tmp_path / "gateway.log")
+    try:
+        body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": "How do I squash my last commits?"}],
+                "max_tokens": 6}
+        answer = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=300, trust_env=False).json()
+    finally:
+        assert gateway.stop() == 0
+    assert answer["skillgraft"]["decision"] == "graft" and answer["skillgraft"]["block_id"] == block.id
+    assert answer["skillgraft"]["cache_n"] == block.n_tokens
+    assert (tmp_path / "b" / "cache" / block.file_name).is_file() and not (tmp_path / "b" / "catalog.db").exists()

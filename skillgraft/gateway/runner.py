@@ -27,6 +27,8 @@ class GatewayConfig:
     settings: Optional[EngineSettings] = None
     api_key: Optional[str] = None
     gate: bool = True
+    catalog: Optional[str] = None
+    blocks: Optional[str] = None
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -76,7 +78,7 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     config.check()
     pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings)
     try:
-        gateway = Gateway(config.home, pool, gate=config.gate)
+        gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks)
         try:
             app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS)
             server = uvicorn.Server(uvicorn.Config(

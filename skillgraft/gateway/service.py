@@ -74,13 +74,15 @@ class Gateway:
         embedder=None,
         gate: bool = True,
         metrics: Optional[GatewayMetrics] = None,
+        catalog: Optional[str] = None,
+        blocks: Optional[str] = None,
     ) -> None:
         self.pool = pool
         self.gate = gate
         self.metrics = metrics or GatewayMetrics()
         engine = PooledEngine(pool)
-        self.memory = SkillMemory(home, engine=engine, embedder=embedder)
-        self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder)
+        self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks)
+        self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder, catalog=catalog, blocks=blocks)
         self.model_name = engine.model_name
         self.n_ctx = engine.n_ctx
         self.memory_lock = threading.Lock()
