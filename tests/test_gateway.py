@@ -377,3 +377,28 @@ def test_langchain_chat_openai_talks_to_the_gateway(gateway, model_id):
     assert reply.content.strip()
     streamed = "".join(chunk.content for chunk in llm.stream(messages))
     assert streamed == reply.content
+
+
+def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
+    """A block file flipped on disk: the gateway generates plainly and says why; the store
+    quarantines the file."""
+    from skillgraft.bench.serve import GatewayProcess
+    from skillgraft.memory import SkillMemory
+
+    _require_server()
+    home = tmp_path / "store"
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
+        block = memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
+        path = memory.store.path_of(block)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    gateway = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "gw.log")
+    try:
+        body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": IN_DOMAIN}], "max_tokens": 4}
+        answer = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=300, trust_env=False).json()
+    finally:
+        assert gateway.stop() == 0
+    assert answer["skillgraft"]["decision"] == "abstain" and answer["skillgraft"]["cache_n"] == 0
+    assert "cannot be read" in answer["skillgraft"]["reason"] and block.id in answer["skillgraft"]["reason"]
+    assert not path.exists()  # moved to quarantine

@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Sequence, Union
 
 from ..blocks import Block
 from ..chat_layout import continuation
-from ..errors import ContextOverflowError, FingerprintMismatchError, InputError, ServerError
+from ..errors import ContextOverflowError, FingerprintMismatchError, InputError, ServerError, StoreError
 from ..gate import GATE_TOKENS, confidence, graft_verdict
 from ..memory import SkillMemory
 from ..router import Recall
@@ -101,7 +101,7 @@ class Gateway:
             if recall.decision == "graft":
                 try:
                     state = self.memory.store.load_state(recall.block).state
-                except Exception as exc:  # a damaged block is quarantined by the store: generate plainly
+                except StoreError as exc:  # a damaged block is quarantined by the store: generate plainly
                     logger.warning("block %s cannot be grafted: %s", recall.block.id, exc)
                     recall = Recall("abstain", None, recall.score, recall.threshold, f"the routed block cannot be read: {exc}")
             return Plan(query, recall, state, self.memory.gate_threshold)
