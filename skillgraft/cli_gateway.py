@@ -8,9 +8,7 @@ from typing import Optional
 
 import click
 
-model_option = click.option(
-    "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m) or a GGUF path."
-)
+from .cli_common import model_option, store_home
 
 
 def _serve_extra() -> None:
@@ -40,7 +38,6 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
     logs go to stderr. Stops the servers on Ctrl-C or SIGTERM.
     """
-    from .cli_common import store_home
     from .gateway import GatewayConfig, serve
 
     _serve_extra()
@@ -61,7 +58,6 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
 @click.pass_context
 def mcp_command(ctx, model: Optional[str]) -> None:
     """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts)."""
-    from .cli_common import store_home
     from .mcp_server import run_stdio
 
     _serve_extra()

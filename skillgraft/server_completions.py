@@ -22,8 +22,10 @@ from .server_records import (
     ServerStep,
     check_reuse,
     completion_from_body,
+    Restore,
     kept_cells,
     reusable_cells,
+    token_steps,
     stop_type,
 )
 from .states import KVState, TokenStep
@@ -103,9 +105,7 @@ class ServerCompletions:
         already verified since they were read.
         """
         started = time.perf_counter()
-        query_tokens = self._query_tokens(query)
-        self._require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
-        restored = self.restore(state, block_id, slot=slot, verify_hash=verify_hash)
+        query_tokens, restored = self._restore_for(state, query, block_id, slot, n_predict, verify_hash)
         completion = self.continue_restored(
             state, query_tokens, block_id, slot=slot, n_predict=n_predict, n_probs=n_probs,
             temperature=temperature, seed=seed,
@@ -223,11 +223,17 @@ class ServerCompletions:
     ) -> Iterator[TokenStep]:
         """Restore ``state`` and stream the answer to ``query``; the slot reuse is checked on
         the first token, before anything is yielded."""
-        query_tokens = self._query_tokens(query)
-        self._require_fits(state.n_tokens + len(query_tokens) + 1, "block plus query")
-        self.restore(state, block_id, slot=slot)
+        query_tokens, _ = self._restore_for(state, query, block_id, slot, 1, True)
         for chunk in self.stream_restored(
             state, query_tokens, block_id, slot=slot, max_tokens=max_tokens, temperature=temperature, seed=seed
         ):
-            for step in chunk.steps:
-                yield TokenStep(step.token, step.piece, step.logprob, float("nan"))
+            yield from token_steps(chunk.steps)
+
+    def _restore_for(
+        self, state: KVState, query: Union[str, Sequence[int]], block_id: str, slot: int, n_predict: int, verify_hash: bool
+    ) -> tuple[list[int], Restore]:
+        """The query's tokens, once the block plus query and answer are known to fit and
+        ``state`` is restored into ``slot``."""
+        query_tokens = self._query_tokens(query)
+        self._require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
+        return query_tokens, self.restore(state, block_id, slot=slot, verify_hash=verify_hash)

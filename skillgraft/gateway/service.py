@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 import time
 from pathlib import Path
@@ -30,8 +29,7 @@ from ..errors import ContextOverflowError, FingerprintMismatchError, InputError,
 from ..gate import GATE_TOKENS, confidence, graft_verdict
 from ..memory import SkillMemory
 from ..router import Recall
-from ..server_records import ServerStep, StreamChunk, reusable_cells
-from ..states import TokenStep
+from ..server_records import ServerStep, StreamChunk, reusable_cells, token_steps
 from .metrics import GatewayMetrics
 from .records import ChatAnswer, GenerationOptions, MemoryNote, Plan, PreparedChat, StreamEnd, chat_messages
 from .pool import Lease, ServerPool
@@ -57,10 +55,6 @@ def _server_died(lease: Lease, generation: int) -> bool:
         return False
     engine.ensure_running()
     return True
-
-
-def _token_steps(steps: Sequence[ServerStep]) -> list[TokenStep]:
-    return [TokenStep(s.token, s.piece, s.logprob, math.nan) for s in steps]
 
 
 class Gateway:
@@ -189,7 +183,7 @@ class Gateway:
         )
         self.metrics.graft(time.perf_counter() - started)
         verdict = graft_verdict(
-            block, completion.text, confidence(_token_steps(completion.steps), plan.gate_threshold),
+            block, completion.text, confidence(token_steps(completion.steps), plan.gate_threshold),
             gate=self.gate, query=plan.query,
         )
         if verdict.fell_back:
@@ -310,7 +304,7 @@ class Gateway:
         self.metrics.graft(time.perf_counter() - started)
         text = "".join(chunk.text for chunk in held)
         verdict = graft_verdict(
-            block, text, confidence(_token_steps(steps), plan.gate_threshold), gate=self.gate, query=plan.query
+            block, text, confidence(token_steps(steps), plan.gate_threshold), gate=self.gate, query=plan.query
         )
         if verdict.fell_back:
             source.close()
