@@ -320,14 +320,16 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
 
 # -- needles ------------------------------------------------------------------------------
 
+# Facts a 135M model copies: a plain attribute and a number or a word. Facts that touch its
+# priors (a "safe code", a "password") get an explanation instead of the fact.
 NEEDLES = (
     ("The access code for vault seven is 4512.", "What is the access code for vault seven?", "4512"),
     ("The lighthouse keeper's boat number is 7261.", "What is the lighthouse keeper's boat number?", "7261"),
     ("The secret ingredient of the harbour soup is smoked paprika.", "What is the secret ingredient of the harbour soup?", "paprika"),
     ("The ticket code for the Oldport ferry is 3856.", "What is the ticket code for the Oldport ferry?", "3856"),
-    ("The treasurer's safe code is 2971.", "What is the treasurer's safe code?", "2971"),
+    ("The locker number of the night porter is 2971.", "What is the locker number of the night porter?", "2971"),
     ("The museum's oldest clock was built in 1642.", "In which year was the museum's oldest clock built?", "1642"),
-    ("The password of the greenhouse router is tulip-39.", "What is the password of the greenhouse router?", "tulip-39"),
+    ("The room number of the chess club is 318.", "What is the room number of the chess club?", "318"),
 )
 
 
