@@ -160,7 +160,7 @@ def main() -> int:
             "captured_tokens": captured_tokens,
             "build_tokens_per_s": round(captured_tokens / build_s, 1),
             "embedder_runtime": memory.router.embedder.runtime_used,
-            "calibration": calibration,
+            "calibration": calibration.as_dict(),
             "test": {
                 "in_domain": n_in,
                 "out_of_domain": n_ood,

@@ -28,7 +28,7 @@ from .fingerprint import RuntimeFingerprint
 from .flywheel import SolveResult, solve
 from .gate import Confidence, GateCalibration, GateVerdict
 from .memory import Generation, SkillMemory
-from .router import Embedder, Recall
+from .router import Embedder, Recall, RouterCalibration
 from .states import KVState, TokenStep
 from .store import BlockStore
 from .store_check import CheckReport
@@ -78,6 +78,7 @@ __all__ = [
     "NumericVerifier",
     "PythonVerifier",
     "Recall",
+    "RouterCalibration",
     "RouterError",
     "RuntimeFingerprint",
     "SkillMemory",

@@ -177,7 +177,7 @@ def calibrate(ctx, in_file, ood_file, max_false_accept, as_json) -> None:
     memory = open_memory(ctx)
     with Activity("calibrate", f"embedding {len(in_domain) + len(ood)} queries"):
         report = memory.calibrate(in_domain, ood, max_false_accept=max_false_accept)
-    emit(report, as_json)
+    emit(report.as_dict(), as_json)
 
 
 

@@ -36,7 +36,7 @@ from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, g
 from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
 from .ledger import LedgerEvent
 from .questions import normalize_question, question_sha256
-from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, clean_query
+from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, RouterCalibration, clean_query
 from .sampling import SamplingOptions
 from .verifiers import make_verifier
 
@@ -316,7 +316,7 @@ class SkillMemory:
             self._log("recall", query, recall, timings={"recall_s": time.perf_counter() - started})
         return recall
 
-    def calibrate(self, in_domain, out_of_domain, **options) -> dict:
+    def calibrate(self, in_domain, out_of_domain, **options) -> RouterCalibration:
         """Choose and store the abstain threshold; see :meth:`Router.calibrate`."""
         return self.router.calibrate(in_domain, out_of_domain, **options)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal, Optional, Sequence
 
 import numpy as np
@@ -72,6 +72,28 @@ class Recall:
             "runner_up": self.runner_up,
             "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }
+
+
+@dataclass(frozen=True)
+class RouterCalibration:
+    """The abstain threshold :meth:`Router.calibrate` chose, and its rates on the calibration
+    queries: in-domain ones routed right, abstained on (``false_abstain``) or sent to another
+    block (``misroute``); out-of-domain ones abstained on (``ood_recall``) or routed
+    (``false_accept``); each ``*_ci95`` a Wilson 95% interval."""
+
+    threshold: float
+    in_scope_accuracy: float
+    false_abstain: float
+    false_abstain_ci95: tuple[float, float]
+    misroute: float
+    false_accept: float
+    false_accept_ci95: tuple[float, float]
+    ood_recall: float
+    in_domain: int
+    out_of_domain: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def clean_query(query) -> str:
@@ -242,7 +264,7 @@ class Router:
         in_scope_tolerance: float = DEFAULT_IN_SCOPE_TOLERANCE,
         max_false_accept: Optional[float] = None,
         save: bool = True,
-    ) -> dict:
+    ) -> RouterCalibration:
         """Choose the abstain threshold from labelled queries and store it.
 
         ``in_domain`` pairs a query with the name (or id) of the block it should reach.
@@ -282,17 +304,17 @@ class Router:
         )
         if save:
             self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
-        return {"threshold": float(threshold), **stats}
+        return RouterCalibration(threshold=float(threshold), **stats)
 
 
-def wilson_interval(successes: int, total: int, z: float = 1.96) -> list[float]:
+def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score 95% interval of a proportion."""
     if total == 0:
-        return [0.0, 1.0]
+        return (0.0, 1.0)
     p = successes / total
     centre = (p + z * z / (2 * total)) / (1 + z * z / total)
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
 
 
 def evaluate_threshold(threshold: float, in_best, targets, ood_best: np.ndarray) -> dict:

@@ -1,7 +1,7 @@
 import pytest
 
 from skillgraft.errors import InputError
-from skillgraft.router import DEFAULT_THRESHOLD, Embedder, Router, wilson_interval
+from skillgraft.router import DEFAULT_THRESHOLD, Embedder, Router, RouterCalibration, wilson_interval
 
 
 def test_empty_store_abstains_saying_so(memory):
@@ -71,10 +71,13 @@ def test_calibration_stores_a_threshold_and_reports_rates(stocked):
                  ("combine my commits", "git-squash"), ("dense loaf of bread", "sourdough")]
     ood = ["what's the weather tomorrow", "book me a flight to Rome", "tell me a joke", "who is the president of France"]
     report = stocked.calibrate(in_domain, ood)
-    for key in ("threshold", "false_accept", "false_abstain", "false_accept_ci95", "false_abstain_ci95", "in_scope_accuracy"):
-        assert key in report
-    assert stocked.router.threshold == report["threshold"]
-    assert report["false_accept"] == 0.0 and report["in_scope_accuracy"] == 1.0
+    assert isinstance(report, RouterCalibration)
+    assert stocked.router.threshold == report.threshold
+    assert report.false_accept == 0.0 and report.in_scope_accuracy == 1.0 and report.false_abstain == 0.0
+    assert (report.in_domain, report.out_of_domain) == (4, 4)
+    low, high = report.false_accept_ci95
+    assert low == 0.0 < high < 1.0
+    assert report.as_dict()["threshold"] == report.threshold
 
 
 def test_calibration_needs_out_of_domain_examples_and_known_blocks(stocked):
@@ -85,7 +88,7 @@ def test_calibration_needs_out_of_domain_examples_and_known_blocks(stocked):
 
 
 def test_wilson_interval():
-    assert wilson_interval(0, 0) == [0.0, 1.0]
+    assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(5, 100)
     assert 0.02 < low < 0.05 < high < 0.12
 
