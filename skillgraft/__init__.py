@@ -32,6 +32,7 @@ from .router import Embedder, Recall, RouterCalibration
 from .states import KVState, TokenStep
 from .store import BlockStore
 from .store_check import CheckReport
+from .timings import Timings
 from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 
 __version__ = "0.1.0"
@@ -85,6 +86,7 @@ __all__ = [
     "SkillgraftError",
     "SolveResult",
     "StoreError",
+    "Timings",
     "TokenStep",
     "Verdict",
     "VerificationError",

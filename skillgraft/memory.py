@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 from .blocks import Block, solution_text
 from .config import EngineSettings, default_home, default_model
 from .states import KVState, TokenStep
+from .timings import Timings
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -56,7 +57,7 @@ class Generation:
     block_id: Optional[str]
     decoded_tokens: int
     prefill_tokens_avoided: int
-    timings: dict
+    timings: Timings
     recall: Recall
     gate: Optional[GateVerdict] = None
     steps: list = field(default_factory=list, repr=False)
@@ -68,7 +69,7 @@ class Generation:
             "block_id": self.block_id,
             "decoded_tokens": self.decoded_tokens,
             "prefill_tokens_avoided": self.prefill_tokens_avoided,
-            "timings": self.timings,
+            "timings": self.timings.as_dict(),
             "recall": self.recall.as_dict(),
             "gate": self.gate.as_dict() if self.gate else None,
         }
@@ -313,7 +314,7 @@ class SkillMemory:
         else:
             recall = self.route(query)
         if log:
-            self._log("recall", query, recall, timings={"recall_s": time.perf_counter() - started})
+            self._log("recall", query, recall, timings=Timings(recall_s=time.perf_counter() - started))
         return recall
 
     def calibrate(self, in_domain, out_of_domain, **options) -> RouterCalibration:
@@ -355,18 +356,18 @@ class SkillMemory:
         elif recall.decision == "graft":
             result = self._graft(messages, recall, gate, options)
         else:
-            result = self._plain(messages, recall, options, {})
-        result.timings["recall_s"] = recall_s
-        result.timings["total_s"] = time.perf_counter() - started
+            result = self._plain(messages, recall, options, Timings())
+        result.timings.recall_s = recall_s
+        result.timings.total_s = time.perf_counter() - started
         self._log("generate", query, recall, generation=result)
         return result
 
     def _exact(self, query: str, recall: Recall, voice: bool, options: SamplingOptions) -> Generation:
         block = recall.block
         if not voice:
-            return Generation(block.answer, "exact", block.id, 0, block.n_tokens, {}, recall)
+            return Generation(block.answer, "exact", block.id, 0, block.n_tokens, Timings(), recall)
         # Let the model voice the verified answer with its solution grafted: a handful of tokens.
-        timings = self._restore(block, [("user", f"{query}\nReply with the verified answer only.")])
+        timings, _ = self._restore(block, [("user", f"{query}\nReply with the verified answer only.")])
         steps = list(self.engine.generate(MAX_VOICE_TOKENS, temperature=0.0))
         text = "".join(s.piece for s in steps).strip()
         return Generation(text or block.answer, "exact", block.id, len(steps), block.n_tokens, timings, recall, steps=steps)
@@ -385,8 +386,10 @@ class SkillMemory:
         """Mean log-probability of the first generated tokens against this store's gate threshold."""
         return confidence(steps, self.gate_threshold)
 
-    def _restore(self, block: Block, messages: Sequence[tuple[str, str]]) -> dict:
+    def _restore(self, block: Block, messages: Sequence[tuple[str, str]]) -> tuple[Timings, int]:
         """The graft: restore ``block`` at its own position ``[0, N)`` and prefill the chat after it.
+
+        Returns its timings and how many of the block's cells were restored.
 
         The restored cells are byte-identical to a fresh prefill of the block, and the whole
         graft equals a fresh prefill of the same tokens decoded in the same chunks. A block
@@ -400,23 +403,18 @@ class SkillMemory:
             started = time.perf_counter()
             prefix, _ = engine.chat_split(block.source)
             engine.prefill(engine.tokenize(prefix)[:keep] + after)
-            return {"reprefilled": True, "prefill_s": time.perf_counter() - started, "restored_tokens": 0}
+            return Timings(prefill_s=time.perf_counter() - started, reprefilled=True), 0
         loaded = self.store.load_state(block)
         started = time.perf_counter()
         engine.graft(loaded.state, after, block.id, keep=keep, verify_hash=False)
-        return {
-            "load_s": loaded.read_s,
-            "from_cache": loaded.from_cache,
-            "graft_s": time.perf_counter() - started,
-            "restored_tokens": keep,
-        }
+        return Timings(load_s=loaded.read_s, graft_s=time.perf_counter() - started, from_cache=loaded.from_cache), keep
 
     def _graft(self, messages: list, recall: Recall, gate: bool, options: SamplingOptions) -> Generation:
         block = recall.block
-        timings = self._restore(block, messages)
+        timings, avoided = self._restore(block, messages)
         started = time.perf_counter()
         steps = list(self._sample(options))
-        timings["generate_s"] = time.perf_counter() - started
+        timings.generate_s = time.perf_counter() - started
         text = "".join(s.piece for s in steps).strip()
         query = next((content for role, content in reversed(messages) if role == "user"), "")
         verdict = self.graft_verdict(block, text, self.confidence(steps), gate=gate, query=query)
@@ -426,17 +424,16 @@ class SkillMemory:
                 fallback.text, FELL_BACK, None, fallback.decoded_tokens + len(steps), 0, fallback.timings, recall,
                 verdict, fallback.steps,
             )
-        avoided = timings["restored_tokens"]
         return Generation(text, "graft", block.id, len(steps), avoided, timings, recall, verdict, steps)
 
-    def _plain(self, messages: list, recall: Recall, options: SamplingOptions, timings: dict) -> Generation:
+    def _plain(self, messages: list, recall: Recall, options: SamplingOptions, timings: Timings) -> Generation:
         """Generate without a block: an abstain, or the fallback of a graft that did not stand."""
         prompt = self.engine.chat_prompt(list(messages))
         started = time.perf_counter()
         self.engine.prefill(self.engine.tokenize(prompt))
         prefilled = time.perf_counter()
         steps = list(self._sample(options))
-        timings = {**timings, "plain_prefill_s": prefilled - started, "plain_generate_s": time.perf_counter() - prefilled}
+        timings = dataclasses.replace(timings, plain_prefill_s=prefilled - started, plain_generate_s=time.perf_counter() - prefilled)
         text = "".join(s.piece for s in steps).strip()
         return Generation(text, "abstain", None, len(steps), 0, timings, recall, steps=steps)
 
@@ -599,15 +596,17 @@ class SkillMemory:
 
         return self.store.check(repair=repair, recapture=recapture if repair else None)
 
-    def _log(self, event: str, query: str, recall: Recall, generation: Optional[Generation] = None, timings=None) -> None:
+    def _log(
+        self, event: str, query: str, recall: Recall, generation: Optional[Generation] = None, timings: Optional[Timings] = None
+    ) -> None:
         common = dict(
             event=event, query_sha256=question_sha256(query), score=recall.score, threshold=recall.threshold,
         )
         if generation is None:
-            self.store.log(LedgerEvent(decision=recall.decision, block_id=recall.block_id, timings=timings or {}, **common))
+            self.store.log(LedgerEvent(decision=recall.decision, block_id=recall.block_id, timings=timings.as_dict() if timings else {}, **common))
             return
         self.store.log(LedgerEvent(
-            decision=generation.decision, block_id=generation.block_id, timings=generation.timings,
+            decision=generation.decision, block_id=generation.block_id, timings=generation.timings.as_dict(),
             decoded_tokens=generation.decoded_tokens, prefill_tokens_avoided=generation.prefill_tokens_avoided,
             detail={"routed": recall.decision, "gate": generation.gate.as_dict() if generation.gate else None}, **common,
         ))

@@ -140,5 +140,5 @@ def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
         strict.close()
         lenient = SkillMemory(stocked.store.home, engine=smaller, embedder=embedder, reprefill_foreign=True)
         result = lenient.generate("how do I squash my last commits?", max_tokens=4, gate=False)
-        assert result.decision == "graft" and result.prefill_tokens_avoided == 0 and result.timings["reprefilled"]
+        assert result.decision == "graft" and result.prefill_tokens_avoided == 0 and result.timings.reprefilled
         lenient.close()

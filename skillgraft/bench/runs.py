@@ -386,8 +386,8 @@ def bench_needles(
                 "routed_right": bool(result.recall.block and result.recall.block.name == f"section-{depth}"),
                 "found": answer.lower() in result.text.lower(),
                 "answer": result.text,
-                "graft_s": result.timings.get("graft_s"),
-                "load_s": result.timings.get("load_s"),
+                "graft_s": result.timings.graft_s,
+                "load_s": result.timings.load_s,
             })
             rss.append(_rss_mb())
             if progress:

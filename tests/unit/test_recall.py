@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from skillgraft.errors import FingerprintMismatchError, InputError
@@ -48,6 +50,8 @@ def test_a_routed_query_grafts_the_manual_and_equals_a_fresh_prefill(fake_stocke
     assert fake_engine.calls["graft"] == 1
     held, fresh = generated_context(fake_engine, [("system", GIT_MANUAL), ("user", GIT_QUERY)])
     assert held == fresh
+    assert set(result.timings.as_dict()) == {"recall_s", "load_s", "from_cache", "graft_s", "generate_s", "total_s"}
+    assert result.timings.total_s >= result.timings.graft_s + result.timings.generate_s
 
 
 def test_an_out_of_domain_query_abstains_and_generates_plainly(fake_stocked, fake_engine):
@@ -57,6 +61,7 @@ def test_an_out_of_domain_query_abstains_and_generates_plainly(fake_stocked, fak
     result = fake_stocked.generate(OUT_OF_DOMAIN)
     assert (result.decision, result.text, result.prefill_tokens_avoided) == ("abstain", PLAIN_REPLY, 0)
     assert fake_engine.calls["graft"] == 0
+    assert set(result.timings.as_dict()) == {"recall_s", "plain_prefill_s", "plain_generate_s", "total_s"}
 
 
 def test_an_unconfident_graft_falls_back_to_plain_generation(fake_stocked, fake_engine):
@@ -118,7 +123,7 @@ def test_a_block_of_another_runtime_raises_unless_reprefilled(fake_stocked, fake
     with SkillMemory(home, engine=other, embedder=fake_embedder, reprefill_foreign=True) as mem:
         result = mem.generate(GIT_QUERY)
         assert (result.decision, result.text, result.prefill_tokens_avoided) == ("graft", GIT_REPLY, 0)
-        assert result.timings["reprefilled"]
+        assert result.timings.reprefilled
 
 
 def test_every_recall_and_generation_is_logged(fake_stocked):
@@ -126,6 +131,8 @@ def test_every_recall_and_generation_is_logged(fake_stocked):
     fake_stocked.generate("what is 17*23")
     events = [row["event"] for row in fake_stocked.store.ledger()]
     assert events.count("recall") == 1 and events.count("generate") == 1
+    timings = [json.loads(row["timings"]) for row in fake_stocked.store.ledger()]
+    assert {"recall_s"} in [set(t) for t in timings] and {"recall_s", "total_s"} in [set(t) for t in timings]
 
 
 def test_an_embedder_must_have_a_name_and_encode(tmp_path, fake_engine):
