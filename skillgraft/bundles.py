@@ -24,7 +24,8 @@ Import trusts nothing in a bundle, and is all or nothing:
   a solution that cannot be re-run here (``exact``/``numeric`` ground truth is not in a
   bundle; no method) is skipped, and a local answer to the same question always wins;
 - routing vectors are never read from a bundle: key texts of known kinds, bounded in
-  length, are embedded again by the memory's embedder; creation times are set to now;
+  length, are embedded again by the memory's embedder (a manual's sentence keys are not in
+  the bundle: they are derived again from its source text); creation times are set to now;
 - blocks captured under another runtime cannot be recomputed here: they are skipped unless
   ``allow_foreign``, and then re-captured under this runtime from their source text, or
   kept as they are (size and SHA-256 checked) with ``trust_payloads``.
@@ -56,6 +57,7 @@ from .bundle_plan import Plan, Planner, SkippedBlock
 from .bundle_reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_rows
 from .errors import BundleError, SkillgraftError, StoreError
 from .ledger import LedgerEvent
+from .router import manual_key_texts
 from .verifiers import Accepted
 
 if TYPE_CHECKING:
@@ -141,7 +143,9 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
                     manifest["fingerprints"][fingerprint.id] = json.loads(fingerprint.canonical_json())
                     row = block.model_dump(exclude={"status", "created_at"})
                     row["file"] = f"blocks/{block.file_name}"
-                    row["routing_keys"] = [{"kind": k["kind"], "text": k["text"]} for k in store.routing_keys(block.id)]
+                    row["routing_keys"] = [
+                        {"kind": k["kind"], "text": k["text"]} for k in store.routing_keys(block.id) if k["kind"] in KEY_KINDS
+                    ]
                     manifest["blocks"].append(row)
                     _add_bytes(tar, row["file"], payload)
                     if progress:
@@ -243,6 +247,8 @@ def _deposit(
                 memory.router.add_keys(stored, row.texts(kind), kind=kind)
             if plan.action == "deposit":
                 memory.router.add_keys(stored, [block.name.replace("-", " ").replace("_", " ")], kind="name")
+                if block.kind == "manual":
+                    memory.router.add_keys(stored, manual_key_texts(block.source), kind="manual")
             imported.append(ImportedBlock(stored.id, block.id, block.name, block.kind, plan.how))
             step(done)
     except BaseException:

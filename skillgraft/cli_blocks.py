@@ -33,8 +33,8 @@ from .cli_common import (
 def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
     """Capture the skill manual in FILE as a block named NAME.
 
-    The manual is prefilled once and its KV state stored; NAME, the description and
-    every --example become routing keys. Use - as FILE to read standard input. A name
+    The manual is prefilled once and its KV state stored; NAME, the description,
+    every --example and the manual's own sentences become routing keys. Use - as FILE to read standard input. A name
     that is taken, or a text already stored under another name, is refused before any
     capture.
     """

@@ -37,7 +37,7 @@ from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, g
 from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
 from .ledger import LedgerEvent
 from .questions import normalize_question, question_sha256
-from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, RouterCalibration, clean_query
+from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, RouterCalibration, clean_query, manual_key_texts
 from .sampling import SamplingOptions
 from .verifiers import make_verifier
 
@@ -198,7 +198,8 @@ class SkillMemory:
     def add_manual(
         self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None
     ) -> Block:
-        """Capture a skill manual as a block and make it routable by name, description and examples.
+        """Capture a skill manual as a block and make it routable by its name, description,
+        examples and its own sentences.
 
         A name already taken raises :class:`NameTakenError` and a text already stored under
         another name :class:`DuplicateBlockError`, both before anything is captured; the same
@@ -207,13 +208,18 @@ class SkillMemory:
         """
         name = _clean_name(name)
         block = self._capture(name, "manual", text, description, None, progress)
-        self._add_keys(block, name=True, description=description, examples=examples)
+        self._add_keys(block, name=True, description=description, examples=examples, manual=text)
         return block
 
-    def _add_keys(self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = ()) -> None:
-        self.router.add_key_sets(
-            block, [("name", [_name_key(block.name)] if name else []), ("description", [description]), ("example", examples)]
-        )
+    def _add_keys(
+        self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = (), manual: str = ""
+    ) -> None:
+        self.router.add_key_sets(block, [
+            ("name", [_name_key(block.name)] if name else []),
+            ("description", [description]),
+            ("example", examples),
+            ("manual", manual_key_texts(manual) if manual else []),
+        ])
 
     def add_solution(
         self,
@@ -549,6 +555,8 @@ class SkillMemory:
                 raise DuplicateBlockError(same.id, same.name, block.name)
             state = self.engine.capture(tokens, progress)
             block = self.store.replace(block, state, source=text)
+            self.store.delete_routing_keys(block.id, kind="manual")
+            self._add_keys(block, manual=text)
         if description is not None and description != block.description:
             block = self.store.set_description(block.id, description)
             self.store.delete_routing_keys(block.id, kind="description")

@@ -1,7 +1,7 @@
 """Routing: embed a query, find the one closest block, or abstain.
 
-Each block has routing keys (its name, description and example queries) whose vectors are
-stored in the catalog, so reopening a store re-embeds nothing. A FAISS index over the key
+Each block has routing keys (its name, description, example queries and, for a manual, the
+manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds nothing. A FAISS index over the key
 vectors is a cache, rebuilt whenever the catalog changes: flat inner product by default,
 HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.key_index`). A block's score is the mean of two cosine
 similarities: to its nearest key and to the centroid of all its keys (this measured best
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal, Optional, Sequence
@@ -38,6 +39,9 @@ DEFAULT_IN_SCOPE_TOLERANCE = 0.02
 # A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
 CENTROID_WEIGHT = 0.5
 MAX_QUERY_CHARS = 4_000
+# A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
+MAX_MANUAL_KEYS = 64
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
 THRESHOLD_SETTING = "router.threshold"
 
 Decision = Literal["exact", "graft", "abstain"]
@@ -115,6 +119,17 @@ def clean_query(query) -> str:
     if "\x00" in query:
         raise InputError(f"the query contains a NUL byte (at character {query.index(chr(0))})")
     return query
+
+
+def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
+    """A manual's sentences as routing keys, in order: fragments under three words are dropped,
+    and a manual of more than ``limit`` sentences has neighbouring sentences joined into
+    ``limit`` keys or fewer."""
+    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
+    if len(sentences) > limit:
+        size = math.ceil(len(sentences) / limit)
+        sentences = [" ".join(sentences[i:i + size]) for i in range(0, len(sentences), size)]
+    return [s[:MAX_QUERY_CHARS] for s in sentences]
 
 
 class Router:

@@ -1,0 +1,36 @@
+"""A manual's own sentences route to it: split, bounded, replaced with the text."""
+
+from __future__ import annotations
+
+from skillgraft.router import MAX_MANUAL_KEYS, MAX_QUERY_CHARS, manual_key_texts
+
+from .conftest import SOURDOUGH_MANUAL
+
+
+def test_sentences_become_keys_and_fragments_are_dropped():
+    text = "Feed the starter daily. Bake at 250 C!\nUse a Dutch oven; keep the lid on. Yes. Why is it flat?"
+    assert manual_key_texts(text) == [
+        "Feed the starter daily.", "Bake at 250 C!", "Use a Dutch oven;", "keep the lid on.", "Why is it flat?",
+    ]
+    assert manual_key_texts("") == [] and manual_key_texts("Two words.") == []
+
+
+def test_a_long_manual_is_joined_into_a_bounded_number_of_keys_in_order():
+    sentences = [f"Step number {i} of the recipe." for i in range(1, 301)]
+    keys = manual_key_texts(" ".join(sentences))
+    assert 0 < len(keys) <= MAX_MANUAL_KEYS
+    assert " ".join(keys) == " ".join(sentences)
+    assert manual_key_texts("word " * 5_000 + ".")[0] == ("word " * 5_000)[:MAX_QUERY_CHARS]
+
+
+def test_add_manual_and_update_keep_the_manual_keys_in_step_with_the_text(fake_stocked):
+    def manual_keys(block):
+        return [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
+
+    block = fake_stocked.get("sourdough")
+    assert manual_keys(block) == manual_key_texts(SOURDOUGH_MANUAL)
+    new_text = "Proof the dough overnight in the fridge. Score it with a razor before baking."
+    updated = fake_stocked.update("sourdough", text=new_text)
+    assert manual_keys(updated) == manual_key_texts(new_text)
+    same = fake_stocked.update("sourdough", examples=["why is my crumb gummy?"])
+    assert manual_keys(same) == manual_key_texts(new_text)
