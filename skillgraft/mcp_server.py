@@ -4,18 +4,21 @@ Tools: ``recall`` (what the memory would do for a question), ``ask`` (answer it:
 verified answer, a grafted block, or plain generation), ``add_manual``, ``add_solution``
 (verified here by running its method in the sandbox; nothing the client says is trusted)
 and ``list_skills``. Results are typed (pydantic), so MCP hosts see their schemas. The
-memory is used by one tool call at a time. Needs the ``serve`` extra.
+memory is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns
+its message as the tool's error. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel
 
 from .blocks import Block
+from .errors import SkillgraftError
 from .memory import SkillMemory
 
 INSTRUCTIONS = (
@@ -62,14 +65,24 @@ class SkillInfo(BaseModel):
 def build_server(memory: SkillMemory):
     """An :class:`mcp.server.MCPServer` whose tools use ``memory``."""
     from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer("skillgraft", instructions=INSTRUCTIONS)
     lock = threading.Lock()
 
+    @contextmanager
+    def one_call():
+        """One tool call at a time; a refusal reaches the client as its message, not as a crash."""
+        with lock:
+            try:
+                yield
+            except SkillgraftError as exc:
+                raise ToolError(str(exc)) from None
+
     @server.tool()
     def recall(question: str) -> RecallResult:
         """What the memory would do for this question: exact (a verified answer), graft (a skill) or abstain."""
-        with lock:
+        with one_call():
             found = memory.recall(question)
         block = found.block
         return RecallResult(
@@ -81,7 +94,7 @@ def build_server(memory: SkillMemory):
     @server.tool()
     def ask(question: str, system: Optional[str] = None, max_tokens: int = 128) -> AskResult:
         """Answer a question with the memory: the verified answer, a grafted skill, or plain generation."""
-        with lock:
+        with one_call():
             result = memory.generate(question, system=system, max_tokens=max(1, min(max_tokens, 1024)))
         return AskResult(
             text=result.text, decision=result.decision, block_id=result.block_id,
@@ -92,19 +105,19 @@ def build_server(memory: SkillMemory):
     @server.tool()
     def add_manual(name: str, text: str, description: str = "", examples: Optional[list[str]] = None) -> SkillInfo:
         """Capture a skill manual once, so later questions on it graft it instead of re-reading it."""
-        with lock:
+        with one_call():
             return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
 
     @server.tool()
     def add_solution(question: str, answer: str, method: str, name: Optional[str] = None) -> SkillInfo:
         """Store a solution after running its Python ``method`` (which must print the answer) and checking it."""
-        with lock:
+        with one_call():
             return SkillInfo.of(memory.add_solution(question, answer, method=method, verifier="python", name=name))
 
     @server.tool()
     def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:
         """The skills in the memory (manuals and verified solutions)."""
-        with lock:
+        with one_call():
             return [SkillInfo.of(block) for block in memory.list(kind)]
 
     return server
