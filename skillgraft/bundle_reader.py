@@ -22,7 +22,7 @@ from .blocks import Block, block_id_for, tokens_sha256
 from .catalog import utc_now
 from .errors import BundleError
 from .fingerprint import RuntimeFingerprint
-from .router import MAX_QUERY_CHARS
+from .router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS
 
 BUNDLE_FORMAT = "skillgraft-bundle"
 BUNDLE_VERSION = 1
@@ -30,7 +30,6 @@ MAX_MANIFEST_BYTES = 16 << 20
 MAX_BLOCKS = 10_000
 MAX_MEMBERS = MAX_BLOCKS + 1
 MAX_FINGERPRINTS = 64
-MAX_KEYS_PER_BLOCK = 256
 MAX_KEY_CHARS = MAX_QUERY_CHARS
 MAX_NAME_CHARS = 200
 MAX_TEXT_CHARS = 1_000_000
@@ -244,6 +243,9 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
         if not isinstance(key, dict) or key.get("kind") not in KEY_KINDS:
             raise BundleError(f"{where}: a routing key is not an object of kind {', '.join(KEY_KINDS)}")
         checked_keys.append((key["kind"], _text(key, "text", f"{where} routing key", limit=MAX_KEY_CHARS)))
+    examples = [t for k, t in checked_keys if k == "example" and t != solution.get("question")]
+    if len(examples) > MAX_EXAMPLES:
+        raise BundleError(f"{where}: {len(examples)} example routing keys (at most {MAX_EXAMPLES})")
     block = Block(
         id=block_id,
         sha256=sha256,

@@ -37,7 +37,8 @@ from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, g
 from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
 from .ledger import LedgerEvent
 from .questions import normalize_question, question_sha256
-from .router import DEFAULT_EMBEDDER, Embedder, Recall, Router, RouterCalibration, clean_query, manual_key_texts
+from .router import DEFAULT_EMBEDDER, MAX_EXAMPLES, MAX_QUERY_CHARS, Embedder, Recall, Router, RouterCalibration
+from .router import clean_query, manual_key_texts
 from .sampling import SamplingOptions
 from .verifiers import make_verifier
 
@@ -207,6 +208,7 @@ class SkillMemory:
         called as the manual's tokens are prefilled.
         """
         name = _clean_name(name)
+        examples = _clean_keys(description, examples)
         block = self._capture(name, "manual", text, description, None, progress)
         self._add_keys(block, name=True, description=description, examples=examples, manual=text)
         return block
@@ -239,6 +241,9 @@ class SkillMemory:
         with ``expected`` (the ground truth).
         """
         question = clean_query(question)
+        if len(question) > MAX_QUERY_CHARS:
+            raise InputError(f"the question is {len(question)} characters (at most {MAX_QUERY_CHARS})")
+        examples = _clean_keys("", examples)
         if name is not None:
             name = _clean_name(name)
         if not isinstance(answer, str) or not answer.strip():
@@ -546,6 +551,10 @@ class SkillMemory:
         is its verified question and answer: add a new solution instead of editing it.
         """
         block = self.get(ref)
+        if examples is not None:
+            examples = _clean_keys(description or "", examples)
+        elif description is not None:
+            _clean_keys(description, ())
         if text is not None and text != block.source:
             if block.kind == "solution":
                 raise InputError(f"block {block.id} is a verified solution: add a new solution instead of editing it")
@@ -639,6 +648,25 @@ def _clean_name(name) -> str:
     if len(name) > MAX_NAME_CHARS or any(not c.isprintable() for c in name):
         raise InputError(f"a block name must be printable and at most {MAX_NAME_CHARS} characters: {name[:40]!r}")
     return name
+
+
+def _clean_keys(description, examples) -> list[str]:
+    """The examples as a list, or :class:`InputError` when a routing key text is not one a
+    bundle can carry (see :mod:`skillgraft.bundle_reader`): each text without NUL bytes and at
+    most ``MAX_QUERY_CHARS`` long, at most ``MAX_EXAMPLES`` examples."""
+    if isinstance(examples, (str, bytes)):
+        raise InputError("the examples must be a list of texts, not one text")
+    examples = list(examples)
+    if len(examples) > MAX_EXAMPLES:
+        raise InputError(f"{len(examples)} examples given (at most {MAX_EXAMPLES})")
+    for what, text in [("the description", description), *(("an example", t) for t in examples)]:
+        if not isinstance(text, str):
+            raise InputError(f"{what} must be text, not {type(text).__name__}")
+        if "\x00" in text:
+            raise InputError(f"{what} contains a NUL byte (at character {text.index(chr(0))})")
+        if len(text.strip()) > MAX_QUERY_CHARS:
+            raise InputError(f"{what} is {len(text.strip())} characters (at most {MAX_QUERY_CHARS}): {text[:40]!r}")
+    return examples
 
 
 def _name_key(name: str) -> str:

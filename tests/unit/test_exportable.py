@@ -1,0 +1,83 @@
+"""Whatever a memory verb stores, an export carries and an import takes again: texts that a
+bundle refuses (NUL bytes, over-long or too many routing keys) are refused before capture."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from skillgraft.bundles import export_bundle, import_bundle
+from skillgraft.errors import BundleError, InputError
+from skillgraft.memory import SkillMemory
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+from .conftest import GIT_MANUAL
+
+LONG = "word " * 1_000  # 5,000 characters: one routing key of a bundle holds at most 4,000
+MANY = [f"example number {i}" for i in range(300)]  # a bundle block holds at most 256 keys
+
+
+def _memory(home):
+    return SkillMemory(home, engine=FakeEngine(n_ctx=16_384), embedder=FakeEmbedder())
+
+
+def _solution(**options):
+    given = {"question": "What is 2 + 2?", "answer": "4", "verifier": "exact", "expected": "4", **options}
+    return lambda memory: memory.add_solution(given.pop("question"), given.pop("answer"), **given)
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", description="bread\x00"),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", description=LONG),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=["how to bake\x00"]),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=[LONG]),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=MANY),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", examples="how do I bake bread?"),
+        _solution(answer="4\x00", expected="4\x00"),
+        _solution(method="print(4)\x00"),
+        _solution(question="What is " + " + ".join(["1"] * 1_500) + "?", answer="1500", expected="1500"),
+        _solution(examples=MANY),
+        lambda memory: memory.update("git-squash", description=LONG),
+        lambda memory: memory.update("git-squash", examples=["squash\x00"]),
+    ],
+    ids=[
+        "description-nul", "description-long", "example-nul", "example-long", "too-many-examples", "examples-a-string",
+        "answer-nul", "method-nul", "question-long", "solution-too-many-examples", "update-description", "update-example",
+    ],
+)
+def test_what_a_bundle_refuses_is_refused_before_capture(tmp_path, verb):
+    with _memory(tmp_path / "a") as memory:
+        memory.add_manual("git-squash", GIT_MANUAL, description="squashing commits", examples=["squash commits"])
+        captures = memory.engine.calls["capture"]
+        with pytest.raises(InputError):
+            verb(memory)
+        assert memory.engine.calls["capture"] == captures
+        assert [b.name for b in memory.list()] == ["git-squash"]
+        export_bundle(memory.store, tmp_path / "bundle.tar")
+    with _memory(tmp_path / "b") as other:
+        report = import_bundle(other, tmp_path / "bundle.tar")
+        assert [b.name for b in report.imported] == ["git-squash"] and not report.skipped
+
+
+def test_a_bundle_row_with_more_examples_than_a_verb_takes_is_refused_before_any_deposit(tmp_path):
+    with _memory(tmp_path / "a") as memory:
+        memory.add_manual("git-squash", GIT_MANUAL)
+        export_bundle(memory.store, tmp_path / "bundle.tar")
+    with tarfile.open(tmp_path / "bundle.tar") as tar:
+        entries = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    manifest = json.loads(entries.pop("manifest.json"))
+    manifest["blocks"][0]["routing_keys"] += [{"kind": "example", "text": t} for t in MANY[:254]]
+    with tarfile.open(tmp_path / "forged.tar", "w") as tar:
+        for name, data in [("manifest.json", json.dumps(manifest).encode()), *entries.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with _memory(tmp_path / "b") as other:
+        with pytest.raises(BundleError, match="254 example routing keys"):
+            import_bundle(other, tmp_path / "forged.tar")
+        assert other.list() == [] and other.engine.calls["capture"] == 0
