@@ -5,7 +5,7 @@ verified answer, a grafted block, or plain generation), ``add_manual``, ``add_so
 (verified here by running its method in the sandbox; nothing the client says is trusted)
 and ``list_skills``. Results are typed (pydantic), so MCP hosts see their schemas. The
 memory is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns
-its message as the tool's error. Needs the ``serve`` extra.
+its message as the tool's error, except what a refused method printed. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel
 
 from .blocks import Block
-from .errors import SkillgraftError
+from .errors import ConflictError, SkillgraftError, VerificationError
 from .memory import SkillMemory
 
 INSTRUCTIONS = (
@@ -112,7 +112,17 @@ def build_server(memory: SkillMemory):
     def add_solution(question: str, answer: str, method: str, name: Optional[str] = None) -> SkillInfo:
         """Store a solution after running its Python ``method`` (which must print the answer) and checking it."""
         with one_call():
-            return SkillInfo.of(memory.add_solution(question, answer, method=method, verifier="python", name=name))
+            try:
+                block = memory.add_solution(question, answer, method=method, verifier="python", name=name)
+            except VerificationError as exc:
+                if isinstance(exc, ConflictError):
+                    raise
+                # What the method printed is withheld: the method can read this host's files.
+                raise ToolError(
+                    f"the answer {answer!r} was not verified: the method did not print it, or failed; nothing was "
+                    "stored (what the method printed is not shown to MCP clients)"
+                ) from None
+        return SkillInfo.of(block)
 
     @server.tool()
     def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:

@@ -8,6 +8,8 @@ import pytest
 pytest.importorskip("mcp")
 
 from skillgraft.mcp_server import build_server  # noqa: E402
+from skillgraft.sandbox import SandboxRun  # noqa: E402
+from skillgraft.verifiers import PythonVerifier  # noqa: E402
 
 from .conftest import GIT_MANUAL  # noqa: E402
 
@@ -38,3 +40,18 @@ def test_a_refused_call_says_why(fake_memory, name, arguments, message):
     assert result.is_error
     assert message in result.content[0].text
     assert [b.name for b in fake_memory.list()] == ["git-squash"]
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        SandboxRun(0, "MARKER read from a file of this host\n", "", 0.1),
+        SandboxRun(1, "", "Traceback ...\nSystemExit: MARKER read from a file of this host\n", 0.1),
+    ],
+)
+def test_a_refused_solution_never_shows_the_client_what_its_method_printed(fake_memory, monkeypatch, run):
+    monkeypatch.setattr(PythonVerifier, "execute", lambda self, code: run)
+    result = _call(fake_memory, "add_solution", {"question": "What is 2+2?", "answer": "4", "method": "print(4)"})
+    assert result.is_error and "not verified" in result.content[0].text
+    assert "MARKER" not in result.content[0].text
+    assert fake_memory.list() == []
