@@ -19,6 +19,8 @@ from .errors import SkillgraftError, StoreError
 ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate", "serve", "mcp"})
 HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
 DEBUG_HELP = "Show tracebacks for errors."
+# The most a text file given to a command (a manual, a method, a list of queries) may hold.
+MAX_TEXT_FILE_BYTES = 16 << 20
 
 
 def _remember(key: str) -> Callable:
@@ -236,17 +238,21 @@ def open_store(ctx: click.Context):
 
 
 def read_text_file(path: str, what: str) -> str:
-    """The UTF-8 text of ``path``; ``-`` reads standard input."""
+    """The UTF-8 text of ``path``; ``-`` reads standard input. At most ``MAX_TEXT_FILE_BYTES``
+    are read: a longer file (or an endless one, say a device) is refused."""
     from .errors import InputError
 
     try:
         if path == "-":
-            data = getattr(sys.stdin, "buffer", sys.stdin).read()
+            data = getattr(sys.stdin, "buffer", sys.stdin).read(MAX_TEXT_FILE_BYTES + 1)
         else:
             with open(path, "rb") as file:
-                data = file.read()
+                data = file.read(MAX_TEXT_FILE_BYTES + 1)
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TEXT_FILE_BYTES:
+        source = "standard input" if path == "-" else path
+        raise InputError(f"{what} {source} is over {MAX_TEXT_FILE_BYTES} bytes (a text file holds at most {MAX_TEXT_FILE_BYTES})")
     if isinstance(data, str):
         return data
     try:
