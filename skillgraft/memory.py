@@ -40,6 +40,7 @@ from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, MAX_EXAMPLES, MAX_QUERY_CHARS, Embedder, Recall, Router, RouterCalibration
 from .router import clean_query, manual_key_texts
 from .sampling import SamplingOptions
+from .sha import BLOCK_ID
 from .verifiers import make_verifier
 
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
@@ -647,6 +648,8 @@ def _clean_name(name) -> str:
     name = name.strip()
     if len(name) > MAX_NAME_CHARS or any(not c.isprintable() for c in name):
         raise InputError(f"a block name must be printable and at most {MAX_NAME_CHARS} characters: {name[:40]!r}")
+    if BLOCK_ID.fullmatch(name):
+        raise InputError(f"the name {name!r} has the form of a block id (16 hex digits): ids and names must not be confused")
     return name
 
 

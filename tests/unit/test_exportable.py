@@ -64,20 +64,34 @@ def test_what_a_bundle_refuses_is_refused_before_capture(tmp_path, verb):
         assert [b.name for b in report.imported] == ["git-squash"] and not report.skipped
 
 
-def test_a_bundle_row_with_more_examples_than_a_verb_takes_is_refused_before_any_deposit(tmp_path):
+def _forged(tmp_path, edit):
+    """A bundle of one manual whose manifest row ``edit(row)`` changed."""
     with _memory(tmp_path / "a") as memory:
         memory.add_manual("git-squash", GIT_MANUAL)
         export_bundle(memory.store, tmp_path / "bundle.tar")
     with tarfile.open(tmp_path / "bundle.tar") as tar:
         entries = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
     manifest = json.loads(entries.pop("manifest.json"))
-    manifest["blocks"][0]["routing_keys"] += [{"kind": "example", "text": t} for t in MANY[:254]]
+    edit(manifest["blocks"][0])
     with tarfile.open(tmp_path / "forged.tar", "w") as tar:
         for name, data in [("manifest.json", json.dumps(manifest).encode()), *entries.items()]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    return tmp_path / "forged.tar"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda row: row["routing_keys"].extend({"kind": "example", "text": t} for t in MANY[:254]), "254 example"),
+        (lambda row: row.update(name="0123456789abcdef"), "form of a block id"),
+    ],
+    ids=["too-many-examples", "name-of-an-id"],
+)
+def test_a_row_a_verb_would_refuse_is_refused_before_any_deposit(tmp_path, edit, message):
+    forged = _forged(tmp_path, edit)
     with _memory(tmp_path / "b") as other:
-        with pytest.raises(BundleError, match="254 example routing keys"):
-            import_bundle(other, tmp_path / "forged.tar")
+        with pytest.raises(BundleError, match=message):
+            import_bundle(other, forged)
         assert other.list() == [] and other.engine.calls["capture"] == 0

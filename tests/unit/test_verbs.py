@@ -138,3 +138,17 @@ def test_recapture_moves_every_block_to_the_current_runtime(fake_stocked, fake_e
         assert {b.fingerprint_id for b in mem.list()} == {other.fingerprint.id}
         assert len(mem.recapture().unchanged) == 3
         assert mem.generate("how do I squash my last commits?", gate=False).decision == "graft"
+
+
+def test_a_name_that_is_a_block_id_is_refused(fake_stocked):
+    git = fake_stocked.get("git-squash")
+    for verb in (
+        lambda: fake_stocked.add_manual(git.id, "Skill manual: something else entirely."),
+        lambda: fake_stocked.add_solution("What is 2 + 2?", "4", verifier="exact", expected="4", name="0123456789abcdef"),
+        lambda: fake_stocked.rename("sourdough", git.id),
+    ):
+        with pytest.raises(InputError, match="block id"):
+            verb()
+    assert fake_stocked.get(git.id).name == "git-squash"
+    assert [c for c, _ in fake_stocked.route("how do I squash my last commits?").candidates][0] == git.id
+    assert fake_stocked.add_manual("0123456789ABCDEF", "Skill manual: hex in capitals.").name == "0123456789ABCDEF"
