@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -44,12 +45,21 @@ def output_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
+
+
 def _parse_number(text: str) -> Optional[float]:
-    cleaned = text.strip().replace(",", "").rstrip(".")
-    try:
-        return float(cleaned)
-    except ValueError:
+    """The finite number ``text`` writes in ASCII digits, commas only as thousands separators
+    (``39,1`` is not 391), else None."""
+    cleaned = text.strip()
+    if _THOUSANDS.fullmatch(cleaned):
+        cleaned = cleaned.replace(",", "")
+    cleaned = cleaned.rstrip(".")
+    if not _NUMBER.fullmatch(cleaned):
         return None
+    value = float(cleaned)
+    return value if math.isfinite(value) else None
 
 
 def answers_match(expected: str, actual: str, rel_tol: float = 1e-9, abs_tol: float = 1e-9) -> bool:
