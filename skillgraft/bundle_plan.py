@@ -111,9 +111,12 @@ class Planner:
                 f"bundle block {block.id}: its source text is not the text of its question, answer and method"
             )
         try:
-            return normalize_question(clean_query(question))
+            key = normalize_question(clean_query(question))
         except SkillgraftError as exc:
             raise BundleError(f"bundle block {block.id}: its question is unusable: {exc}") from None
+        if not key:
+            raise BundleError(f"bundle block {block.id}: its question {question!r} holds nothing visible to recur by")
+        return key
 
     def _answer_problem(self, row: Row, key: str) -> Optional[str]:
         """Why this solution must not be imported even if verified: a local or earlier answer."""

@@ -251,6 +251,8 @@ class SkillMemory:
             raise InputError("the answer is empty")
         answer = answer.strip()
         key = normalize_question(question)
+        if not key:
+            raise InputError(f"the question {question!r} holds nothing visible to recur by")
         name = name or _solution_name(question, key)
         stored = self._stored_answer(key, answer, name)
         if stored is not None:

@@ -184,7 +184,10 @@ class BlockStore(CatalogEdits):
         return found[0] if found else None
 
     def solutions_for(self, question_key: str) -> list[Block]:
-        """Healthy solution blocks whose normalized question is ``question_key``."""
+        """Healthy solution blocks whose normalized question is ``question_key`` (none for an
+        empty key: a question of nothing visible never recurs)."""
+        if not question_key:
+            return []
         return self._rows("kind = 'solution' AND status = 'ok' AND question_key = ?", [question_key])
 
     def fingerprint(self, fingerprint_id: str) -> RuntimeFingerprint:

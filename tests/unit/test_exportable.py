@@ -9,7 +9,9 @@ import tarfile
 
 import pytest
 
+from skillgraft.blocks import solution_text
 from skillgraft.bundles import export_bundle, import_bundle
+from skillgraft.chat_layout import block_tokens
 from skillgraft.errors import BundleError, InputError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
@@ -95,3 +97,28 @@ def test_a_row_a_verb_would_refuse_is_refused_before_any_deposit(tmp_path, edit,
         with pytest.raises(BundleError, match=message):
             import_bundle(other, forged)
         assert other.list() == [] and other.engine.calls["capture"] == 0
+
+
+def test_a_solution_row_whose_question_is_nothing_visible_is_refused(tmp_path):
+    engine = FakeEngine(n_ctx=16_384)
+    question, answer = "\u200b?", "42"
+    source = solution_text(question, answer, None)
+    state = engine.capture(block_tokens(engine, source))
+    with _memory(tmp_path / "a") as memory:
+        memory.add_solution("What is 6 * 7?", answer, verifier="exact", expected=answer)
+        export_bundle(memory.store, tmp_path / "bundle.tar")
+    with tarfile.open(tmp_path / "bundle.tar") as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    row = manifest["blocks"][0]
+    tokens = block_tokens(engine, source)
+    row.update(question=question, description=question, source=source, tokens=tokens, n_tokens=len(tokens),
+               sha256=state.sha256, id=state.sha256[:16], file=f"blocks/{state.sha256}.kv", n_bytes=len(state.payload))
+    with tarfile.open(tmp_path / "forged.tar", "w") as tar:
+        for name, data in [("manifest.json", json.dumps(manifest).encode()), (row["file"], state.payload)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with _memory(tmp_path / "b") as other:
+        with pytest.raises(BundleError, match="nothing visible"):
+            import_bundle(other, tmp_path / "forged.tar")
+        assert other.list() == []

@@ -152,3 +152,13 @@ def test_a_name_that_is_a_block_id_is_refused(fake_stocked):
     assert fake_stocked.get(git.id).name == "git-squash"
     assert [c for c, _ in fake_stocked.route("how do I squash my last commits?").candidates][0] == git.id
     assert fake_stocked.add_manual("0123456789ABCDEF", "Skill manual: hex in capitals.").name == "0123456789ABCDEF"
+
+
+@pytest.mark.parametrize("question", ["?", "\u200b?", " ？ ", "\u2060\u200d"])
+def test_a_question_of_nothing_visible_is_never_stored_nor_answered(fake_stocked, fake_engine, question):
+    captures = fake_engine.calls["capture"]
+    with pytest.raises(InputError, match="nothing"):
+        fake_stocked.add_solution(question, "42", verifier="exact", expected="42")
+    assert fake_engine.calls["capture"] == captures
+    assert fake_stocked.store.solutions_for("") == []
+    assert fake_stocked.recall(question).decision != "exact"
