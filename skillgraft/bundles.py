@@ -129,11 +129,13 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
         "fingerprints": {},
         "blocks": [],
     }
+    if path.name in ("", ".."):
+        raise StoreError(f"cannot write the bundle {str(path)!r}: it names no file")
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     try:
         fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        raise StoreError(f"cannot write the bundle {path}: {exc.strerror or exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise StoreError(f"cannot write the bundle {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -190,8 +192,8 @@ def import_bundle(
     path = Path(path)
     try:
         handle = open(path, "rb")
-    except OSError as exc:
-        raise BundleError(f"cannot read the bundle {path}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise BundleError(f"cannot read the bundle {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
     with handle:
         try:
             tar = tarfile.open(fileobj=BoundedFile(handle), mode="r:")

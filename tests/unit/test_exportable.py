@@ -12,7 +12,7 @@ import pytest
 from skillgraft.blocks import solution_text
 from skillgraft.bundles import export_bundle, import_bundle
 from skillgraft.chat_layout import block_tokens
-from skillgraft.errors import BundleError, InputError
+from skillgraft.errors import BundleError, InputError, StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
@@ -122,3 +122,16 @@ def test_a_solution_row_whose_question_is_nothing_visible_is_refused(tmp_path):
         with pytest.raises(BundleError, match="nothing visible"):
             import_bundle(other, tmp_path / "forged.tar")
         assert other.list() == []
+
+
+@pytest.mark.parametrize("path", ["", ".", "/", "..", "a\x00b.tar"])
+def test_a_bundle_path_that_names_no_file_is_a_clear_error(tmp_path, monkeypatch, path):
+    monkeypatch.chdir(tmp_path)
+    with _memory(tmp_path / "a") as memory:
+        memory.add_manual("git-squash", GIT_MANUAL)
+        with pytest.raises(StoreError, match="cannot write the bundle"):
+            export_bundle(memory.store, path)
+        if path not in ("/", ".."):
+            with pytest.raises(BundleError, match="cannot read the bundle"):
+                import_bundle(memory, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
