@@ -64,7 +64,8 @@ class BoundedFile:
         return self.handle.tell()
 
 
-TAR_ERRORS = (tarfile.TarError, EOFError, ValueError, OverflowError, UnicodeError, OSError)
+# RecursionError: tarfile reads each extended header (PAX, GNU long name) by recursing into the next.
+TAR_ERRORS = (tarfile.TarError, EOFError, ValueError, OverflowError, UnicodeError, OSError, RecursionError)
 
 
 def _scan(tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
