@@ -250,12 +250,18 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
     examples = [t for k, t in checked_keys if k == "example" and t != solution.get("question")]
     if len(examples) > MAX_EXAMPLES:
         raise BundleError(f"{where}: {len(examples)} example routing keys (at most {MAX_EXAMPLES})")
+    description = _text(raw, "description", where, limit=MAX_KEY_CHARS, optional=True) or ""
+    # The keys the block has once imported: the row's and the name, description or question keys import adds.
+    added = [("name", name.replace("-", " ").replace("_", " ")), ("description", description), ("example", solution.get("question") or "")]
+    stored = {(k, t.strip()) for k, t in [*checked_keys, *added] if t.strip()}
+    if len(stored) > MAX_KEYS_PER_BLOCK:
+        raise BundleError(f"{where}: {len(stored)} routing keys once imported (at most {MAX_KEYS_PER_BLOCK})")
     block = Block(
         id=block_id,
         sha256=sha256,
         name=name,
         kind=kind,
-        description=_text(raw, "description", where, limit=MAX_KEY_CHARS, optional=True) or "",
+        description=description,
         source=source,
         tokens=tuple(tokens),
         tokens_sha256=tokens_sha256(tokens),

@@ -88,8 +88,9 @@ def _forged(tmp_path, edit):
     [
         (lambda row: row["routing_keys"].extend({"kind": "example", "text": t} for t in MANY[:254]), "254 example"),
         (lambda row: row.update(name="0123456789abcdef"), "form of a block id"),
+        (lambda row: row.update(routing_keys=[{"kind": "description", "text": f"d {i}"} for i in range(256)]), "257 routing keys"),
     ],
-    ids=["too-many-examples", "name-of-an-id"],
+    ids=["too-many-examples", "name-of-an-id", "no-room-for-the-name-key"],
 )
 def test_a_row_a_verb_would_refuse_is_refused_before_any_deposit(tmp_path, edit, message):
     forged = _forged(tmp_path, edit)
