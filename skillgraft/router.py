@@ -42,7 +42,7 @@ MAX_QUERY_CHARS = 4_000
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
-# Routing keys one block may have (a bundle carries no more).
+# Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
 MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.
 MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
