@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from .blocks import Block
 from .errors import ConflictError, SkillgraftError, VerificationError
 from .memory import SkillMemory
+from .verifiers import withheld_refusal
 
 INSTRUCTIONS = (
     "A verified memory of skills. Call recall or ask before answering a question in one of the "
@@ -118,10 +119,7 @@ def build_server(memory: SkillMemory):
                 if isinstance(exc, ConflictError):
                     raise
                 # What the method printed is withheld: the method can read this host's files.
-                raise ToolError(
-                    f"the answer {answer!r} was not verified: the method did not print it, or failed; nothing was "
-                    "stored (what the method printed is not shown to MCP clients)"
-                ) from None
+                raise ToolError(withheld_refusal(answer)) from None
         return SkillInfo.of(block)
 
     @server.tool()

@@ -45,6 +45,16 @@ def output_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
+def withheld_refusal(answer: Optional[str] = None) -> str:
+    """What a remote client (HTTP, MCP) is told when its solution is not verified: never what
+    the method printed, since a method can read the files of the host that runs it."""
+    subject = f"the answer {answer!r}" if answer is not None else "the answer"
+    return (
+        f"{subject} was not verified: the method did not print it, or failed; nothing was stored "
+        "(what the method printed is not shown to remote clients)"
+    )
+
+
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _THOUSANDS = re.compile(r"[+-]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
 

@@ -280,9 +280,10 @@ def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):
     )
     assert response.skillgraft["block_id"] == block_id
 
-    wrong = {"kind": "solution", "question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}
+    wrong = {"kind": "solution", "question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7, 'canary-5150')"}
     refused = httpx.post(skills, json=wrong, timeout=300, trust_env=False)
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "verification_failed"
+    assert "canary-5150" not in refused.text and "not verified" in refused.json()["error"]["message"]
     forged = {**wrong, "answer": "41", "verifier": "exact", "expected": "41"}
     assert httpx.post(skills, json=forged, timeout=300, trust_env=False).status_code == 400
     names = {row["name"] for row in httpx.get(skills, trust_env=False).json()["data"]}

@@ -36,6 +36,7 @@ from ..errors import (
     StoreError,
     VerificationError,
 )
+from ..verifiers import withheld_refusal
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from .records import ChatAnswer, GenerationOptions, MemoryNote, StreamEnd
@@ -74,7 +75,8 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, (NameTakenError, DuplicateBlockError, ConflictError)):
         return ApiError(409, message, code="conflict")
     if isinstance(exc, VerificationError):
-        return ApiError(422, message, code="verification_failed")
+        # What a refused method printed is withheld: a method can read this host's files.
+        return ApiError(422, withheld_refusal(), code="verification_failed")
     if isinstance(exc, NoSlotError):
         return ApiError(503, message, kind="server_error", code="busy")
     if isinstance(exc, (ServerError, StoreError)):
