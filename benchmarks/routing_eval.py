@@ -1,12 +1,14 @@
 """Routing evaluation: in-scope accuracy and out-of-domain recall on held-out queries.
 
-Builds a store of the skills in benchmarks/data/intents.json (a short manual per skill,
-captured on the embedded model; the train utterances as routing examples), calibrates the
-abstain threshold on the calibration split, then routes the held-out test split. Two
-scorers are reported side by side on the same keys:
+Builds a store of the skills in benchmarks/data/intents.json (each skill's manual captured
+on the embedded model; its name, description, train utterances and the manual's sentences as
+routing keys), calibrates the abstain threshold on the calibration split, then routes the
+held-out test split. Three scorers are reported on the same blocks:
 
 - ``router``: the router's score (mean of nearest-key and key-centroid cosine), as routed;
-- ``head``: a softmax head fitted per store on the key vectors (one class per block, a
+- ``router_without_manual_keys``: the same with the manual-sentence keys removed (the keys
+  the router had before manuals gave keys), calibrated again;
+- ``head``: a softmax head fitted per store on the latter key vectors (one class per block, a
   cosine classifier initialised at the key centroids), its scale and L2 weight chosen on the
   calibration split; abstain when its top probability is below a threshold calibrated the
   same way.
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from skillgraft.embedder import Embedder
 from skillgraft.memory import SkillMemory
 from skillgraft.router import evaluate_threshold, wilson_interval
 
@@ -100,8 +103,6 @@ def head_scorer(memory: SkillMemory, data: dict, ids: dict) -> dict:
 
 def runtime_agreement(memory: SkillMemory, queries: list[str]) -> dict:
     """The same routes with the query embedded by sentence-transformers instead of ONNX Runtime."""
-    from skillgraft.embedder import Embedder
-
     onnx = memory.router.scores(queries)
     memory.router.embedder = Embedder(runtime="sentence-transformers")
     reference = memory.router.scores(queries)
@@ -109,6 +110,56 @@ def runtime_agreement(memory: SkillMemory, queries: list[str]) -> dict:
         "queries": len(queries),
         "same_top_block": sum(a[0][0] == b[0][0] for a, b in zip(onnx, reference)),
         "max_score_difference": float(max(abs(a[0][1] - b[0][1]) for a, b in zip(onnx, reference))),
+    }
+
+
+def measure(memory: SkillMemory, data: dict, ids: dict) -> dict:
+    """Calibrate on the calibration split, then route the test split; the sweep and score ablation."""
+    intents = data["intents"]
+    calibration = memory.calibrate(
+        [(q, name) for name, i in intents.items() for q in i["calibration"]], data["ood"]["calibration"]
+    )
+    test_in = [(q, name) for name, i in intents.items() for q in i["test"]]
+    right = abstained = 0
+    latencies = []
+    for query, name in test_in:
+        t0 = time.perf_counter()
+        recall = memory.route(query)
+        latencies.append(time.perf_counter() - t0)
+        right += recall.decision == "graft" and recall.block.name == name
+        abstained += recall.decision == "abstain"
+    ood_abstained = sum(memory.route(q).decision == "abstain" for q in data["ood"]["test"])
+    n_in, n_ood = len(test_in), len(data["ood"]["test"])
+    in_best = [r[0] for r in memory.router.scores([q for q, _ in test_in])]
+    ood_best = [r[0][1] for r in memory.router.scores(data["ood"]["test"])]
+    sweep = []
+    for threshold in SWEEP:
+        ok = sum(1 for (bid, s), (_, name) in zip(in_best, test_in) if s >= threshold and bid == ids[name])
+        sweep.append({"threshold": threshold, "in_scope_accuracy": round(ok / n_in, 4),
+                      "ood_recall": round(sum(s < threshold for s in ood_best) / n_ood, 4)})
+    ablation = {}
+    for label, weight in (("nearest key only", 0.0), ("key centroid only", 1.0), ("mean (default)", 0.5)):
+        memory.router.centroid_weight = weight
+        best = [r[0][0] for r in memory.router.scores([q for q, _ in test_in])]
+        ablation[label] = round(sum(b == ids[name] for b, (_, name) in zip(best, test_in)) / n_in, 4)
+    memory.router.centroid_weight = 0.5
+    return {
+        "routing_keys": len(memory.store.routing_keys()),
+        "calibration": calibration.as_dict(),
+        "test": {
+            "in_domain": n_in,
+            "out_of_domain": n_ood,
+            "in_scope_accuracy": round(right / n_in, 4),
+            "in_scope_accuracy_ci95": wilson_interval(right, n_in),
+            "false_abstain": round(abstained / n_in, 4),
+            "misroute": round((n_in - right - abstained) / n_in, 4),
+            "ood_recall": round(ood_abstained / n_ood, 4),
+            "ood_recall_ci95": wilson_interval(ood_abstained, n_ood),
+            "route_ms_median": round(statistics.median(latencies) * 1000, 2),
+            "route_ms_p90": round(float(np.percentile(latencies, 90)) * 1000, 2),
+        },
+        "test_threshold_sweep": sweep,
+        "test_top1_by_score": ablation,
     }
 
 
@@ -121,62 +172,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home, SkillMemory(home) as memory:
         started = time.perf_counter()
         for name, intent in intents.items():
-            manual = f"Skill manual: {name.replace('_', ' ')}. {intent['description']}"
-            memory.add_manual(name, manual, description=intent["description"], examples=intent["train"])
+            memory.add_manual(name, intent["manual"], description=intent["description"], examples=intent["train"])
         build_s = time.perf_counter() - started
         captured_tokens = sum(b.n_tokens for b in memory.store.blocks())
-        calibration = memory.calibrate(
-            [(q, name) for name, i in intents.items() for q in i["calibration"]], data["ood"]["calibration"]
-        )
-        test_in = [(q, name) for name, i in intents.items() for q in i["test"]]
-        right = abstained = 0
-        latencies = []
-        for query, name in test_in:
-            t0 = time.perf_counter()
-            recall = memory.route(query)
-            latencies.append(time.perf_counter() - t0)
-            right += recall.decision == "graft" and recall.block.name == name
-            abstained += recall.decision == "abstain"
-        ood_abstained = sum(memory.route(q).decision == "abstain" for q in data["ood"]["test"])
-        n_in, n_ood = len(test_in), len(data["ood"]["test"])
         ids = {b.name: b.id for b in memory.store.blocks()}
-        in_best = [r[0] for r in memory.router.scores([q for q, _ in test_in])]
-        ood_best = [r[0][1] for r in memory.router.scores(data["ood"]["test"])]
-        sweep = []
-        for threshold in SWEEP:
-            ok = sum(1 for (bid, s), (_, name) in zip(in_best, test_in) if s >= threshold and bid == ids[name])
-            sweep.append({"threshold": threshold, "in_scope_accuracy": round(ok / n_in, 4),
-                          "ood_recall": round(sum(s < threshold for s in ood_best) / n_ood, 4)})
-        ablation = {}
-        for label, weight in (("nearest key only", 0.0), ("key centroid only", 1.0), ("mean (default)", 0.5)):
-            memory.router.centroid_weight = weight
-            best = [r[0][0] for r in memory.router.scores([q for q, _ in test_in])]
-            ablation[label] = round(sum(b == ids[name] for b, (_, name) in zip(best, test_in)) / n_in, 4)
-        memory.router.centroid_weight = 0.5
+        with_manual = measure(memory, data, ids)
+        agreement = runtime_agreement(memory, [q for name, i in intents.items() for q in i["test"]] + data["ood"]["test"])
+        memory.router.embedder = Embedder()
+        for block_id in ids.values():
+            memory.store.delete_routing_keys(block_id, kind="manual")
+        without_manual = measure(memory, data, ids)
         report = {
             "intents": len(intents),
-            "routing_keys": len(memory.store.routing_keys()),
             "build_s": round(build_s, 1),
             "captured_tokens": captured_tokens,
             "build_tokens_per_s": round(captured_tokens / build_s, 1),
             "embedder_runtime": memory.router.embedder.runtime_used,
-            "calibration": calibration.as_dict(),
-            "test": {
-                "in_domain": n_in,
-                "out_of_domain": n_ood,
-                "in_scope_accuracy": round(right / n_in, 4),
-                "in_scope_accuracy_ci95": wilson_interval(right, n_in),
-                "false_abstain": round(abstained / n_in, 4),
-                "misroute": round((n_in - right - abstained) / n_in, 4),
-                "ood_recall": round(ood_abstained / n_ood, 4),
-                "ood_recall_ci95": wilson_interval(ood_abstained, n_ood),
-                "route_ms_median": round(statistics.median(latencies) * 1000, 2),
-                "route_ms_p90": round(float(np.percentile(latencies, 90)) * 1000, 2),
-            },
-            "test_threshold_sweep": sweep,
-            "test_top1_by_score": ablation,
+            "router": with_manual,
+            "router_without_manual_keys": without_manual,
             "head": head_scorer(memory, data, ids),
-            "runtime_agreement": runtime_agreement(memory, [q for q, _ in test_in] + data["ood"]["test"]),
+            "runtime_agreement": agreement,
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
