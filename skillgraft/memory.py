@@ -286,14 +286,19 @@ class SkillMemory:
         A different stored answer raises :class:`ConflictError`; a name held by another block
         :class:`NameTakenError`. The store decides a race inside its write transaction.
         """
-        for other in self.store.solutions_for(key):
+        def same_answer(other: Block) -> Block:
             if other.answer != answer:
                 raise ConflictError(other.question or key, other.id, other.answer or "", answer)
             return other
+
+        for other in self.store.solutions_for(key):
+            return same_answer(other)
         taken = self._named(name)
-        if taken is not None:
-            raise NameTakenError(name, taken.id)
-        return None
+        if taken is None:
+            return None
+        if taken.kind == "solution" and taken.status == "ok" and taken.question_key == key:
+            return same_answer(taken)  # another writer stored this question between the two reads
+        raise NameTakenError(name, taken.id)
 
     # -- recall ----------------------------------------------------------------------------
 

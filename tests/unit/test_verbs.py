@@ -14,6 +14,7 @@ from skillgraft.errors import (
     VerificationError,
 )
 from skillgraft.memory import SkillMemory
+from skillgraft.questions import normalize_question
 from skillgraft.testing import FakeEngine
 
 from .conftest import ANSWER, GIT_MANUAL, QUESTION, SOURDOUGH_MANUAL
@@ -70,6 +71,15 @@ def test_solutions_are_verified_and_never_conflict(fake_stocked, fake_engine):
         fake_stocked.add_solution(QUESTION, "392", verifier="exact", expected="392")
     assert fake_stocked.add_solution("what is 17*23", ANSWER, verifier="exact", expected=ANSWER).answer == ANSWER
     assert fake_engine.calls["capture"] == captures
+
+
+def test_a_solution_another_writer_stores_between_two_reads_is_returned_not_a_name_clash(fake_stocked, monkeypatch):
+    stored = fake_stocked.store.solutions_for(normalize_question(QUESTION))[0]
+    # As if the other writer committed after this one looked the question up and before it looked the name up.
+    monkeypatch.setattr(fake_stocked.store, "solutions_for", lambda key: [])
+    assert fake_stocked.add_solution(QUESTION, ANSWER, verifier="exact", expected=ANSWER).id == stored.id
+    with pytest.raises(ConflictError):
+        fake_stocked.add_solution(QUESTION, "392", verifier="exact", expected="392")
 
 
 def test_rename_moves_the_name_and_its_routing_key(fake_stocked):
