@@ -182,7 +182,8 @@ def check(ctx, repair, model, as_json) -> None:
 
     With --repair: corrupt files go to quarantine/, blocks are re-captured from their
     stored source text when the runtime matches (byte-identical), temp files of
-    interrupted writes are deleted and files without a catalog row are quarantined.
+    interrupted writes are deleted, files without a catalog row are quarantined, and
+    manuals stored before manuals gave routing keys get their sentence keys.
     """
     store_home(ctx)
     try:

@@ -611,7 +611,8 @@ class SkillMemory:
     # -- upkeep ----------------------------------------------------------------------------
 
     def check(self, *, repair: bool = False) -> "CheckReport":
-        """Store integrity; repair re-captures lost blocks from their source when the runtime matches."""
+        """Store integrity; repair re-captures lost blocks from their source when the runtime
+        matches, and gives manuals stored before manuals gave routing keys their sentence keys."""
 
         def recapture(block: Block) -> Optional[KVState]:
             if block.fingerprint_id != self.engine.fingerprint.id:
@@ -619,7 +620,17 @@ class SkillMemory:
             state = self.engine.capture(list(block.tokens))
             return state if state.sha256 == block.sha256 else None
 
-        return self.store.check(repair=repair, recapture=recapture if repair else None)
+        report = self.store.check(repair=repair, recapture=recapture if repair else None)
+        if repair:
+            keyed = {k["block_id"] for k in self.store.routing_keys() if k["kind"] == "manual"}
+            for block in self.store.blocks(kind="manual", include_quarantined=False):
+                if block.id not in keyed and (texts := manual_key_texts(block.source)):
+                    self.router.add_keys(block, texts, kind="manual")
+                    report.repaired.append({
+                        "block_id": block.id, "name": block.name, "problem": "no routing keys from the manual's sentences",
+                        "action": f"added {len(texts)}",
+                    })
+        return report
 
     def _log(
         self, event: str, query: str, recall: Recall, generation: Optional[Generation] = None, timings: Optional[Timings] = None

@@ -34,3 +34,14 @@ def test_add_manual_and_update_keep_the_manual_keys_in_step_with_the_text(fake_s
     assert manual_keys(updated) == manual_key_texts(new_text)
     same = fake_stocked.update("sourdough", examples=["why is my crumb gummy?"])
     assert manual_keys(same) == manual_key_texts(new_text)
+
+
+def test_check_repair_gives_a_manual_stored_without_sentence_keys_its_keys(fake_stocked):
+    block = fake_stocked.get("sourdough")
+    fake_stocked.store.delete_routing_keys(block.id, kind="manual")  # as a store written before manual keys
+    assert fake_stocked.check().ok and not fake_stocked.check().repaired
+    report = fake_stocked.check(repair=True)
+    assert report.ok and [r["block_id"] for r in report.repaired] == [block.id]
+    keys = [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
+    assert keys == manual_key_texts(SOURDOUGH_MANUAL)
+    assert not fake_stocked.check(repair=True).repaired
