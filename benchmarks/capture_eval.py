@@ -19,6 +19,8 @@ from pathlib import Path
 
 from skillgraft.memory import SkillMemory
 
+from reports import write_report
+
 DATA = Path(__file__).parent / "data" / "intents.json"
 
 
@@ -71,11 +73,7 @@ def main() -> int:
             "embedder_runtime": memory.router.embedder.runtime_used,
             "n_threads": memory.engine.settings.n_threads,
         }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    json.dump(report, sys.stdout, indent=2)
-    print()
-    return 0
+    return write_report(report, args.out)
 
 
 if __name__ == "__main__":

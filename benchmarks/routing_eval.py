@@ -32,6 +32,8 @@ from skillgraft.embedder import Embedder
 from skillgraft.memory import SkillMemory
 from skillgraft.router import evaluate_threshold, wilson_interval
 
+from reports import write_report
+
 DATA = Path(__file__).parent / "data" / "intents.json"
 SWEEP = (0.24, 0.26, 0.28, 0.30, 0.32, 0.34, 0.36, 0.40)
 
@@ -193,11 +195,7 @@ def main() -> int:
             "head": head_scorer(memory, data, ids),
             "runtime_agreement": agreement,
         }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    json.dump(report, sys.stdout, indent=2)
-    print()
-    return 0
+    return write_report(report, args.out)
 
 
 if __name__ == "__main__":

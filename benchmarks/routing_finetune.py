@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reports import write_report
+
 DATA = Path(__file__).parent / "data" / "intents.json"
 OOD_RECALL = 0.75
 
@@ -94,11 +96,9 @@ def main() -> int:
         model.eval()
         rows.append({"epoch": epoch, "fit_s": round(time.perf_counter() - started, 1), **evaluate(model, data, key_texts)})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    report = {"keys": sum(map(len, key_texts.values())), "pairs_per_epoch": len(pairs), "rows": rows}
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    json.dump(report, sys.stdout, indent=2)
-    print()
-    return 0
+    keys = sum(map(len, key_texts.values()))
+    report = {"keys": keys, "pairs_per_epoch": keys, "rows": rows}  # each key is paired once per epoch
+    return write_report(report, args.out)
 
 
 if __name__ == "__main__":
