@@ -51,11 +51,10 @@ def main() -> int:
         memory.route("warm up the embedder")
         capture = _Timed(memory.engine, "capture")
         store = _Timed(memory.store, "put")
-        keys = _Timed(memory.router, "add_key_sets" if hasattr(memory.router, "add_key_sets") else "add_keys")
+        keys = _Timed(memory.router, "add_key_sets")
         started = time.perf_counter()
         for name, intent in intents:
-            manual = f"Skill manual: {name.replace('_', ' ')}. {intent['description']}"
-            memory.add_manual(name, manual, description=intent["description"], examples=intent["train"])
+            memory.add_manual(name, intent["manual"], description=intent["description"], examples=intent["train"])
         build_s = time.perf_counter() - started
         tokens = sum(b.n_tokens for b in memory.store.blocks())
         report = {
