@@ -1,7 +1,8 @@
 """Capture throughput: a store of many small manuals, and where its build time goes.
 
-Adds one short manual per skill of benchmarks/data/intents.json (name, description and
-train utterances as keys, as the routing evaluation does) and splits the build time into
+Adds each skill's manual from benchmarks/data/intents.json (its name, description, train
+utterances and the manual's sentences as keys, as the routing evaluation does) and splits the
+build time into
 prefill plus state copy (the engine's capture), storing (hashes, file, catalog row) and
 routing keys (embedding, catalog rows).
 
