@@ -2,9 +2,8 @@
 
 Adds each skill's manual from benchmarks/data/intents.json (its name, description, train
 utterances and the manual's sentences as keys, as the routing evaluation does) and splits the
-build time into
-prefill plus state copy (the engine's capture), storing (hashes, file, catalog row) and
-routing keys (embedding, catalog rows).
+build time into prefill plus state copy (the engine's capture), storing (hashes, file, catalog
+row) and routing keys (embedding, catalog rows).
 
     .venv/bin/python benchmarks/capture_eval.py [--skills 100] [--out docs/data/capture_eval.json]
 """
