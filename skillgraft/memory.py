@@ -539,9 +539,9 @@ class SkillMemory:
         new_name = _clean_name(new_name)
         if new_name == block.name:
             return block
+        keys = self.router.key_rows([("name", [_name_key(new_name)])])  # before any change
         renamed = self.store.rename(block.id, new_name)
-        self.store.delete_routing_keys(block.id, kind="name")
-        self.router.add_keys(renamed, [_name_key(new_name)], kind="name")
+        self.store.set_routing_keys(block.id, "name", keys)
         return renamed
 
     def update(
@@ -563,6 +563,12 @@ class SkillMemory:
             examples = _clean_keys(description or "", examples)
         elif description is not None:
             _clean_keys(description, ())
+        keys = {}  # embedded before any change: a failing embedder changes nothing
+        if examples is not None:
+            keep = [block.question] if block.kind == "solution" else []
+            keys["example"] = self.router.key_rows([("example", [*keep, *examples])])
+        if description is not None and description != block.description:
+            keys["description"] = self.router.key_rows([("description", [description])])
         if text is not None and text != block.source:
             if block.kind == "solution":
                 raise InputError(f"block {block.id} is a verified solution: add a new solution instead of editing it")
@@ -570,18 +576,13 @@ class SkillMemory:
             same = self.store.find_same(tokens, self.engine.fingerprint.id)
             if same is not None and same.id != block.id:
                 raise DuplicateBlockError(same.id, same.name, block.name)
+            manual = self.router.key_rows([("manual", manual_key_texts(text))])
             state = self.engine.capture(tokens, progress)
-            block = self.store.replace(block, state, source=text)
-            self.store.delete_routing_keys(block.id, kind="manual")
-            self._add_keys(block, manual=text)
-        if description is not None and description != block.description:
-            block = self.store.set_description(block.id, description)
-            self.store.delete_routing_keys(block.id, kind="description")
-            self._add_keys(block, description=description)
-        if examples is not None:
-            self.store.delete_routing_keys(block.id, kind="example")
-            keep = [block.question] if block.kind == "solution" else []
-            self._add_keys(block, examples=[*keep, *examples])
+            block = self.store.replace(block, state, source=text, keys={"manual": manual})
+        if "description" in keys:
+            block = self.store.set_description(block.id, description, keys["description"])
+        if "example" in keys:
+            self.store.set_routing_keys(block.id, "example", keys["example"])
         return block
 
     def recapture(self, progress=None) -> "RecaptureReport":

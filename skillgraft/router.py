@@ -156,14 +156,21 @@ class Router:
 
     def add_key_sets(self, block: "Block", sets: Iterable[tuple[str, Iterable[str]]]) -> int:
         """Embed ``[(kind, texts), ...]`` in one batch and store them in one transaction."""
+        rows = self.key_rows(sets)
+        return self.store.add_routing_keys(block.id, rows) if rows else 0
+
+    def replace_keys(self, block: "Block", texts: Iterable[str], kind: str) -> int:
+        """Replace the routing keys of ``kind`` of ``block`` by ``texts``: embedded first, so a
+        failing embedder leaves the old keys, then swapped in one transaction."""
+        return self.store.set_routing_keys(block.id, kind, self.key_rows([(kind, texts)]))
+
+    def key_rows(self, sets: Iterable[tuple[str, Iterable[str]]]) -> list[dict]:
+        """``[(kind, texts), ...]`` embedded in one batch, as the rows the store takes."""
         pairs = [(kind, t.strip()) for kind, texts in sets for t in texts if isinstance(t, str) and t.strip()]
         if not pairs:
-            return 0
+            return []
         vectors = self.embedder.encode([t for _, t in pairs])
-        return self.store.add_routing_keys(
-            block.id,
-            [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)],
-        )
+        return [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)]
 
     def index(self) -> KeyIndex:
         """The key index: in memory, else the cache file if current and intact, else rebuilt.

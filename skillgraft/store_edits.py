@@ -32,19 +32,30 @@ class CatalogEdits:
     def add_routing_keys(self, block_id: str, keys: Iterable[dict]) -> int:
         """Insert routing keys ``{kind, text, embedder, vector}`` for a block; skip exact repeats."""
         self._require_writable(f"add routing keys to block {block_id}")
-        added = 0
         with self.catalog.write() as conn:
-            for key in keys:
-                seen = conn.execute(
-                    "SELECT 1 FROM routing_keys WHERE block_id = ? AND kind = ? AND text = ? AND embedder = ?",
-                    (block_id, key["kind"], key["text"], key["embedder"]),
-                ).fetchone()
-                if not seen:
-                    conn.execute(
-                        "INSERT INTO routing_keys (block_id, kind, text, embedder, vector) VALUES (?, ?, ?, ?, ?)",
-                        (block_id, key["kind"], key["text"], key["embedder"], key["vector"]),
-                    )
-                    added += 1
+            return self._insert_keys(conn, block_id, keys)
+
+    def set_routing_keys(self, block_id: str, kind: str, keys: Iterable[dict]) -> int:
+        """Replace a block's routing keys of ``kind`` by ``keys``, in one transaction."""
+        self._require_writable(f"change the keys of block {block_id}")
+        with self.catalog.write() as conn:
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
+            return self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == kind])
+
+    @staticmethod
+    def _insert_keys(conn, block_id: str, keys: Iterable[dict]) -> int:
+        added = 0
+        for key in keys:
+            seen = conn.execute(
+                "SELECT 1 FROM routing_keys WHERE block_id = ? AND kind = ? AND text = ? AND embedder = ?",
+                (block_id, key["kind"], key["text"], key["embedder"]),
+            ).fetchone()
+            if not seen:
+                conn.execute(
+                    "INSERT INTO routing_keys (block_id, kind, text, embedder, vector) VALUES (?, ?, ?, ?, ?)",
+                    (block_id, key["kind"], key["text"], key["embedder"], key["vector"]),
+                )
+                added += 1
         return added
 
     def set_routing_vectors(self, rows: list[dict], version: str) -> Optional[str]:
@@ -132,10 +143,14 @@ class CatalogEdits:
             conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (new_name, block_id))
         return self._by_id(block_id)
 
-    def set_description(self, block_id: str, description: str) -> Block:
+    def set_description(self, block_id: str, description: str, keys: Optional[list[dict]] = None) -> Block:
+        """Set a block's description and, when given, replace its description keys by ``keys``."""
         self._require_writable(f"describe block {block_id}")
         with self.catalog.write() as conn:
             conn.execute("UPDATE blocks SET description = ? WHERE id = ?", (description, block_id))
+            if keys is not None:
+                conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = 'description'", (block_id,))
+                self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == "description"])
         return self._by_id(block_id)
 
     def delete_routing_keys(self, block_id: str, *, kind: str) -> None:
@@ -149,10 +164,14 @@ class CatalogEdits:
             raise BlockNotFoundError(f"no block with id {block_id!r}")
         return found[0]
 
-    def replace(self, old: Block, state: KVState, *, source: str) -> Block:
+    def replace(
+        self, old: Block, state: KVState, *, source: str, keys: Optional[dict[str, list[dict]]] = None
+    ) -> Block:
         """Swap ``old`` for a new capture in one transaction, keeping its name, kind, answer and keys.
 
-        A process killed at any moment leaves either the old block or the new one.
+        ``keys`` maps a kind to the rows (as :meth:`add_routing_keys` takes) that replace the
+        kept keys of that kind, in the same transaction. A process killed at any moment leaves
+        either the old block with its keys or the new one with its new keys.
         """
         self._require_writable(f"replace block {old.id}")
         kept = old.model_dump(
@@ -190,6 +209,10 @@ class CatalogEdits:
                 )
                 if new.id != old.id:
                     conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+                for kind, rows in (keys or {}).items():
+                    conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (new.id, kind))
+                    self._insert_keys(conn, new.id, [k for k in rows if k["kind"] == kind])
+                if new.id != old.id:
                     conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
                     shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
                     if not shared:

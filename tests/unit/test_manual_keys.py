@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from skillgraft.errors import EngineError
 from skillgraft.router import MAX_MANUAL_KEYS, MAX_QUERY_CHARS, manual_key_texts
 
 from .conftest import SOURDOUGH_MANUAL
@@ -45,3 +48,20 @@ def test_check_repair_gives_a_manual_stored_without_sentence_keys_its_keys(fake_
     keys = [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
     assert keys == manual_key_texts(SOURDOUGH_MANUAL)
     assert not fake_stocked.check(repair=True).repaired
+
+
+def test_an_update_whose_keys_cannot_be_embedded_changes_nothing(fake_stocked, monkeypatch):
+    block = fake_stocked.get("sourdough")
+    keys = fake_stocked.store.routing_keys(block.id)
+
+    def fail(texts):
+        raise EngineError("the embedder is gone")
+
+    monkeypatch.setattr(fake_stocked.router.embedder, "encode", fail)
+    with pytest.raises(EngineError):
+        fake_stocked.update("sourdough", text="Proof the dough overnight in the fridge. Score it with a razor.")
+    with pytest.raises(EngineError):
+        fake_stocked.update("sourdough", description="bread baking", examples=["why is my crumb gummy?"])
+    assert fake_stocked.get("sourdough") == block
+    assert fake_stocked.store.routing_keys(block.id) == keys
+
