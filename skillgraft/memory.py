@@ -613,7 +613,8 @@ class SkillMemory:
 
     def check(self, *, repair: bool = False) -> "CheckReport":
         """Store integrity; repair re-captures lost blocks from their source when the runtime
-        matches, and gives manuals stored before manuals gave routing keys their sentence keys."""
+        matches, and gives each manual the routing keys of its own sentences (a manual stored
+        before manuals had them, or one whose keys do not match its text)."""
 
         def recapture(block: Block) -> Optional[KVState]:
             if block.fingerprint_id != self.engine.fingerprint.id:
@@ -623,13 +624,18 @@ class SkillMemory:
 
         report = self.store.check(repair=repair, recapture=recapture if repair else None)
         if repair:
-            keyed = {k["block_id"] for k in self.store.routing_keys() if k["kind"] == "manual"}
+            keyed: dict[str, set[str]] = {}
+            for key in self.store.routing_keys():
+                if key["kind"] == "manual":
+                    keyed.setdefault(key["block_id"], set()).add(key["text"])
             for block in self.store.blocks(kind="manual", include_quarantined=False):
-                if block.id not in keyed and (texts := manual_key_texts(block.source)):
-                    self.router.add_keys(block, texts, kind="manual")
+                texts = manual_key_texts(block.source)
+                if keyed.get(block.id, set()) != {t.strip() for t in texts}:
+                    self.router.replace_keys(block, texts, kind="manual")
+                    problem = "routing keys that are not the manual's sentences" if block.id in keyed else (
+                        "no routing keys from the manual's sentences")
                     report.repaired.append({
-                        "block_id": block.id, "name": block.name, "problem": "no routing keys from the manual's sentences",
-                        "action": f"added {len(texts)}",
+                        "block_id": block.id, "name": block.name, "problem": problem, "action": f"set {len(texts)}",
                     })
         return report
 

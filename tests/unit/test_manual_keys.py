@@ -7,7 +7,7 @@ import pytest
 from skillgraft.errors import EngineError
 from skillgraft.router import MAX_MANUAL_KEYS, MAX_QUERY_CHARS, manual_key_texts
 
-from .conftest import SOURDOUGH_MANUAL
+from .conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 
 
 def test_sentences_become_keys_and_fragments_are_dropped():
@@ -65,3 +65,14 @@ def test_an_update_whose_keys_cannot_be_embedded_changes_nothing(fake_stocked, m
     assert fake_stocked.get("sourdough") == block
     assert fake_stocked.store.routing_keys(block.id) == keys
 
+
+def test_check_repair_replaces_manual_keys_that_are_not_the_manual_s_sentences(fake_stocked):
+    block = fake_stocked.get("sourdough")
+    # As a manual whose text was swapped without its sentence keys: the keys describe another text.
+    fake_stocked.store.delete_routing_keys(block.id, kind="manual")
+    fake_stocked.router.add_keys(block, manual_key_texts(GIT_MANUAL), kind="manual")
+    report = fake_stocked.check(repair=True)
+    assert report.ok and [r["block_id"] for r in report.repaired] == [block.id]
+    keys = [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
+    assert keys == manual_key_texts(SOURDOUGH_MANUAL)
+    assert not fake_stocked.check(repair=True).repaired
