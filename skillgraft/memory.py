@@ -688,12 +688,14 @@ def _clean_keys(description, examples) -> list[str]:
     if len(examples) > MAX_EXAMPLES:
         raise InputError(f"{len(examples)} examples given (at most {MAX_EXAMPLES})")
     for what, text in [("the description", description), *(("an example", t) for t in examples)]:
+        stored_as_given = what == "the description"  # examples are stored stripped, a description as given
         if not isinstance(text, str):
             raise InputError(f"{what} must be text, not {type(text).__name__}")
         if "\x00" in text:
             raise InputError(f"{what} contains a NUL byte (at character {text.index(chr(0))})")
-        if len(text.strip()) > MAX_QUERY_CHARS:
-            raise InputError(f"{what} is {len(text.strip())} characters (at most {MAX_QUERY_CHARS}): {text[:40]!r}")
+        size = len(text) if stored_as_given else len(text.strip())
+        if size > MAX_QUERY_CHARS:
+            raise InputError(f"{what} is {size} characters (at most {MAX_QUERY_CHARS}): {text[:40]!r}")
     return examples
 
 

@@ -36,6 +36,7 @@ def _solution(**options):
     [
         lambda memory: memory.add_manual("m", "Skill manual: baking.", description="bread\x00"),
         lambda memory: memory.add_manual("m", "Skill manual: baking.", description=LONG),
+        lambda memory: memory.add_manual("m", "Skill manual: baking.", description="bread" + " " * 4_000),
         lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=["how to bake\x00"]),
         lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=[LONG]),
         lambda memory: memory.add_manual("m", "Skill manual: baking.", examples=MANY),
@@ -48,7 +49,7 @@ def _solution(**options):
         lambda memory: memory.update("git-squash", examples=["squash\x00"]),
     ],
     ids=[
-        "description-nul", "description-long", "example-nul", "example-long", "too-many-examples", "examples-a-string",
+        "description-nul", "description-long", "description-padded", "example-nul", "example-long", "too-many-examples", "examples-a-string",
         "answer-nul", "method-nul", "question-long", "solution-too-many-examples", "update-description", "update-example",
     ],
 )
