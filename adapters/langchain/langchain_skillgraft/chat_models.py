@@ -9,6 +9,7 @@ at its own position, so only the chat after it is prefilled.
 from __future__ import annotations
 
 from contextlib import closing
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NoReturn, Optional
@@ -41,6 +42,14 @@ NO_STRUCTURED_OUTPUT = (
     "langchain_core.output_parsers.PydanticOutputParser), or use a chat model that supports "
     "with_structured_output for that step"
 )
+
+
+def _stops(stop: Any) -> list[str]:
+    """Stop sequences as a list: one text is one stop sequence, not one per character."""
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    if not all(isinstance(s, str) for s in stops):
+        raise ValueError(f"stop must be a text or a list of texts, got {stop!r}")
+    return stops
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ class ChatSkillGraft(BaseChatModel):
     max_tokens: int = Field(default=256, ge=0)
     temperature: float = Field(default=0.0, ge=0.0)
     """0 decodes greedily."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     """Seeds sampling, so a seed reproduces a run."""
     stop: Optional[list[str]] = None
     """Stop sequences: the output is cut where the first one begins."""
@@ -184,13 +193,17 @@ class ChatSkillGraft(BaseChatModel):
             max_tokens=int(kwargs.pop("max_tokens", self.max_tokens)),
             temperature=float(kwargs.pop("temperature", self.temperature)),
             seed=int(kwargs.pop("seed", self.seed)),
-            stop=list(stop if stop is not None else self.stop or []),
+            stop=_stops(stop if stop is not None else self.stop or []),
         )
         if kwargs:
             known = "block_id, max_tokens, temperature, seed, stop"
             raise TypeError(f"ChatSkillGraft got unexpected call arguments {sorted(kwargs)}; it takes {known}")
         if options.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {options.max_tokens}")
+        if not math.isfinite(options.temperature) or options.temperature < 0:
+            raise ValueError(f"temperature must be a number >= 0, got {options.temperature}")
+        if options.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {options.seed}")
         return options
 
     def _pieces(self, messages: list[BaseMessage], options: CallOptions, outcome: Outcome) -> Iterator[str]:

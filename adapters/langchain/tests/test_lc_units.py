@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langchain_skillgraft.chat_models import ChatSkillGraft
 from langchain_skillgraft.messages import last_user_text, to_chat
 from langchain_skillgraft.stops import StopCutter
 
@@ -58,3 +59,15 @@ def test_earliest_stop_wins_and_false_starts_are_released():
     assert feed_all(StopCutter(["END"]), ["EN", "x", "E"]) == "ENxE"
     assert feed_all(StopCutter([]), ["a", "b"]) == "ab"
     assert feed_all(StopCutter(["", "q"]), ["abc"]) == "abc"
+
+
+def test_call_options_are_checked_and_one_stop_text_is_one_stop_sequence():
+    chat = ChatSkillGraft.model_construct(model="m", home="h", block_id=None, max_tokens=8, temperature=0.0, seed=0, stop=None)
+    assert chat._options("there", {}).stop == ["there"]
+    assert chat._options(["a", "bc"], {}).stop == ["a", "bc"]
+    for stop in ([5], ["a", None]):
+        with pytest.raises(ValueError, match="stop"):
+            chat._options(stop, {})
+    for bad in ({"temperature": float("nan")}, {"temperature": -1}, {"seed": -5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            chat._options(None, bad)
