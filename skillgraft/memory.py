@@ -478,6 +478,10 @@ class SkillMemory:
         for role, content in messages:
             if not isinstance(content, str) or "\x00" in content:
                 raise InputError(f"a {role} message is not text without NUL bytes")
+            try:
+                content.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(f"a {role} message is not valid UTF-8 (character {exc.start})") from None
         if block is None:
             self.engine.prefill(self.engine.tokenize(self.engine.chat_prompt(list(messages))))
         else:

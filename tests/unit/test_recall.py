@@ -111,6 +111,9 @@ def test_chat_with_a_block_streams_what_a_plain_chat_streams(fake_stocked, fake_
     assert grafted == plain and fake_engine.calls["graft"] == 1
     with pytest.raises(InputError):
         list(fake_stocked.chat([]))
+    for content in ("a\x00b", "a\ud800b"):  # a NUL byte, a lone surrogate
+        with pytest.raises(InputError, match="user message"):
+            list(fake_stocked.chat([("user", content)]))
 
 
 def test_a_block_of_another_runtime_raises_unless_reprefilled(fake_stocked, fake_embedder):
