@@ -248,3 +248,19 @@ def test_a_gateway_on_another_host_grafts_from_the_shared_store(tmp_path, shared
     assert answer["skillgraft"]["decision"] == "graft" and answer["skillgraft"]["block_id"] == block.id
     assert answer["skillgraft"]["cache_n"] == block.n_tokens
     assert (tmp_path / "b" / "cache" / block.file_name).is_file() and not (tmp_path / "b" / "catalog.db").exists()
+
+
+def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        block = a.add_manual("git-squash", MANUAL, description="Squash commits.", examples=["squash my commits"])
+        new_text = "Skill manual: rebasing a branch onto main. Run git fetch, then git rebase origin/main."
+        updated = a.update("git-squash", text=new_text, description="Rebase a branch.", examples=["rebase onto main"])
+        renamed = a.rename(updated.id, "git-rebase")
+        keys = {(k["kind"], k["text"]) for k in b.store.routing_keys(renamed.id)}
+        assert keys == {
+            ("name", "git rebase"), ("description", "Rebase a branch."), ("example", "rebase onto main"),
+            ("manual", "Skill manual: rebasing a branch onto main."), ("manual", "Run git fetch, then git rebase origin/main."),
+        }
+        assert not b.store.routing_keys(block.id)
+        assert b.route("rebase onto main").block.name == "git-rebase"
+        assert a.check(repair=True).as_dict() == {"blocks": 1, "ok": True, "problems": [], "repaired": []}
