@@ -1,11 +1,11 @@
 """Routing: embed a query, find the one closest block, or abstain.
 
 Each block has routing keys (its name, description, example queries and, for a manual, the
-manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds nothing. A FAISS index over the key
-vectors is a cache, rebuilt whenever the catalog changes: flat inner product by default,
-HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.key_index`). A block's score is the mean of two cosine
-similarities: to its nearest key and to the centroid of all its keys (this measured best
-on the routing evaluation, docs/routing.md). The route grafts the best block when that
+manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds
+nothing. A FAISS index over the key vectors is a cache, rebuilt whenever the catalog changes:
+flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.key_index`).
+A block's score is the mean of two cosine similarities: to its nearest key and to the centroid
+of all its keys (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
 score reaches the abstain threshold (calibrated per store, or the documented default) and
 abstains otherwise.
 """
@@ -41,7 +41,7 @@ CENTROID_WEIGHT = 0.5
 MAX_QUERY_CHARS = 4_000
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|[\n\r\x85\u2028\u2029]+")  # after a stop, or a line break
 # Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
 MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.

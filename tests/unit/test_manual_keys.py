@@ -16,6 +16,9 @@ def test_sentences_become_keys_and_fragments_are_dropped():
         "Feed the starter daily.", "Bake at 250 C!", "Use a Dutch oven;", "keep the lid on.", "Why is it flat?",
     ]
     assert manual_key_texts("") == [] and manual_key_texts("Two words.") == []
+    lines = "First line has words\u2028second line has words\x85third line has words\r\nfourth line has words"
+    assert manual_key_texts(lines) == ["First line has words", "second line has words", "third line has words",
+                                       "fourth line has words"]
 
 
 def test_a_long_manual_is_joined_into_a_bounded_number_of_keys_in_order():
