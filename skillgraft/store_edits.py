@@ -196,6 +196,11 @@ class CatalogEdits:
         staged = self.storage.stage(new, state.payload)
         try:
             with self.catalog.write() as conn:
+                if not conn.execute("SELECT 1 FROM blocks WHERE id = ? AND name = ?", (old.id, old.name)).fetchone():
+                    raise BlockNotFoundError(
+                        f"block {old.id} ({old.name}) was replaced, renamed or removed by another writer meanwhile: "
+                        "nothing was changed; read it again and retry"
+                    )
                 taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
                 if taken:
                     raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")

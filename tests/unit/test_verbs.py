@@ -172,3 +172,14 @@ def test_a_question_of_nothing_visible_is_never_stored_nor_answered(fake_stocked
     assert fake_engine.calls["capture"] == captures
     assert fake_stocked.store.solutions_for("") == []
     assert fake_stocked.recall(question).decision != "exact"
+
+
+def test_an_update_of_a_block_another_writer_replaced_meanwhile_changes_nothing(fake_stocked, monkeypatch):
+    stale = fake_stocked.get("sourdough")
+    current = fake_stocked.update("sourdough", text=SOURDOUGH_MANUAL + " Cool it for an hour.")
+    monkeypatch.setattr(fake_stocked, "get", lambda ref: stale)  # as the other writer read it
+    with pytest.raises(BlockNotFoundError, match="another writer meanwhile"):
+        fake_stocked.update("sourdough", text=SOURDOUGH_MANUAL + " Slice it cold.")
+    monkeypatch.undo()
+    assert fake_stocked.get("sourdough").id == current.id
+    assert fake_stocked.check().ok  # no payload left without a catalog row
