@@ -308,7 +308,11 @@ class Router:
         names = {b.name: b.id for b in self.store.blocks(include_quarantined=False)}
         ids = set(names.values())
         targets = []
-        for query, ref in in_domain:
+        in_domain = list(in_domain)
+        for number, pair in enumerate(in_domain, 1):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
+                raise InputError(f"calibration example {number} is not a (query, block name) pair: {pair!r:.80}")
+            query, ref = pair
             target = names.get(ref, ref)
             if target not in ids:
                 raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")

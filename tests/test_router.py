@@ -85,6 +85,11 @@ def test_calibration_needs_out_of_domain_examples_and_known_blocks(stocked):
         stocked.calibrate([("squash", "git-squash")], [])
     with pytest.raises(InputError, match="unknown block"):
         stocked.calibrate([("squash", "no-such")], ["weather"])
+    for bad in (["squash my commits"], [("squash",)], [("squash", "git-squash", "extra")], [("squash", None)]):
+        with pytest.raises(InputError, match="not a \\(query, block name\\) pair"):
+            stocked.calibrate(bad, ["weather"])
+    with pytest.raises(InputError, match="NUL"):
+        stocked.calibrate([("squash\x00", "git-squash")], ["weather"])
 
 
 def test_wilson_interval():
