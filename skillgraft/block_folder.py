@@ -111,6 +111,21 @@ def read_regular(path: Path, n_bytes: int) -> tuple[Optional[bytes], Optional[st
     return payload, None
 
 
+def prove_writable(folder: Path) -> None:
+    """Create ``folder`` and write and remove a probe file in it (raises :class:`OSError`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".probe-{os.getpid()}-{uuid.uuid4().hex}{TEMP_SUFFIX}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
+def block_file(folder: Path, block: Block) -> Path:
+    """``<folder>/<sha256>.kv``; a row whose sha256 is not hex names no file."""
+    if not SHA256_HEX.fullmatch(block.sha256):
+        raise BlockIntegrityError(f"block {block.id} ({block.name}): its sha256 is not a SHA-256, so it has no file")
+    return folder / block.file_name
+
+
 class FolderBlocks:
     """``<folder>/<sha256>.kv`` files, with ``quarantine/`` beside them."""
 
@@ -123,17 +138,12 @@ class FolderBlocks:
 
     def prepare(self) -> None:
         """Create the folders and prove they can be written (raises :class:`OSError`)."""
-        for folder in (self.folder, self.quarantine_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        probe = self.folder / f".probe-{os.getpid()}-{uuid.uuid4().hex}{TEMP_SUFFIX}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        prove_writable(self.folder)
 
     def path_of(self, block: Block) -> Path:
         """``<folder>/<sha256>.kv``; a row whose sha256 is not hex names no file."""
-        if not SHA256_HEX.fullmatch(block.sha256):
-            raise BlockIntegrityError(f"block {block.id} ({block.name}): its sha256 is not a SHA-256, so it has no file")
-        return self.folder / block.file_name
+        return block_file(self.folder, block)
 
     # -- writing: stage before the catalog transaction, commit inside it -------------------
 

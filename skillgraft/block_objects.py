@@ -23,11 +23,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from .block_folder import TEMP_SUFFIX, Verify, pid_alive, read_regular, write_synced
+from .block_folder import TEMP_SUFFIX, Verify, block_file, pid_alive, prove_writable, read_regular, write_synced
 from .blocks import BLOCK_SUFFIX, Block
 from .catalog_postgres import redact_url
-from .errors import BlockIntegrityError, ConfigError, StoreError
-from .sha import SHA256_HEX
+from .errors import ConfigError, StoreError
 
 __all__ = ["ObjectBlocks", "DEFAULT_DISK_CACHE_BYTES", "UNCLAIMED_GRACE_S"]
 
@@ -70,16 +69,11 @@ class ObjectBlocks:
 
     def prepare(self) -> None:
         """Create the cache folder and prove it can be written (raises :class:`OSError`)."""
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        probe = self.cache_dir / f".probe-{os.getpid()}-{uuid.uuid4().hex}{TEMP_SUFFIX}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        prove_writable(self.cache_dir)
 
     def path_of(self, block: Block) -> Path:
         """This host's cached copy of the block (it may not be there)."""
-        if not SHA256_HEX.fullmatch(block.sha256):
-            raise BlockIntegrityError(f"block {block.id} ({block.name}): its sha256 is not a SHA-256, so it has no file")
-        return self.cache_dir / block.file_name
+        return block_file(self.cache_dir, block)
 
     def _failure(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(f"cannot {what} in {self.where}: {_first_line(exc)}")
