@@ -119,6 +119,18 @@ def prove_writable(folder: Path) -> None:
     probe.unlink()
 
 
+def temp_file(folder: Path, block: Block) -> Path:
+    """A temp file in ``folder`` named after the block and this process (see :func:`dead_writer_temp`)."""
+    return folder / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
+
+
+def dead_writer_temp(path: Path) -> bool:
+    """Whether ``path`` is a :func:`temp_file` whose writing process is no longer running."""
+    parts = path.name.split(".")
+    pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else -1
+    return not (pid > 0 and pid_alive(pid))
+
+
 def block_file(folder: Path, block: Block) -> Path:
     """``<folder>/<sha256>.kv``; a row whose sha256 is not hex names no file."""
     if not SHA256_HEX.fullmatch(block.sha256):
@@ -133,6 +145,7 @@ class FolderBlocks:
 
     def __init__(self, folder: Path, quarantine_dir: Path) -> None:
         self.folder = Path(folder)
+        self.local_dir = self.folder  # this host's folder of block files
         self.quarantine_dir = Path(quarantine_dir)
         self.where = str(self.folder)
 
@@ -149,7 +162,7 @@ class FolderBlocks:
 
     def stage(self, block: Block, payload: bytes) -> Path:
         """Write and fsync ``payload`` to a temp file named after the block and this process."""
-        temp = self.folder / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
+        temp = temp_file(self.folder, block)
         try:
             write_synced(temp, payload)
         except OSError as exc:
@@ -242,9 +255,7 @@ class FolderBlocks:
                 return [{"block_id": None, "file": "blocks/", "problem": f"unreadable ({exc.strerror or exc})"}], []
             for path in entries:
                 if path.name.endswith(TEMP_SUFFIX):
-                    parts = path.name.split(".")
-                    pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else -1
-                    if pid > 0 and pid_alive(pid):
+                    if not dead_writer_temp(path):
                         continue
                     entry = {"block_id": None, "file": path.name, "problem": "temp file of an interrupted write"}
                     if repair:

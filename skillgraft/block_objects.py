@@ -23,9 +23,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
-from .block_folder import TEMP_SUFFIX, Verify, block_file, pid_alive, prove_writable, read_regular, write_synced
+from .block_folder import (
+    TEMP_SUFFIX, Verify, block_file, dead_writer_temp, prove_writable, read_regular, temp_file, write_synced,
+)
 from .blocks import BLOCK_SUFFIX, Block
-from .catalog_postgres import redact_url
+from .catalog_postgres import first_line, redact_url
 from .errors import ConfigError, StoreError
 
 __all__ = ["ObjectBlocks", "DEFAULT_DISK_CACHE_BYTES", "UNCLAIMED_GRACE_S"]
@@ -34,10 +36,6 @@ DEFAULT_DISK_CACHE_BYTES = 8 * 1024**3
 UNCLAIMED_GRACE_S = 3600.0
 QUARANTINE_PREFIX = "quarantine/"
 RETRIES = {"max_retries": 2, "backoff": {"init_backoff": timedelta(milliseconds=100)}, "retry_timeout": timedelta(seconds=10)}
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 class ObjectBlocks:
@@ -55,6 +53,7 @@ class ObjectBlocks:
         self.url = url
         self.where = redact_url(url)
         self.cache_dir = Path(cache_dir)
+        self.local_dir = self.cache_dir  # this host's folder of block files: the cache
         env_cache = os.environ.get("SKILLGRAFT_CACHE_BYTES")
         self.cache_bytes = cache_bytes or (int(env_cache) if env_cache and env_cache.isdigit() else DEFAULT_DISK_CACHE_BYTES)
         try:
@@ -65,7 +64,7 @@ class ObjectBlocks:
                 options = {"allow_http": True} if endpoint.startswith("http://") else {}
                 self._store = from_url(url, client_options={"timeout": timedelta(seconds=60), **options}, retry_config=RETRIES)
         except Exception as exc:  # obstore raises its own configuration errors
-            raise ConfigError(f"cannot use the blocks URL {self.where}: {_first_line(exc)}") from None
+            raise ConfigError(f"cannot use the blocks URL {self.where}: {first_line(exc, 300)}") from None
 
     def prepare(self) -> None:
         """Create the cache folder and prove it can be written (raises :class:`OSError`)."""
@@ -76,7 +75,7 @@ class ObjectBlocks:
         return block_file(self.cache_dir, block)
 
     def _failure(self, what: str, exc: BaseException) -> StoreError:
-        return StoreError(f"cannot {what} in {self.where}: {_first_line(exc)}")
+        return StoreError(f"cannot {what} in {self.where}: {first_line(exc, 300)}")
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -133,7 +132,7 @@ class ObjectBlocks:
         except FileNotFoundError:
             return None, "file missing"
         except Exception as exc:
-            return None, f"unreachable ({_first_line(exc)})"
+            return None, f"unreachable ({first_line(exc, 300)})"
         problem = verify(block, payload)
         if problem:
             return None, problem
@@ -145,7 +144,7 @@ class ObjectBlocks:
     def _cache_put(self, block: Block, payload: bytes) -> None:
         if len(payload) > self.cache_bytes:
             return
-        temp = self.cache_dir / f".{block.sha256[:16]}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}"
+        temp = temp_file(self.cache_dir, block)
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             write_synced(temp, payload)
@@ -159,8 +158,8 @@ class ObjectBlocks:
     def _prune(self, keep: str) -> None:
         """Drop the least recently used cached payloads until the cache fits its bound."""
         try:
-            entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in self.cache_dir.iterdir()
-                       if p.name.endswith(BLOCK_SUFFIX) and p.name != keep]
+            entries = [(st.st_mtime, st.st_size, p) for p in self.cache_dir.iterdir()
+                       if p.name.endswith(BLOCK_SUFFIX) and p.name != keep for st in [p.stat()]]
             total = sum(size for _, size, _ in entries) + (self.cache_dir / keep).stat().st_size
         except OSError:
             return
@@ -219,7 +218,7 @@ class ObjectBlocks:
         try:
             listed = [meta for batch in self._obstore.list(self._store) for meta in batch]
         except Exception as exc:
-            return [{"block_id": None, "file": self.where, "problem": f"unreachable ({_first_line(exc)})"}], []
+            return [{"block_id": None, "file": self.where, "problem": f"unreachable ({first_line(exc, 300)})"}], []
         for meta in listed:
             key = meta["path"]
             if key.startswith(QUARANTINE_PREFIX) or key in known:
@@ -233,9 +232,7 @@ class ObjectBlocks:
             else:
                 problems.append(entry)
         for path in sorted(self.cache_dir.glob(f"*{TEMP_SUFFIX}")):
-            parts = path.name.split(".")
-            pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else -1
-            if pid > 0 and pid_alive(pid):
+            if not dead_writer_temp(path):
                 continue
             entry = {"block_id": None, "file": f"cache/{path.name}", "problem": "temp file of an interrupted write"}
             if repair:

@@ -102,8 +102,9 @@ def to_postgres(sql: str) -> str:
     return insert + f" ON CONFLICT ({key}) DO UPDATE SET {updates}"
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def first_line(exc: BaseException, limit: Optional[int] = None) -> str:
+    """The first line of an error's message (its type's name when empty), cut at ``limit``."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
 
 
 class PostgresCatalog:
@@ -138,7 +139,7 @@ class PostgresCatalog:
         try:
             self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except self._psycopg.Error as exc:
-            raise StoreError(f"cannot reach the catalog {self.where}: {_first_line(exc)}") from exc
+            raise StoreError(f"cannot reach the catalog {self.where}: {first_line(exc)}") from exc
 
     def _live(self):
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -165,9 +166,9 @@ class PostgresCatalog:
             except psycopg.OperationalError as exc:
                 if attempt == 1 and not self._in_transaction and conn.broken:
                     continue
-                raise StoreError(f"the catalog {self.where} failed: {_first_line(exc)}") from exc
+                raise StoreError(f"the catalog {self.where} failed: {first_line(exc)}") from exc
             except psycopg.Error as exc:
-                raise StoreError(f"the catalog {self.where} refused a statement: {_first_line(exc)}") from exc
+                raise StoreError(f"the catalog {self.where} refused a statement: {first_line(exc)}") from exc
 
     # -- the catalog surface ---------------------------------------------------------------
 

@@ -18,19 +18,18 @@ import ctypes
 import ctypes.util
 import hashlib
 import os
-import re
 import sys
 from typing import Optional
 
+from .sha import SHA256_HEX
+
 __all__ = [
-    "HEX64",
     "blake3_hex",
     "file_digest_problem",
     "payload_problem",
     "reuse_freed_payload_memory",
 ]
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
 # Below this size one thread hashes faster than starting several.
 THREADED_ABOVE = 1 << 20
 # Allocations up to this size come from the heap, and up to this much freed heap is kept.
@@ -62,7 +61,7 @@ def payload_problem(payload: bytes, n_bytes: int, sha256: str, blake3: Optional[
 
 def file_digest_problem(blake3: Optional[str]) -> Optional[str]:
     """What is wrong with a recorded BLAKE3 digest, or None (absent is fine)."""
-    if blake3 is None or (isinstance(blake3, str) and HEX64.fullmatch(blake3)):
+    if blake3 is None or (isinstance(blake3, str) and SHA256_HEX.fullmatch(blake3)):
         return None
     return f"blake3 {str(blake3)[:80]!r} is not a BLAKE3 hex digest"
 

@@ -88,7 +88,6 @@ class BlockStore(CatalogEdits):
         blocks: Optional[str] = None,
     ) -> None:
         self.home = Path(home).expanduser()
-        self.blocks_dir = self.home / "blocks"
         self.quarantine_dir = self.home / "quarantine"
         self.storage = open_block_storage(blocks, self.home)
         if not read_only:
@@ -160,6 +159,11 @@ class BlockStore(CatalogEdits):
         if not include_quarantined:
             clauses.append("status = 'ok'")
         return self._rows(" AND ".join(clauses), params)
+
+    @property
+    def blocks_dir(self) -> Path:
+        """This host's folder of block files: the store's own, or the cache of shared blocks."""
+        return self.storage.local_dir
 
     def __len__(self) -> int:
         return self._select("SELECT COUNT(*) AS n FROM blocks")[0]["n"]

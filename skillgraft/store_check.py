@@ -72,8 +72,8 @@ def row_problems(block: Block) -> list[str]:
         problems.append(f"n_tokens is {block.n_tokens} but the row holds {len(block.tokens)} tokens")
     if block.tokens_sha256 != tokens_sha256(block.tokens):
         problems.append("tokens do not match tokens_sha256")
-    if file_digest_problem(block.blake3):
-        problems.append(file_digest_problem(block.blake3))
+    if digest_problem := file_digest_problem(block.blake3):
+        problems.append(digest_problem)
     return problems
 
 
