@@ -22,7 +22,7 @@ from .blocks import Block, block_id_for, tokens_sha256
 from .catalog import utc_now
 from .errors import BundleError
 from .fingerprint import RuntimeFingerprint
-from .router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS
+from .router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS, name_key
 from .sha import BLOCK_ID
 
 BUNDLE_FORMAT = "skillgraft-bundle"
@@ -252,7 +252,7 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
         raise BundleError(f"{where}: {len(examples)} example routing keys (at most {MAX_EXAMPLES})")
     description = _text(raw, "description", where, limit=MAX_KEY_CHARS, optional=True) or ""
     # The keys the block has once imported: the row's and the name, description or question keys import adds.
-    added = [("name", name.replace("-", " ").replace("_", " ")), ("description", description), ("example", solution.get("question") or "")]
+    added = [("name", name_key(name)), ("description", description), ("example", solution.get("question") or "")]
     stored = {(k, t.strip()) for k, t in [*checked_keys, *added] if t.strip()}
     if len(stored) > MAX_KEYS_PER_BLOCK:
         raise BundleError(f"{where}: {len(stored)} routing keys once imported (at most {MAX_KEYS_PER_BLOCK})")

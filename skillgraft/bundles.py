@@ -57,7 +57,7 @@ from .bundle_plan import Plan, Planner, SkippedBlock
 from .bundle_reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_rows
 from .errors import BundleError, SkillgraftError, StoreError
 from .ledger import LedgerEvent
-from .router import manual_key_texts
+from .router import manual_key_texts, name_key
 from .verifiers import Accepted
 
 if TYPE_CHECKING:
@@ -245,12 +245,16 @@ def _deposit(
             recomputed_here = plan.action != "recapture" and row.fingerprint.id == memory.engine.fingerprint.id
             if recomputed_here and stored.sha256 != block.sha256:
                 raise BundleError(f"bundle block {block.id} ({block.name}): captured here it became block {stored.id}")
-            for kind in KEY_KINDS:
-                memory.router.add_keys(stored, row.texts(kind), kind=kind)
+            sets = [(kind, row.texts(kind)) for kind in KEY_KINDS]
             if plan.action == "deposit":
-                memory.router.add_keys(stored, [block.name.replace("-", " ").replace("_", " ")], kind="name")
+                sets.append(("name", [name_key(block.name)]))
                 if block.kind == "manual":
-                    memory.router.add_keys(stored, manual_key_texts(block.source), kind="manual")
+                    sets.append(("manual", manual_key_texts(block.source)))
+            # add_manual and add_solution stored some of them already: embed only the others.
+            stored_keys = {(k["kind"], k["text"]) for k in memory.store.routing_keys(stored.id)}
+            memory.router.add_key_sets(stored, [
+                (kind, [t for t in texts if (kind, t.strip()) not in stored_keys]) for kind, texts in sets
+            ])
             imported.append(ImportedBlock(stored.id, block.id, block.name, block.kind, plan.how))
             step(done)
     except BaseException:

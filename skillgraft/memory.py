@@ -38,7 +38,7 @@ from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict,
 from .ledger import LedgerEvent
 from .questions import normalize_question, question_sha256
 from .router import DEFAULT_EMBEDDER, MAX_EXAMPLES, MAX_QUERY_CHARS, Embedder, Recall, Router, RouterCalibration
-from .router import clean_query, manual_key_texts
+from .router import clean_query, manual_key_texts, name_key, require_text
 from .sampling import SamplingOptions
 from .sha import BLOCK_ID
 from .verifiers import make_verifier
@@ -148,8 +148,7 @@ class SkillMemory:
         """The tokens a block of ``text`` would hold, or a clear error before any capture."""
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{kind} {name!r} has no text")
-        if "\x00" in text:
-            raise InputError(f"{kind} {name!r} contains a NUL byte (at character {text.index(chr(0))})")
+        require_text(text, f"{kind} {name!r}")
         tokens = self._source_tokens(text)
         room = self.engine.n_ctx - QUERY_ROOM_TOKENS
         if len(tokens) > room:
@@ -218,7 +217,7 @@ class SkillMemory:
         self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = (), manual: str = ""
     ) -> None:
         self.router.add_key_sets(block, [
-            ("name", [_name_key(block.name)] if name else []),
+            ("name", [name_key(block.name)] if name else []),
             ("description", [description]),
             ("example", examples),
             ("manual", manual_key_texts(manual) if manual else []),
@@ -420,8 +419,7 @@ class SkillMemory:
         after = engine.tokenize(text, add_bos=False)
         if self.reprefill_foreign and block.fingerprint_id != engine.fingerprint.id:
             started = time.perf_counter()
-            prefix, _ = engine.chat_split(block.source)
-            engine.prefill(engine.tokenize(prefix)[:keep] + after)
+            engine.prefill(block_tokens(engine, block.source)[:keep] + after)
             return Timings(prefill_s=time.perf_counter() - started, reprefilled=True), 0
         loaded = self.store.load_state(block)
         started = time.perf_counter()
@@ -476,12 +474,7 @@ class SkillMemory:
         if not messages:
             raise InputError("the chat has no messages")
         for role, content in messages:
-            if not isinstance(content, str) or "\x00" in content:
-                raise InputError(f"a {role} message is not text without NUL bytes")
-            try:
-                content.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise InputError(f"a {role} message is not valid UTF-8 (character {exc.start})") from None
+            require_text(content, f"a {role} message")
         if block is None:
             self.engine.prefill(self.engine.tokenize(self.engine.chat_prompt(list(messages))))
         else:
@@ -543,7 +536,7 @@ class SkillMemory:
         new_name = _clean_name(new_name)
         if new_name == block.name:
             return block
-        keys = self.router.key_rows([("name", [_name_key(new_name)])])  # before any change
+        keys = self.router.key_rows([("name", [name_key(new_name)])])  # before any change
         renamed = self.store.rename(block.id, new_name)
         self.store.set_routing_keys(block.id, "name", keys)
         return renamed
@@ -567,22 +560,25 @@ class SkillMemory:
             examples = _clean_keys(description or "", examples)
         elif description is not None:
             _clean_keys(description, ())
-        keys = {}  # embedded before any change: a failing embedder changes nothing
+        new_text = text is not None and text != block.source
+        sets = []
         if examples is not None:
-            keep = [block.question] if block.kind == "solution" else []
-            keys["example"] = self.router.key_rows([("example", [*keep, *examples])])
+            sets.append(("example", [*([block.question] if block.kind == "solution" else []), *examples]))
         if description is not None and description != block.description:
-            keys["description"] = self.router.key_rows([("description", [description])])
-        if text is not None and text != block.source:
+            sets.append(("description", [description]))
+        if new_text:
             if block.kind == "solution":
                 raise InputError(f"block {block.id} is a verified solution: add a new solution instead of editing it")
             tokens = self._capturable_tokens(block.name, block.kind, text)
             same = self.store.find_same(tokens, self.engine.fingerprint.id)
             if same is not None and same.id != block.id:
                 raise DuplicateBlockError(same.id, same.name, block.name)
-            manual = self.router.key_rows([("manual", manual_key_texts(text))])
+            sets.append(("manual", manual_key_texts(text)))
+        rows = self.router.key_rows(sets)  # embedded before any change: a failing embedder changes nothing
+        keys = {kind: [row for row in rows if row["kind"] == kind] for kind, _ in sets}
+        if new_text:
             state = self.engine.capture(tokens, progress)
-            block = self.store.replace(block, state, source=text, keys={"manual": manual})
+            block = self.store.replace(block, state, source=text, keys={"manual": keys["manual"]})
         if "description" in keys:
             block = self.store.set_description(block.id, description, keys["description"])
         if "example" in keys:
@@ -693,19 +689,11 @@ def _clean_keys(description, examples) -> list[str]:
         raise InputError(f"{len(examples)} examples given (at most {MAX_EXAMPLES})")
     for what, text in [("the description", description), *(("an example", t) for t in examples)]:
         stored_as_given = what == "the description"  # examples are stored stripped, a description as given
-        if not isinstance(text, str):
-            raise InputError(f"{what} must be text, not {type(text).__name__}")
-        if "\x00" in text:
-            raise InputError(f"{what} contains a NUL byte (at character {text.index(chr(0))})")
+        require_text(text, what)
         size = len(text) if stored_as_given else len(text.strip())
         if size > MAX_QUERY_CHARS:
             raise InputError(f"{what} is {size} characters (at most {MAX_QUERY_CHARS}): {text[:40]!r}")
     return examples
-
-
-def _name_key(name: str) -> str:
-    """The routing key a block's name gives."""
-    return name.replace("-", " ").replace("_", " ")
 
 
 def _solution_name(question: str, key: str) -> str:

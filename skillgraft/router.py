@@ -104,6 +104,19 @@ class RouterCalibration:
         return asdict(self)
 
 
+def require_text(text, what: str) -> str:
+    """``text`` when it is a str that encodes as UTF-8 and holds no NUL byte, else :class:`InputError`."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be text, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{what} is not valid UTF-8 (character {exc.start})") from None
+    if "\x00" in text:
+        raise InputError(f"{what} contains a NUL byte (at character {text.index(chr(0))})")
+    return text
+
+
 def clean_query(query) -> str:
     """A usable query string, or :class:`InputError`."""
     if isinstance(query, bytes):
@@ -111,18 +124,15 @@ def clean_query(query) -> str:
             query = query.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"the query is not valid UTF-8 (byte {exc.start})") from None
-    if not isinstance(query, str):
-        raise InputError(f"the query must be text, got {type(query).__name__}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"the query is not valid UTF-8 (character {exc.start})") from None
-    query = query.strip()
+    query = require_text(query, "the query").strip()
     if not query:
         raise InputError("the query is empty")
-    if "\x00" in query:
-        raise InputError(f"the query contains a NUL byte (at character {query.index(chr(0))})")
     return query
+
+
+def name_key(name: str) -> str:
+    """The routing key a block's name gives."""
+    return name.replace("-", " ").replace("_", " ")
 
 
 def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 from ..errors import InputError
-from ..router import Recall, clean_query
+from ..router import Recall, clean_query, require_text
 from ..states import KVState
 
 ROLES = ("system", "user", "assistant")
@@ -88,9 +88,7 @@ def chat_messages(messages: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, 
     for role, content in messages:
         if role not in ROLES:
             raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
-        if not isinstance(content, str) or "\x00" in content:
-            raise InputError(f"a {role} message is not text without NUL bytes")
-        chat.append((role, content))
+        chat.append((role, require_text(content, f"a {role} message")))
     users = [content for role, content in chat if role == "user"]
     if not users or chat[-1][0] != "user":
         raise InputError("the last message must be the user's")
