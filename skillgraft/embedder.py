@@ -208,7 +208,7 @@ class Embedder:
         self.runtime_used = "sentence-transformers"
         return self._encoder
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         if not texts:
             return np.zeros((0, 384), np.float32)

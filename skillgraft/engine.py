@@ -207,9 +207,9 @@ class Engine:
 
     # -- decoding --------------------------------------------------------------------------
 
-    def reset(self) -> None:
-        """Forget every cell of the context."""
-        llama_cpp.llama_memory_clear(self._memory, True)
+    def reset(self, *, data: bool = True) -> None:
+        """Forget every cell of the context (``data=False``: without zeroing the KV buffer)."""
+        llama_cpp.llama_memory_clear(self._memory, data)
         self.n_past = 0
         self._has_logits = False
 
@@ -309,16 +309,13 @@ class Engine:
         # Forget the cells, not their bytes: write_state rewrites the cells it restores and the
         # attention mask hides the rest, as in llama.cpp's own state load; zeroing the whole
         # KV buffer (reset) cost ~9 ms per restore at 4,352 cells.
-        llama_cpp.llama_memory_clear(self._memory, False)
-        self.n_past = 0
-        self._has_logits = False
+        self.reset(data=False)
         try:
             elapsed = engine_state.write_state(self._ctx, self._memory, state.payload, state.n_tokens, block_id)
         except RestoreRejectedError:
             self.reset()
             raise
         self.n_past = state.n_tokens
-        self._has_logits = False
         return elapsed
 
     def graft(

@@ -36,9 +36,9 @@ class CountingEmbedder(Embedder):
         self._model = inner._load()
         self.encoded = 0
 
-    def encode(self, texts, batch_size=64):
+    def encode(self, texts):
         self.encoded += len(texts)
-        return super().encode(texts, batch_size)
+        return super().encode(texts)
 
 
 def test_reopening_a_store_re_embeds_nothing(stocked, embedder):
