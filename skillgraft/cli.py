@@ -18,9 +18,9 @@ from typing import Optional
 
 import click
 
-from .cli_common import DEBUG_HELP, HOME_HELP, Activity, SkillgraftGroup, emit, store_home
+from .cli_common import DEBUG_HELP, HOME_HELP, Activity, SkillgraftGroup
 
-__all__ = ["Activity", "cli", "emit", "store_home"]  # the group, and what commands and tests use from here
+__all__ = ["Activity", "cli"]  # the group, and what tests use from here
 
 
 @click.group(cls=SkillgraftGroup)

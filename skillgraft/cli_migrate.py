@@ -7,6 +7,8 @@ from typing import Optional
 
 import click
 
+from .cli_common import emit, json_option, open_store
+
 __all__ = ["migrate_store"]
 
 
@@ -15,7 +17,7 @@ __all__ = ["migrate_store"]
               help="The destination's folder (its local cache and index when it is shared).")
 @click.option("--to-catalog", default=None, help="The destination's catalog: a postgresql:// URL (default: SQLite in --to-home).")
 @click.option("--to-blocks", default=None, help="The destination's blocks: s3://bucket/prefix or file:///path (default: --to-home/blocks).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@json_option
 @click.pass_context
 def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], to_blocks: Optional[str], as_json: bool) -> None:
     """Copy every healthy block, its routing keys and settings into another store.
@@ -26,13 +28,10 @@ def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], t
     SHA-256 is verified at the source, on deposit and read back from the destination.
     Copying again is safe. Exit status 1 when a block could not be copied.
     """
-    from .cli_common import emit, store_home
     from .migrate import copy_store
     from .store import BlockStore
 
-    obj = ctx.obj or {}
-    source = BlockStore(store_home(ctx), catalog=obj.get("catalog"), blocks=obj.get("blocks"), read_only=None)
-    ctx.call_on_close(source.close)
+    source = open_store(ctx)
     target = BlockStore(to_home, catalog=to_catalog or "sqlite", blocks=to_blocks or "", read_only=False)
     ctx.call_on_close(target.close)
     report = copy_store(source, target).as_dict()

@@ -119,10 +119,6 @@ def _render_demo(report: dict) -> str:
     return "\n".join(lines)
 
 
-# -- the store ------------------------------------------------------------------------------
-
-
-
 # -- routing and generation -----------------------------------------------------------------
 
 
@@ -139,14 +135,13 @@ def route(ctx, query, as_json) -> None:
     with Activity("route", "loading the embedder"):
         recall = memory.route(query)
     data = recall.as_dict()
-    data.setdefault("runner_up", recall.runner_up)
     data["candidates"] = [_candidate(memory, item) for item in recall.candidates]
     emit(data, as_json, _render_route)
 
 
 def _candidate(memory, item) -> dict:
     """One ranked ``(block_id, score)`` of a recall as a row with the block's name."""
-    block_id, score = (item["block_id"], item["score"]) if isinstance(item, dict) else item
+    block_id, score = item
     return {"block_id": block_id, "name": memory.store.get(block_id).name, "score": round(float(score), 6)}
 
 
