@@ -91,3 +91,32 @@ def test_nul_bytes_are_refused_not_truncated(memory):
     with pytest.raises(InputError, match="NUL"):
         memory.recall("what is\x00 this")
     assert memory.list() == []
+
+
+def test_a_manuals_own_sentences_route_to_it_and_follow_its_text(stocked):
+    """Real MiniLM: sentence keys lift a query the manual answers; repair and update keep them in step."""
+    from skillgraft.router import manual_key_texts
+
+    manual = ("Skill manual: changing a flat tire. Loosen the lug nuts before you raise the car with the jack. "
+              "Tighten the lug nuts in a star pattern once the spare is on.")
+    block = stocked.add_manual("tire-change", manual, description="Changing a flat tire.")
+    query = "in what order should I tighten the lug nuts?"
+
+    def sentence_keys(ref):
+        return [k["text"] for k in stocked.store.routing_keys(stocked.get(ref).id) if k["kind"] == "manual"]
+
+    with_keys = stocked.route(query)
+    assert with_keys.decision == "graft" and with_keys.block.id == block.id
+    assert sentence_keys("tire-change") == manual_key_texts(manual)
+    stocked.store.delete_routing_keys(block.id, kind="manual")  # as a store written before sentence keys
+    without = stocked.route(query)
+    assert (without.block_id != block.id) or without.score < with_keys.score
+    report = stocked.check(repair=True)
+    assert report.ok and [r["block_id"] for r in report.repaired] == [block.id]
+    assert stocked.route(query).score == pytest.approx(with_keys.score, abs=1e-6)
+
+    new_manual = ("Skill manual: changing a flat tire. Check the spare's pressure every month. "
+                  "Replace a spare that is older than six years.")
+    updated = stocked.update("tire-change", text=new_manual)
+    assert sentence_keys(updated.id) == manual_key_texts(new_manual)
+    assert stocked.route("how often should I check the spare's pressure?").block.id == updated.id

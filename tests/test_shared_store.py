@@ -65,7 +65,7 @@ def test_deposit_on_one_host_grafts_byte_exactly_on_another(tmp_path, shared, sm
     with host(tmp_path, "a", shared, engine=smollm2, embedder=embedder) as a, \
             host(tmp_path, "b", shared, engine=smollm2, embedder=embedder) as b:
         other = a.add_manual("sourdough", "Skill manual: baking sourdough bread. Feed the starter, fold, proof, bake.")
-        assert b.route("how do I squash my last commits?").block_id in (None, other.id)  # B builds its index
+        b.route("how do I squash my last commits?")  # B builds its index before A adds a block
         version_before = b.store.catalog_version()
         block = a.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
         assert b.store.catalog_version() != version_before  # B's router index will be rebuilt

@@ -166,11 +166,11 @@ def test_a_name_that_is_a_block_id_is_refused(fake_stocked):
 
 @pytest.mark.parametrize("question", ["?", "\u200b?", " ？ ", "\u2060\u200d"])
 def test_a_question_of_nothing_visible_is_never_stored_nor_answered(fake_stocked, fake_engine, question):
-    captures = fake_engine.calls["capture"]
+    captures, solutions = fake_engine.calls["capture"], fake_stocked.list("solution")
     with pytest.raises(InputError, match="nothing"):
         fake_stocked.add_solution(question, "42", verifier="exact", expected="42")
     assert fake_engine.calls["capture"] == captures
-    assert fake_stocked.store.solutions_for("") == []
+    assert fake_stocked.list("solution") == solutions
     assert fake_stocked.recall(question).decision != "exact"
 
 
