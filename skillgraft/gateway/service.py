@@ -122,9 +122,8 @@ class Gateway:
         chat, query = chat_messages(messages)
         return PreparedChat(chat, self._plan(query), started)
 
-    def chat(self, messages: Union[Sequence[tuple[str, str]], PreparedChat], options: GenerationOptions) -> ChatAnswer:
-        """Answer a chat (not streamed)."""
-        prepared = messages if isinstance(messages, PreparedChat) else self.prepare(messages)
+    def chat(self, prepared: PreparedChat, options: GenerationOptions) -> ChatAnswer:
+        """Answer a chat (not streamed) that :meth:`prepare` checked."""
         chat, plan, started = prepared.chat, prepared.plan, prepared.started
         if plan.recall.decision == "exact":
             answer = ChatAnswer(plan.recall.block.answer, "stop", self._note(plan, "exact"), 0, 0)
@@ -220,8 +219,9 @@ class Gateway:
 
     # -- streaming -------------------------------------------------------------------------
 
-    def stream(self, messages: Union[Sequence[tuple[str, str]], PreparedChat], options: GenerationOptions) -> Iterator[object]:
-        """A :class:`MemoryNote`, then text deltas (``str``), then a :class:`StreamEnd`.
+    def stream(self, prepared: PreparedChat, options: GenerationOptions) -> Iterator[object]:
+        """For a chat :meth:`prepare` checked: a :class:`MemoryNote`, then text deltas (``str``),
+        then a :class:`StreamEnd`.
 
         After a graft the first tokens are held back until the gate has judged them (and a
         solution block's whole answer until the near-miss rule has), so what is streamed is
@@ -229,7 +229,6 @@ class Gateway:
         before it is retried or raised before anything is sent. Input errors are raised
         before the generator is returned.
         """
-        prepared = messages if isinstance(messages, PreparedChat) else self.prepare(messages)
         if not prepared.needs_model:
             return self._stream_exact(prepared.plan, prepared.started)
         return self._stream_generated(prepared.chat, prepared.plan, options, prepared.started)
