@@ -16,7 +16,7 @@ import json
 import sys
 
 from skillgraft.config import engine_settings
-from skillgraft.engine import Engine
+from skillgraft.engine.llama import Engine
 from skillgraft.errors import SkillgraftError
 
 TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 30

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from skillgraft.embedder import Embedder
+from skillgraft.routing.embedder import Embedder
 from skillgraft.memory import SkillMemory
-from skillgraft.router import evaluate_threshold, wilson_interval
+from skillgraft.routing.router import evaluate_threshold, wilson_interval
 
 from reports import write_report
 

@@ -33,8 +33,8 @@ from tests.shared_servers import PostgresServer, S3Server  # noqa: E402
 
 from skillgraft.bench.runs import corpus_tokens, machine  # noqa: E402
 from skillgraft.config import engine_settings  # noqa: E402
-from skillgraft.engine import Engine  # noqa: E402
-from skillgraft.store import BlockStore  # noqa: E402
+from skillgraft.engine.llama import Engine  # noqa: E402
+from skillgraft.store.block_store import BlockStore  # noqa: E402
 
 
 def timed(action) -> float:

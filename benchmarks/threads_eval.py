@@ -19,7 +19,7 @@ import sys
 import time
 
 from skillgraft.config import engine_settings
-from skillgraft.engine import Engine
+from skillgraft.engine.llama import Engine
 
 TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 20
 

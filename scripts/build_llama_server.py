@@ -11,7 +11,7 @@ import os
 import sys
 
 from skillgraft.errors import ServerBuildError
-from skillgraft.server_build import BINARY_ENV, binary_version, build_server, find_server
+from skillgraft.server.build import BINARY_ENV, binary_version, build_server, find_server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ byte-exactly into block files and grafted back into fresh contexts at their own 
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from .blocks import Block
+from .core.blocks import Block
 from .config import EngineSettings
 from .errors import (
     BlockIntegrityError,
@@ -24,22 +24,22 @@ from .errors import (
     StoreError,
     VerificationError,
 )
-from .fingerprint import RuntimeFingerprint
+from .core.fingerprint import RuntimeFingerprint
 from .flywheel import SolveResult, solve
-from .gate import Confidence, GateCalibration, GateVerdict
+from .core.gate import Confidence, GateCalibration, GateVerdict
 from .memory import Generation, SkillMemory
-from .router import Embedder, Recall, RouterCalibration
-from .states import KVState, TokenStep
-from .store import BlockStore
-from .store_check import CheckReport
-from .timings import Timings
-from .verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
+from .routing.router import Embedder, Recall, RouterCalibration
+from .core.states import KVState, TokenStep
+from .store.block_store import BlockStore
+from .store.check import CheckReport
+from .core.timings import Timings
+from .verify.verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 
 __version__ = "0.1.0"
 
 
 if _TYPE_CHECKING:  # for type checkers and the API docs; at run time it is imported on first use
-    from .engine import Engine
+    from .engine.llama import Engine
 
 # Names whose modules load native code (llama.cpp): imported on first use, never by `import skillgraft`.
 _LAZY = {"Engine": "engine"}

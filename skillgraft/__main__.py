@@ -1,6 +1,6 @@
 """``python -m skillgraft`` runs the command line."""
 
-from .cli import cli
+from .cli.main import cli
 
 if __name__ == "__main__":
     cli()

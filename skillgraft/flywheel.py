@@ -1,7 +1,7 @@
 """The verified flywheel: solve → verify → deposit.
 
 :func:`solve` tries the model's own answer, then seeded best-of-n samples, then the
-caller's solver, and deposits the first candidate a verifier (:mod:`skillgraft.verifiers`)
+caller's solver, and deposits the first candidate a verifier (:mod:`skillgraft.verify.verifiers`)
 accepts. It drives a :class:`~skillgraft.memory.SkillMemory`; the memory never calls back
 into this module.
 """
@@ -12,8 +12,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
-from .ledger import LedgerEvent
-from .verifiers import Accepted, Verdict, make_verifier, output_sha256
+from .store.ledger import LedgerEvent
+from .verify.verifiers import Accepted, Verdict, make_verifier, output_sha256
 
 if TYPE_CHECKING:
     from .memory import SkillMemory

@@ -5,8 +5,8 @@
 verified answer, restores the block's KV state at its own position and generates after it
 (no re-prefill), or generates plainly. After a graft a confidence gate checks the answer's
 first tokens and falls back to plain generation when they are not confident
-(:mod:`skillgraft.gate`); the chat after a grafted block is laid out by
-:mod:`skillgraft.chat_layout`. Every recall and generation writes a ledger row.
+(:mod:`skillgraft.core.gate`); the chat after a grafted block is laid out by
+:mod:`skillgraft.core.chat_layout`. Every recall and generation writes a ledger row.
 
 This module is longer than most: it is the one public facade, and each memory verb
 (deposit, recall, generate, chat, list/get/update/rename/delete, recapture, check) is a
@@ -22,26 +22,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
-from .blocks import Block, solution_text
+from .core.blocks import Block, solution_text
 from .config import EngineSettings, default_home, default_model
-from .states import KVState, TokenStep
-from .timings import Timings
+from .core.states import KVState, TokenStep
+from .core.timings import Timings
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .store_check import CheckReport
+    from .engine.llama import Engine
+    from .store.check import CheckReport
     from .protocols import GraftEngine, TextEmbedder
 from .errors import SkillgraftError, BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
-from .chat_layout import block_tokens, continuation, with_system
-from .gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
-from .gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
-from .ledger import LedgerEvent
-from .questions import normalize_question, question_sha256
-from .router import DEFAULT_EMBEDDER, MAX_EXAMPLES, MAX_QUERY_CHARS, Embedder, Recall, Router, RouterCalibration
-from .router import clean_query, manual_key_texts, name_key, require_text
-from .sampling import SamplingOptions
-from .sha import BLOCK_ID
-from .verifiers import make_verifier
+from .core.chat_layout import block_tokens, continuation, with_system
+from .core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS, confidence, graft_verdict, repeats_answer  # noqa: F401
+from .core.gate import FELL_BACK, Confidence, GateCalibration, GateCase, GateVerdict, calibrate_threshold
+from .store.ledger import LedgerEvent
+from .core.questions import normalize_question, question_sha256
+from .routing.router import DEFAULT_EMBEDDER, MAX_EXAMPLES, MAX_QUERY_CHARS, Embedder, Recall, Router, RouterCalibration
+from .routing.router import clean_query, manual_key_texts, name_key, require_text
+from .core.sampling import SamplingOptions
+from .core.sha import BLOCK_ID
+from .verify.verifiers import make_verifier
 
 REPEAT_PENALTY = 1.1  # what llama.cpp's own sampler uses by default
 MAX_VOICE_TOKENS = 8
@@ -83,7 +83,7 @@ class SkillMemory:
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
     model file, context size, build ...) be answered by prefilling its stored source text
     instead of raising :class:`FingerprintMismatchError`; no prefill is then avoided.
-    ``catalog`` and ``blocks`` are the store's URLs (see :mod:`skillgraft.backends`).
+    ``catalog`` and ``blocks`` are the store's URLs (see :mod:`skillgraft.store.backends`).
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class SkillMemory:
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
     ) -> None:
-        from .store import BlockStore
+        from .store.block_store import BlockStore
 
         if embedder is None or isinstance(embedder, (str, Path)):
             embedder = Embedder(str(embedder or DEFAULT_EMBEDDER))
@@ -121,7 +121,7 @@ class SkillMemory:
     def engine(self) -> "Engine":
         """The engine, loaded on first use (routing alone never loads the model)."""
         if self._engine is None:
-            from .engine import Engine
+            from .engine.llama import Engine
 
             self._engine = Engine(self.model, self.settings)
         return self._engine
@@ -397,7 +397,7 @@ class SkillMemory:
     def graft_verdict(
         self, block: Block, text: str, confident: Confidence, *, gate: bool = True, query: str = ""
     ) -> GateVerdict:
-        """Whether a grafted answer to ``query`` stands; see :func:`skillgraft.gate.graft_verdict`."""
+        """Whether a grafted answer to ``query`` stands; see :func:`skillgraft.core.gate.graft_verdict`."""
         return graft_verdict(block, text, confident, gate=gate, query=query)
 
     def confidence(self, steps: Sequence[TokenStep]) -> Confidence:
@@ -467,7 +467,7 @@ class SkillMemory:
 
         With ``block`` (a :class:`Block`, id or name) the block's state is restored at its
         own position as the leading system turn; the chat's own system turns and messages
-        are prefilled after it, as the template renders them (see :mod:`skillgraft.chat_layout`), so
+        are prefilled after it, as the template renders them (see :mod:`skillgraft.core.chat_layout`), so
         the result equals a fresh prefill of the same chat. Otherwise the whole chat is
         prefilled.
         """
@@ -680,7 +680,7 @@ def _clean_name(name) -> str:
 
 def _clean_keys(description, examples) -> list[str]:
     """The examples as a list, or :class:`InputError` when a routing key text is not one a
-    bundle can carry (see :mod:`skillgraft.bundle_reader`): each text without NUL bytes and at
+    bundle can carry (see :mod:`skillgraft.bundles.reader`): each text without NUL bytes and at
     most ``MAX_QUERY_CHARS`` long, at most ``MAX_EXAMPLES`` examples."""
     if isinstance(examples, (str, bytes)):
         raise InputError("the examples must be a list of texts, not one text")

@@ -2,23 +2,24 @@
 
 :class:`GraftEngine` lists exactly what :class:`~skillgraft.memory.SkillMemory` (and the
 code built on it: the flywheel, bundles) calls on an engine; :class:`TextEmbedder` what the
-:class:`~skillgraft.router.Router` calls on an embedder. The in-process llama.cpp
-:class:`~skillgraft.engine.Engine` and the MiniLM
-:class:`~skillgraft.embedder.Embedder` are one implementation each;
+:class:`~skillgraft.routing.router.Router` calls on an embedder. The in-process llama.cpp
+:class:`~skillgraft.engine.llama.Engine` and the MiniLM
+:class:`~skillgraft.routing.embedder.Embedder` are one implementation each;
 :mod:`skillgraft.testing` holds deterministic fakes. Importing this module loads neither
 llama.cpp nor torch.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional, Protocol, Sequence, Union, runtime_checkable
+from .core.progress import Progress
+
+from typing import Iterator, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
-from .fingerprint import RuntimeFingerprint
-from .states import KVState, TokenStep
+from .core.fingerprint import RuntimeFingerprint
+from .core.states import KVState, TokenStep
 
-Progress = Optional[Callable[[int, int], None]]
 Messages = Sequence[tuple[str, str]]
 
 

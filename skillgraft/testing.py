@@ -19,6 +19,8 @@ so texts that share words score higher. Neither fake imports llama.cpp or torch:
 
 from __future__ import annotations
 
+from .core.progress import Progress
+
 import hashlib
 import re
 import struct
@@ -28,11 +30,11 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from .chat_layout import split_chat
+from .core.chat_layout import split_chat
 from .errors import ConfigError, EngineError, InputError, RestoreRejectedError
-from .fingerprint import RuntimeFingerprint
-from .sampling import SamplingOptions, sample
-from .states import (
+from .core.fingerprint import RuntimeFingerprint
+from .core.sampling import SamplingOptions, sample
+from .core.states import (
     KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits,
 )
 
@@ -49,7 +51,6 @@ PAYLOAD_HEADER = struct.Struct("<8sI")  # magic, number of cells
 PAYLOAD_CELL = struct.Struct("<ii32s")  # token, position, digest
 SCRIPT_BIAS = 40.0  # added to a scripted token's logit: its log-probability is then ~0
 
-Progress = Optional[Callable[[int, int], None]]
 Reply = Union[str, Callable[[str], Optional[str]], None]
 
 
@@ -58,7 +59,7 @@ def _chain(previous: bytes, token: int, position: int) -> bytes:
 
 
 class FakeEngine:
-    """A deterministic stand-in for :class:`~skillgraft.engine.Engine` (see the module docstring).
+    """A deterministic stand-in for :class:`~skillgraft.engine.llama.Engine` (see the module docstring).
 
     ``calls`` counts the calls of ``capture``, ``graft``, ``restore``, ``prefill`` and
     ``generate``, so a test can assert that something was never captured.
@@ -141,7 +142,7 @@ class FakeEngine:
         return "".join(parts)
 
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
-        """``(prefix, turn)``: see :func:`skillgraft.chat_layout.split_chat`."""
+        """``(prefix, turn)``: see :func:`skillgraft.core.chat_layout.split_chat`."""
         return split_chat(self, system, user)
 
     # -- the context -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from skillgraft.engine import Engine
+    from skillgraft.engine.llama import Engine
 
     with Engine("smollm2-135m") as engine:
         yield engine
@@ -21,7 +21,7 @@ def smollm2():
 
 @pytest.fixture(scope="session")
 def gemma3():
-    from skillgraft.engine import Engine
+    from skillgraft.engine.llama import Engine
 
     with Engine("gemma3-270m") as engine:
         yield engine
@@ -42,7 +42,7 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def embedder():
-    from skillgraft.router import Embedder
+    from skillgraft.routing.router import Embedder
 
     return Embedder()
 

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 
-import skillgraft.block_objects as objects_module
+import skillgraft.store.block_objects as objects_module
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 

@@ -3,7 +3,7 @@
 import json
 
 from skillgraft import bench
-from skillgraft.cli import cli
+from skillgraft.cli.main import cli
 
 
 def test_graft_rows_have_the_promised_keys_and_consistent_ratios(tmp_path, smollm2):

@@ -4,7 +4,7 @@ import tarfile
 
 import pytest
 
-from skillgraft.bundles import ImportReport, export_bundle, import_bundle
+from skillgraft.bundles.transfer import ImportReport, export_bundle, import_bundle
 from skillgraft.errors import BundleError
 from skillgraft.memory import SkillMemory
 from tests.conftest import GIT_MANUAL
@@ -135,7 +135,7 @@ def test_foreign_blocks_are_skipped_recaptured_or_kept_as_asked(memory, tmp_path
 
 
 def test_cli_import_reports_each_block_and_refuses_a_bad_bundle(runner, stocked, tmp_path, monkeypatch):
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     bundle = tmp_path / "skills.tar"
     exported = runner.invoke(cli, ["--home", str(stocked.store.home), "export", str(bundle), "--json"])

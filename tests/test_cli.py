@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from skillgraft.cli import cli
+from skillgraft.cli.main import cli
 
 
 def all_commands():
@@ -111,7 +111,7 @@ def test_bad_input_files_and_queries(runner, home, tmp_path):
     assert result.exit_code == 1 and "not UTF-8" in result.stderr
     missing = runner.invoke(cli, ["add-manual", "bad", str(tmp_path / "nope.txt")])
     assert missing.exit_code == 1 and "cannot read" in missing.stderr
-    from skillgraft.store import BlockStore
+    from skillgraft.store.block_store import BlockStore
 
     BlockStore(home).close()  # route only reads: it needs a store
     assert runner.invoke(cli, ["route", "bad \udcff bytes"]).exit_code == 1
@@ -155,7 +155,7 @@ def test_commands_that_read_refuse_a_folder_without_a_store(runner, tmp_path, ex
 
 
 def test_home_and_debug_also_follow_the_command(runner, tmp_path, monkeypatch):
-    from skillgraft.store import BlockStore
+    from skillgraft.store.block_store import BlockStore
 
     store, decoy = tmp_path / "store", tmp_path / "decoy"
     BlockStore(store).close()
@@ -224,7 +224,7 @@ class Terminal(io.StringIO):
 
 
 def test_activity_draws_only_on_a_terminal_and_erases_itself():
-    from skillgraft.cli import Activity
+    from skillgraft.cli.main import Activity
 
     piped = io.StringIO()
     with Activity("capture", "loading the model", stream=piped) as progress:
@@ -265,7 +265,7 @@ def test_add_manual_draws_nothing_when_stderr_is_not_a_terminal_and_refuses_a_ta
 
 def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
     """The display only: the real demo runs in test_demo_json_is_ok."""
-    import skillgraft.cli_common
+    import skillgraft.cli.common
     import skillgraft.demo
 
     def fake_demo(model=None, log=None):
@@ -275,7 +275,7 @@ def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
         return {"steps": steps, "ok": True}
 
     monkeypatch.setattr(skillgraft.demo, "run_demo", fake_demo)
-    monkeypatch.setattr(skillgraft.cli_common, "is_terminal", lambda stream: True)
+    monkeypatch.setattr(skillgraft.cli.common, "is_terminal", lambda stream: True)
     result = runner.invoke(cli, ["demo"])
     assert result.exit_code == 0, result.output
     assert all(result.stdout.count(f"summary {i}") == 1 for i in range(3))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import skillgraft
-from skillgraft.cli import cli
+from skillgraft.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -69,7 +69,7 @@ def test_api_page_covers_the_public_api():
 
 def test_concepts_state_the_current_defaults():
     from skillgraft.memory import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS
-    from skillgraft.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
+    from skillgraft.routing.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
 
     text = (DOCS / "concepts.md").read_text(encoding="utf-8")
     assert f"**{DEFAULT_THRESHOLD}**" in text, "the routing default in concepts.md is out of date"

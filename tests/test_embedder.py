@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skillgraft.embedder import Embedder, onnx_cache_dir
+from skillgraft.routing.embedder import Embedder, onnx_cache_dir
 from skillgraft.errors import ConfigError
 
 TEXTS = [
@@ -40,7 +40,7 @@ def test_a_damaged_export_is_made_again(tmp_path, monkeypatch):
 
 
 def test_a_failed_export_raises_for_onnx_and_falls_back_for_auto(tmp_path, monkeypatch):
-    import skillgraft.embedder as module
+    import skillgraft.routing.embedder as module
 
     def fail(folder, target):
         raise RuntimeError("no exporter here")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from skillgraft.config import engine_settings
-from skillgraft.engine import Engine, KVState
+from skillgraft.engine.llama import Engine, KVState
 from skillgraft.errors import (
     BlockIntegrityError,
     ConfigError,

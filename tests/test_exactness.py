@@ -1,4 +1,4 @@
-from skillgraft.exactness import verify
+from skillgraft.verify.exactness import verify
 
 
 def test_verify_smollm2_is_exact_and_its_control_is_not(smollm2):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from skillgraft.config import engine_settings
-from skillgraft.engine import Engine
-from skillgraft.fingerprint import RuntimeFingerprint
+from skillgraft.engine.llama import Engine
+from skillgraft.core.fingerprint import RuntimeFingerprint
 
 TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 12
 

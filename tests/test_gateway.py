@@ -24,7 +24,7 @@ OFF_TOPIC = "Who painted the Mona Lisa?"
 
 def _require_server() -> None:
     from skillgraft.errors import ServerBuildError
-    from skillgraft.server_build import find_server
+    from skillgraft.server.build import find_server
 
     try:
         find_server()
@@ -111,7 +111,7 @@ def test_a_user_only_chat_reuses_every_block_token(client, model_id, store):
 
 
 def test_the_grafted_answer_equals_a_fresh_prefill_on_a_server(client, model_id, store, smollm2):
-    from skillgraft.server_engine import LlamaServerEngine
+    from skillgraft.server.engine import LlamaServerEngine
 
     _, blocks = store
     messages = [("user", IN_DOMAIN)]

@@ -3,7 +3,7 @@ import pytest
 from skillgraft.errors import ConflictError, InputError, VerificationError
 from skillgraft.flywheel import solve
 from skillgraft.memory import REPEAT_PENALTY, normalize_question
-from skillgraft.verifiers import ExactVerifier, NumericVerifier
+from skillgraft.verify.verifiers import ExactVerifier, NumericVerifier
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_calibrate_gate_keeps_every_right_answer(stocked):
 
 def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
     from skillgraft.config import engine_settings
-    from skillgraft.engine import Engine
+    from skillgraft.engine.llama import Engine
     from skillgraft.errors import FingerprintMismatchError
     from skillgraft.memory import SkillMemory
 

@@ -95,7 +95,7 @@ def test_nul_bytes_are_refused_not_truncated(memory):
 
 def test_a_manuals_own_sentences_route_to_it_and_follow_its_text(stocked):
     """Real MiniLM: sentence keys lift a query the manual answers; repair and update keep them in step."""
-    from skillgraft.router import manual_key_texts
+    from skillgraft.routing.router import manual_key_texts
 
     manual = ("Skill manual: changing a flat tire. Loosen the lug nuts before you raise the car with the jack. "
               "Tighten the lug nuts in a star pattern once the spare is on.")

@@ -3,7 +3,7 @@ import importlib.util
 import pytest
 
 from skillgraft.errors import ModelNotFoundError
-from skillgraft.models import EMBEDDED_MODELS, resolve_model
+from skillgraft.engine.models import EMBEDDED_MODELS, resolve_model
 
 
 def test_default_model_resolves_to_a_gguf_inside_its_package():

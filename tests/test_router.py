@@ -1,7 +1,7 @@
 import pytest
 
 from skillgraft.errors import InputError
-from skillgraft.router import DEFAULT_THRESHOLD, Embedder, Router, RouterCalibration, wilson_interval
+from skillgraft.routing.router import DEFAULT_THRESHOLD, Embedder, Router, RouterCalibration, wilson_interval
 
 
 def test_empty_store_abstains_saying_so(memory):
@@ -103,7 +103,7 @@ def test_index_cache_file_is_used_and_rebuilt_when_missing_foreign_or_corrupt(st
     stocked.route("squash commits")
     assert (folder / "keys.faiss").exists() and (folder / "keys.json").exists()
     version = stocked.store.catalog_version()
-    from skillgraft.router import KeyIndex
+    from skillgraft.routing.router import KeyIndex
 
     assert KeyIndex.load(folder, version, embedder.name) is not None
     assert KeyIndex.load(folder, version, "another-embedder") is None

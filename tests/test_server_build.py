@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from skillgraft import server_build
+from skillgraft.server import build as server_build
 from skillgraft.errors import ConfigError, ServerBuildError
 
 

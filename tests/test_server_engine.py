@@ -12,7 +12,7 @@ import time
 import pytest
 
 from skillgraft.config import engine_settings
-from skillgraft.engine import KVState, sha256_hex
+from skillgraft.engine.llama import KVState, sha256_hex
 from skillgraft.errors import (
     BlockIntegrityError,
     ContextOverflowError,
@@ -29,8 +29,8 @@ QUERY = " Question: what does it rewrite?"
 @pytest.fixture(scope="session")
 def server():
     from skillgraft.errors import ServerBuildError
-    from skillgraft.server_build import find_server
-    from skillgraft.server_engine import LlamaServerEngine
+    from skillgraft.server.build import find_server
+    from skillgraft.server.engine import LlamaServerEngine
 
     try:
         find_server()
@@ -179,7 +179,7 @@ def test_bad_arguments_are_input_errors(server, state):
 
 
 def test_settings_pin_what_the_server_is_started_with():
-    from skillgraft.server_process import server_argv
+    from skillgraft.server.process import server_argv
 
     argv = server_argv("llama-server", "m.gguf", engine_settings(n_batch=256, n_ubatch=128, type_k="q8_0"),
                        port=1, slot_dir="d", n_slots=4)
@@ -189,8 +189,8 @@ def test_settings_pin_what_the_server_is_started_with():
 
 def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_path):
     from skillgraft.errors import EngineError
-    from skillgraft.models import resolve_model
-    from skillgraft.server_process import gguf_sliding_window
+    from skillgraft.engine.models import resolve_model
+    from skillgraft.server.process import gguf_sliding_window
 
     assert gguf_sliding_window(resolve_model("smollm2-135m")[1]) == 0
     assert gguf_sliding_window(resolve_model("gemma3-270m")[1]) == 512
@@ -213,7 +213,7 @@ def test_stream_graft_streams_the_same_greedy_answer(server, state):
 
 
 def test_verify_server_report_holds_on_one_sample(server):
-    from skillgraft.server_checks import verify_server
+    from skillgraft.server.checks import verify_server
 
     report = verify_server(server, samples=1, continuation=4, top_k=4)
     assert (report.samples, report.sha_equal, report.argmax_mismatch) == (1, 1, 0)
@@ -224,7 +224,7 @@ def test_verify_server_report_holds_on_one_sample(server):
 def test_cli_verify_through_the_server(server, runner):
     import json
 
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     result = runner.invoke(cli, ["verify", "--engine", "server", "--samples", "1", "--json"])
     assert result.exit_code == 0, result.output

@@ -110,7 +110,7 @@ def bucket_keys_of(memory: SkillMemory) -> list[str]:
 
 @pytest.mark.parametrize("kill_at", ["in-transaction", "cache-write"])
 def test_writer_killed_mid_deposit_is_settled_by_repair(tmp_path, shared, runner, kill_at):
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     env = {**os.environ, "SKILLGRAFT_CATALOG": shared["catalog"], "SKILLGRAFT_BLOCKS": shared["blocks"]}
     writer = subprocess.run([sys.executable, str(WRITER), str(tmp_path / "a"), "doomed", "5", "300", kill_at],
@@ -180,7 +180,7 @@ def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, sh
 
 
 def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path, shared, runner):
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     with SkillMemory(tmp_path / "local", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as local:
         manual = local.add_manual("git-squash", MANUAL, examples=["squash commits"])
@@ -209,8 +209,8 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
 
 
 def test_every_migration_applies_on_postgresql(postgres):
-    from skillgraft.catalog import MIGRATIONS
-    from skillgraft.catalog_postgres import PostgresCatalog
+    from skillgraft.store.catalog import MIGRATIONS
+    from skillgraft.store.catalog_postgres import PostgresCatalog
 
     url = postgres.database()
     catalog = PostgresCatalog(url)

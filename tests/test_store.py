@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from skillgraft.errors import BlockIntegrityError, FingerprintMismatchError, InputError, StoreError
-from skillgraft.store import BlockStore
+from skillgraft.store.block_store import BlockStore
 
 from .conftest import GIT_MANUAL
 
@@ -107,9 +107,9 @@ def test_lru_cache_serves_warm_restores_and_stays_bounded(stocked):
 
 DEPOSIT_SCRIPT = """
 import os, signal, sys
-from skillgraft.engine import Engine
-from skillgraft.store import BlockStore
-import skillgraft.block_folder as folder_module
+from skillgraft.engine.llama import Engine
+from skillgraft.store.block_store import BlockStore
+import skillgraft.store.block_folder as folder_module
 home, worker, count, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if kill_at == "after-rename":
     folder_module.fsync_dir = lambda path: os.kill(os.getpid(), signal.SIGKILL)

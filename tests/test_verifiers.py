@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from skillgraft import sandbox
+from skillgraft.verify import sandbox
 from skillgraft.flywheel import extract_answer
-from skillgraft.verifiers import PythonVerifier, answers_match
+from skillgraft.verify.verifiers import PythonVerifier, answers_match
 
 needs_sandbox = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"no sandbox here: {sandbox.unavailable_reason()}"

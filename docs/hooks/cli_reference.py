@@ -1,7 +1,7 @@
 """mkdocs hook: the CLI reference, generated from ``--help`` at build time.
 
 ``docs/cli.md`` holds the placeholder ``<!-- cli-reference -->``; this hook replaces it
-with the group's help and then, for every command of ``skillgraft.cli.cli`` in sorted
+with the group's help and then, for every command of ``skillgraft.cli.main.cli`` in sorted
 order, a ``## command`` heading and its ``--help`` output in a fenced text block. The
 reference therefore cannot drift from the code.
 """
@@ -14,7 +14,7 @@ PLACEHOLDER = "<!-- cli-reference -->"
 def _help(args: list[str]) -> str:
     from click.testing import CliRunner
 
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     result = CliRunner().invoke(cli, [*args, "--help"], prog_name="skillgraft", terminal_width=100)
     if result.exit_code != 0:
@@ -24,7 +24,7 @@ def _help(args: list[str]) -> str:
 
 def render_reference() -> str:
     """The Markdown that replaces the placeholder."""
-    from skillgraft.cli import cli
+    from skillgraft.cli.main import cli
 
     parts = ["```text", _help([]), "```", ""]
     for name in sorted(cli.commands):

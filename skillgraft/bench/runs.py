@@ -7,6 +7,8 @@ machine, model and versions recorded next to the numbers.
 
 from __future__ import annotations
 
+from ..core.progress import Progress
+
 import os
 import platform
 import resource
@@ -14,15 +16,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..config import engine_settings
-from ..engine import Engine, build_info
-from ..exactness import CORPUS, Comparison, sample_prefix, sample_query
+from ..engine.llama import Engine, build_info
+from ..verify.exactness import CORPUS, Comparison, sample_prefix, sample_query
 
-Progress = Optional[Callable[[int, int], None]]
 
 
 def machine() -> dict:
@@ -80,7 +81,7 @@ def bench_graft(
     The first access goes through the store's read path (read, size and digest checked,
     restore), with the block evicted from the store's cache before each repetition.
     """
-    from ..store import BlockStore
+    from ..store.block_store import BlockStore
     from .peers import high_level_state
 
     rows = []
@@ -148,7 +149,7 @@ def bench_graft(
 
 def bench_paging(model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: int = 3, progress: Progress = None) -> dict:
     """First access (read + digest check + restore) vs warm restore (LRU hit) vs re-prefill, through the store."""
-    from ..store import BlockStore
+    from ..store.block_store import BlockStore
 
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -252,7 +253,7 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
     distinct one-sentence query on the real embedder and searches the index with it;
     recall@1 of HNSW against flat is measured on perturbed keys.
     """
-    from ..router import Embedder, KeyIndex
+    from ..routing.router import Embedder, KeyIndex
 
     embedder = Embedder()
     base = embedder.encode(list(CORPUS))

@@ -36,7 +36,7 @@ from ..errors import (
     StoreError,
     VerificationError,
 )
-from ..verifiers import withheld_refusal
+from ..verify.verifiers import withheld_refusal
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from .records import ChatAnswer, GenerationOptions, MemoryNote, StreamEnd

@@ -1,6 +1,6 @@
 """A pool of llama-servers and the slot leases that keep requests apart.
 
-Each server is a :class:`~skillgraft.server_engine.LlamaServerEngine` started on loopback
+Each server is a :class:`~skillgraft.server.engine.LlamaServerEngine` started on loopback
 with ``n_slots`` slots. A request leases one ``(server, slot)`` for its whole life — restore,
 prefill after the block, generation — so no request ever continues from another's restored
 state. A supervisor thread restarts a server whose process died; requests that were in
@@ -21,8 +21,8 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
-from ..fingerprint import RuntimeFingerprint
-from ..server_engine import LlamaServerEngine
+from ..core.fingerprint import RuntimeFingerprint
+from ..server.engine import LlamaServerEngine
 
 logger = logging.getLogger("skillgraft.gateway")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 from ..errors import EngineError
-from ..fingerprint import RuntimeFingerprint
-from ..states import KVState
+from ..core.fingerprint import RuntimeFingerprint
+from ..core.states import KVState
 from .pool import ServerPool
 
 

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 from ..errors import InputError
-from ..router import Recall, clean_query, require_text
-from ..states import KVState
+from ..routing.router import Recall, clean_query, require_text
+from ..core.states import KVState
 
 ROLES = ("system", "user", "assistant")
 
@@ -57,7 +57,7 @@ class StreamEnd:
 
 
 @dataclass(frozen=True)
-class Plan:
+class AnswerPlan:
     """A recall and, for a graft, the verified state it restores."""
 
     query: str
@@ -71,7 +71,7 @@ class PreparedChat:
     """A checked chat and the memory's plan for it (:meth:`Gateway.prepare`)."""
 
     chat: list
-    plan: Plan
+    plan: AnswerPlan
     started: float
 
     @property

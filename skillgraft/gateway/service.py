@@ -3,9 +3,9 @@
 The last user message is the query. ``exact``: the verified answer, no model call.
 ``graft``: the routed block's state — read and verified by the store — is restored into a
 leased slot at its own positions, the rest of the chat is prefilled after the cells kept
-(:mod:`skillgraft.chat_layout`), and the server must report that it reused exactly those
+(:mod:`skillgraft.core.chat_layout`), and the server must report that it reused exactly those
 cells (``cache_n``) or the request fails; the confidence gate and the near-miss rule then
-decide whether the answer stands (:mod:`skillgraft.gate`), else it is generated plainly.
+decide whether the answer stands (:mod:`skillgraft.core.gate`), else it is generated plainly.
 ``abstain``: the chat is prefilled afresh. A server that dies under a request that has sent
 nothing yet is retried once on another lease.
 
@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
-from ..blocks import Block
-from ..chat_layout import continuation
+from ..core.blocks import Block
+from ..core.chat_layout import continuation
 from ..errors import ContextOverflowError, FingerprintMismatchError, InputError, ServerError, StoreError
-from ..gate import GATE_TOKENS, confidence, graft_verdict
+from ..core.gate import GATE_TOKENS, confidence, graft_verdict
 from ..memory import SkillMemory
-from ..router import Recall
-from ..server_records import ServerStep, StreamChunk, reusable_cells, token_steps
+from ..routing.router import Recall
+from ..server.records import ServerStep, StreamChunk, reusable_cells, token_steps
 from .metrics import GatewayMetrics
-from .records import ChatAnswer, GenerationOptions, MemoryNote, Plan, PreparedChat, StreamEnd, chat_messages
+from .records import ChatAnswer, GenerationOptions, MemoryNote, AnswerPlan, PreparedChat, StreamEnd, chat_messages
 from .pool import Lease, ServerPool
 from .pooled_engine import PooledEngine
 
@@ -88,7 +88,7 @@ class Gateway:
 
     # -- planning --------------------------------------------------------------------------
 
-    def _plan(self, query: str) -> Plan:
+    def _plan(self, query: str) -> AnswerPlan:
         with self.memory_lock:
             recall = self.memory.recall(query)
             state = None
@@ -98,9 +98,9 @@ class Gateway:
                 except StoreError as exc:  # a damaged block is quarantined by the store: generate plainly
                     logger.warning("block %s cannot be grafted: %s", recall.block.id, exc)
                     recall = Recall("abstain", None, recall.score, recall.threshold, f"the routed block cannot be read: {exc}")
-            return Plan(query, recall, state, self.memory.gate_threshold)
+            return AnswerPlan(query, recall, state, self.memory.gate_threshold)
 
-    def _note(self, plan: Plan, decision: str, cache_n: int = 0, gate: Optional[dict] = None, reason: str = "") -> MemoryNote:
+    def _note(self, plan: AnswerPlan, decision: str, cache_n: int = 0, gate: Optional[dict] = None, reason: str = "") -> MemoryNote:
         recall = plan.recall
         block = recall.block if decision != "abstain" or recall.decision == "graft" else None
         return MemoryNote(
@@ -146,7 +146,7 @@ class Gateway:
                     failed.append(lease.server)
         raise AssertionError("unreachable")
 
-    def _answer(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> ChatAnswer:
+    def _answer(self, lease: Lease, chat: list, plan: AnswerPlan, options: GenerationOptions) -> ChatAnswer:
         note = self._note(plan, "abstain")
         if plan.recall.decision == "graft":
             grafted = self._graft(lease, chat, plan, options)
@@ -155,7 +155,7 @@ class Gateway:
             note = grafted
         return self._plain(lease, chat, plan, options, note)
 
-    def _restore(self, lease: Lease, chat: list, plan: Plan) -> Union[tuple[int, list[int]], MemoryNote]:
+    def _restore(self, lease: Lease, chat: list, plan: AnswerPlan) -> Union[tuple[int, list[int]], MemoryNote]:
         """Restore the routed block into the lease: ``(cells kept, tokens after)``, or the
         abstain note when the block cannot lead this chat."""
         block = plan.recall.block
@@ -167,7 +167,7 @@ class Gateway:
         self.metrics.restore(restored.restore_ms / 1000.0)
         return keep, after
 
-    def _graft(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> Union[ChatAnswer, MemoryNote]:
+    def _graft(self, lease: Lease, chat: list, plan: AnswerPlan, options: GenerationOptions) -> Union[ChatAnswer, MemoryNote]:
         """The grafted answer, or the abstain note when it does not stand."""
         engine, block, state = lease.engine, plan.recall.block, plan.state
         started = time.perf_counter()
@@ -207,7 +207,7 @@ class Gateway:
             raise ContextOverflowError(len(tokens), self.n_ctx - 1, "the chat")
         return tokens
 
-    def _plain(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions, note: MemoryNote) -> ChatAnswer:
+    def _plain(self, lease: Lease, chat: list, plan: AnswerPlan, options: GenerationOptions, note: MemoryNote) -> ChatAnswer:
         tokens = self._prompt(lease.engine, chat)
         max_tokens = self._room(len(tokens), options.max_tokens)
         completion = lease.engine.complete(
@@ -233,13 +233,13 @@ class Gateway:
             return self._stream_exact(prepared.plan, prepared.started)
         return self._stream_generated(prepared.chat, prepared.plan, options, prepared.started)
 
-    def _stream_exact(self, plan: Plan, started: float) -> Iterator[object]:
+    def _stream_exact(self, plan: AnswerPlan, started: float) -> Iterator[object]:
         self.metrics.request("exact", time.perf_counter() - started)
         yield self._note(plan, "exact")
         yield plan.recall.block.answer
         yield StreamEnd("stop", 0)
 
-    def _stream_generated(self, chat: list, plan: Plan, options: GenerationOptions, started: float) -> Iterator[object]:
+    def _stream_generated(self, chat: list, plan: AnswerPlan, options: GenerationOptions, started: float) -> Iterator[object]:
         failed: list[int] = []
         for round_ in range(2):
             with self.pool.lease(avoid=failed) as lease:
@@ -258,7 +258,7 @@ class Gateway:
                     logger.warning("server %d failed under a stream (%s): retrying on another", lease.server, exc)
                     failed.append(lease.server)
 
-    def _stream_on(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions) -> Iterator[object]:
+    def _stream_on(self, lease: Lease, chat: list, plan: AnswerPlan, options: GenerationOptions) -> Iterator[object]:
         note = self._note(plan, "abstain")
         if plan.recall.decision == "graft":
             held = self._held_graft(lease, chat, plan, options)
@@ -278,7 +278,7 @@ class Gateway:
         yield note
         yield from self._relay(itertools.chain([first] if first else [], chunks), max_tokens, len(tokens))
 
-    def _held_graft(self, lease: Lease, chat: list, plan: Plan, options: GenerationOptions):
+    def _held_graft(self, lease: Lease, chat: list, plan: AnswerPlan, options: GenerationOptions):
         """Restore and stream until the answer can be judged: ``(note, chunks, max_tokens,
         prompt tokens)``, or the abstain note when the graft does not stand."""
         engine, block, state = lease.engine, plan.recall.block, plan.state

@@ -17,10 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from skillgraft import bundle_reader
-from skillgraft.bundles import export_bundle, import_bundle
+from skillgraft.bundles import reader as bundle_reader
+from skillgraft.bundles.transfer import export_bundle, import_bundle
 from skillgraft.errors import BundleError
-from skillgraft.blocks import solution_text
+from skillgraft.core.blocks import solution_text
 from skillgraft.memory import SkillMemory
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillgraft.questions import normalize_question
+from skillgraft.core.questions import normalize_question
 
 # Each pair once shared a key, and the stored answer of one came back [exact] for the other.
 COLLISIONS = [

@@ -1,4 +1,4 @@
-"""Hostile method code against the python verifier's sandbox (skillgraft.sandbox).
+"""Hostile method code against the python verifier's sandbox (skillgraft.verify.sandbox).
 
 Threat model: the method is written by an attacker (or by a model). It may fork, detach, flood
 its output, fill the disk, look at other processes and try to outlive or tamper with its own
@@ -20,10 +20,10 @@ import time
 
 import pytest
 
-from skillgraft import sandbox
+from skillgraft.verify import sandbox
 from skillgraft.errors import ConfigError
-from skillgraft.verifiers import PythonVerifier
-from skillgraft.sandbox import Limits, run_python
+from skillgraft.verify.verifiers import PythonVerifier
+from skillgraft.verify.sandbox import Limits, run_python
 
 pytestmark = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=f"no sandbox here: {sandbox.unavailable_reason()}"
@@ -253,7 +253,7 @@ print('\\n'.join(seen))
 """
     caller = tmp_path / "caller.py"
     caller.write_text(
-        "import sys\nfrom skillgraft.verifiers import PythonVerifier\n"
+        "import sys\nfrom skillgraft.verify.verifiers import PythonVerifier\n"
         "code, out, err, _ = PythonVerifier(timeout_s=5).run(open(sys.argv[1]).read())\n"
         "print(code, out, err)\n"
     )
@@ -319,7 +319,7 @@ def test_a_planted_watcher_cannot_rewrite_a_later_verification(tmp_path, leftove
     assert VERIFIER.check("q", "1", planter).ok
     caller = tmp_path / "caller.py"
     caller.write_text(
-        "from skillgraft.verifiers import PythonVerifier\n"
+        "from skillgraft.verify.verifiers import PythonVerifier\n"
         "for _ in range(5):\n"
         "    print(PythonVerifier(timeout_s=5).check('What is 17 * 23?', '391', 'print(17 * 23)').detail)\n"
     )
@@ -340,7 +340,7 @@ def test_a_gigabyte_of_output_keeps_the_caller_small():
     probe = textwrap.dedent(
         """
         import resource
-        from skillgraft.sandbox import Limits, run_python
+        from skillgraft.verify.sandbox import Limits, run_python
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         code = "import sys\\nchunk = b'x' * (1 << 20)\\nfor _ in range(1024):\\n    sys.stdout.buffer.write(chunk)"
         result = run_python(code, Limits(wall_s=60))

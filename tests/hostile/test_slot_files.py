@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillgraft.errors import InputError, SlotFileError
-from skillgraft.slot_files import (
+from skillgraft.server.slot_files import (
     SLOT_FILE_MAGIC,
     STATE_MAGIC,
     parse_slot_file,

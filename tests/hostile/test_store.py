@@ -24,14 +24,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from skillgraft.blocks import Block, tokens_sha256
-from skillgraft.cli import cli
-from skillgraft.engine import KVState
+from skillgraft.core.blocks import Block, tokens_sha256
+from skillgraft.cli.main import cli
+from skillgraft.engine.llama import KVState
 from skillgraft.errors import BlockIntegrityError, BlockNotFoundError, ConflictError, StoreError
-from skillgraft.ledger import LedgerEvent
-from skillgraft.fingerprint import RuntimeFingerprint
-from skillgraft.router import Router
-from skillgraft.store import BlockStore
+from skillgraft.store.ledger import LedgerEvent
+from skillgraft.core.fingerprint import RuntimeFingerprint
+from skillgraft.routing.router import Router
+from skillgraft.store.block_store import BlockStore
 
 FINGERPRINT = RuntimeFingerprint(
     gguf_sha256="0" * 64,
@@ -394,7 +394,7 @@ def test_a_read_only_store_lists_shows_and_routes_and_refuses_writes(tmp_path, e
 READ_ONLY_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from skillgraft.store import BlockStore
+    from skillgraft.store.block_store import BlockStore
     store = BlockStore(sys.argv[1])
     print(json.dumps({"read_only": store.read_only, "names": [b.name for b in store.blocks()],
                       "ok": store.check()["ok"]}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillgraft.verifiers import NumericVerifier, answers_match
+from skillgraft.verify.verifiers import NumericVerifier, answers_match
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from skillgraft.bundles import import_bundle
+from skillgraft.bundles.transfer import import_bundle
 from skillgraft.errors import BundleError
 
 

@@ -7,8 +7,8 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from skillgraft import cli_common
-from skillgraft.cli import cli
+from skillgraft.cli import common as cli_common
+from skillgraft.cli.main import cli
 from skillgraft.errors import InputError
 
 

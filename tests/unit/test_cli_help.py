@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from skillgraft.cli import cli
+from skillgraft.cli.main import cli
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()):

@@ -9,9 +9,9 @@ import tarfile
 
 import pytest
 
-from skillgraft.blocks import solution_text
-from skillgraft.bundles import export_bundle, import_bundle
-from skillgraft.chat_layout import block_tokens
+from skillgraft.core.blocks import solution_text
+from skillgraft.bundles.transfer import export_bundle, import_bundle
+from skillgraft.core.chat_layout import block_tokens
 from skillgraft.errors import BundleError, InputError, StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine

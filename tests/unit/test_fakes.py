@@ -17,7 +17,7 @@ from skillgraft.errors import (
     RestoreRejectedError,
 )
 from skillgraft.protocols import GraftEngine, TextEmbedder
-from skillgraft.states import KVState
+from skillgraft.core.states import KVState
 from skillgraft.testing import BOS, EOS, IM_END, IM_START, N_VOCAB, FakeEmbedder, FakeEngine
 
 from .conftest import GIT_MANUAL, SOURDOUGH_MANUAL

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from skillgraft.errors import InputError
-from skillgraft.gate import GateCase, GateVerdict, calibrate_threshold, confidence
-from skillgraft.states import TokenStep
+from skillgraft.core.gate import GateCase, GateVerdict, calibrate_threshold, confidence
+from skillgraft.core.states import TokenStep
 
 
 def steps(*logprobs: float) -> list[TokenStep]:

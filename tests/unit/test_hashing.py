@@ -8,7 +8,7 @@ import os
 import pytest
 
 from skillgraft.errors import BlockIntegrityError
-from skillgraft.hashing import blake3_hex, payload_problem, reuse_freed_payload_memory
+from skillgraft.core.hashing import blake3_hex, payload_problem, reuse_freed_payload_memory
 from skillgraft.memory import SkillMemory
 
 from .conftest import GIT_QUERY
@@ -89,7 +89,7 @@ def test_a_new_memory_on_an_old_catalog_migrates_it(tmp_path, fake_engine, fake_
 
 
 def test_heap_tuning_applies_once_and_can_be_turned_off(monkeypatch):
-    import skillgraft.hashing as hashing
+    import skillgraft.core.hashing as hashing
 
     first = reuse_freed_payload_memory()
     assert reuse_freed_payload_memory() is first

@@ -1,4 +1,4 @@
-"""The package's layers: who may import whom."""
+"""The package's layers: who may import whom, and no import circle."""
 
 from __future__ import annotations
 
@@ -10,22 +10,85 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "skillgraft"
 
 
-def imported_modules(path: Path) -> set[str]:
-    """The ``skillgraft`` modules ``path`` imports anywhere (at load or inside a function)."""
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> list[str]:
+    """The absolute ``skillgraft`` modules an import names (a name may be a module)."""
+    if node.level == 0:
+        base = node.module or ""
+        if not base.startswith("skillgraft"):
+            return []
+    else:
+        package = module_name(path).split(".")
+        if path.name != "__init__.py":
+            package = package[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, *([node.module] if node.module else [])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
+    """The ``skillgraft`` modules ``path`` imports: anywhere, or only when it is loaded
+    (module level, not under ``if TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if top_level_only:
+        nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        nodes += [n for n in tree.body if isinstance(n, ast.Try) for n in n.body if isinstance(n, ast.ImportFrom)]
+    else:
+        nodes = list(ast.walk(tree))
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
-            found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.update(alias.name for alias in node.names)
-    return found
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            found.update(_resolve(path, node))
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("skillgraft"))
+    known = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {name for name in found if name in known}
 
 
-@pytest.mark.parametrize("module", ["memory", "verifiers", "gate", "states", "sampling", "chat_layout", "blocks"])
-def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(module):
-    assert "flywheel" not in imported_modules(PACKAGE / f"{module}.py")
+def modules_under(folder: str) -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-@pytest.mark.parametrize("module", ["states", "sampling", "protocols", "testing", "chat_layout", "verifiers"])
-def test_what_engines_and_fakes_share_loads_no_engine(module):
-    assert not {"engine", "engine_native", "engine_state", "engine_text"} & imported_modules(PACKAGE / f"{module}.py")
+@pytest.mark.parametrize("path", [PACKAGE / "memory.py", *modules_under("core"), *modules_under("store"),
+                                  *modules_under("routing"), *modules_under("verify")], ids=str)
+def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(path):
+    assert "skillgraft.flywheel" not in imports(path)
+
+
+@pytest.mark.parametrize("path", [*modules_under("core"), PACKAGE / "protocols.py", PACKAGE / "testing.py"], ids=str)
+def test_what_engines_and_fakes_share_loads_no_engine(path):
+    assert not {m for m in imports(path) if m.startswith(("skillgraft.engine", "skillgraft.server"))}
+
+
+@pytest.mark.parametrize("path", modules_under("core"), ids=str)
+def test_the_core_builds_on_nothing_but_itself_and_the_errors(path):
+    outside = {m for m in imports(path) if not m.startswith("skillgraft.core")} - {"skillgraft", "skillgraft.errors"}
+    assert not outside
+
+
+def test_no_module_imports_itself_back_when_loaded():
+    graph = {module_name(p): imports(p, top_level_only=True) for p in PACKAGE.rglob("*.py")}
+    # a package's own __init__ is loaded before its modules: not an edge of a cycle
+    graph = {m: {d for d in deps if d != m and not m.startswith(d + ".")} for m, deps in graph.items()}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(module: str, trail: list[str]) -> bool:
+        state[module] = 1
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == 1:
+                cycle.extend(trail[trail.index(dep):] + [module, dep] if dep in trail else [module, dep])
+                return True
+            if dep not in state and visit(dep, trail + [module]):
+                return True
+        state[module] = 2
+        return False
+
+    for module in sorted(graph):
+        if module not in state and visit(module, []):
+            break
+    assert not cycle, " -> ".join(cycle)

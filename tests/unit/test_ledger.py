@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from skillgraft.ledger import LedgerEvent
+from skillgraft.store.ledger import LedgerEvent
 
 
 def test_a_ledger_row_has_the_fixed_columns_only():
@@ -21,7 +21,7 @@ def test_no_keyword_becomes_a_column():
 
 
 def test_ledger_rows_round_trip_through_a_store(tmp_path):
-    from skillgraft.store import BlockStore
+    from skillgraft.store.block_store import BlockStore
 
     store = BlockStore(tmp_path / "store")
     try:

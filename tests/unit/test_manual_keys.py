@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skillgraft.errors import EngineError
-from skillgraft.router import MAX_MANUAL_KEYS, MAX_QUERY_CHARS, manual_key_texts
+from skillgraft.routing.router import MAX_MANUAL_KEYS, MAX_QUERY_CHARS, manual_key_texts
 
 from .conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from skillgraft.mcp_server import build_server  # noqa: E402
-from skillgraft.sandbox import SandboxRun  # noqa: E402
-from skillgraft.verifiers import PythonVerifier  # noqa: E402
+from skillgraft.gateway.mcp import build_server  # noqa: E402
+from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
+from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
 
 from .conftest import GIT_MANUAL  # noqa: E402
 

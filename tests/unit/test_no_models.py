@@ -25,7 +25,7 @@ sys.meta_path.insert(0, Absent())
 import tempfile
 from pathlib import Path
 from click.testing import CliRunner
-from skillgraft.cli import cli
+from skillgraft.cli.main import cli
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 

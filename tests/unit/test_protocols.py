@@ -15,7 +15,7 @@ import pytest
 
 import skillgraft
 from skillgraft.protocols import GraftEngine, TextEmbedder
-from skillgraft.router import Embedder
+from skillgraft.routing.router import Embedder
 
 PACKAGE = Path(skillgraft.__file__).parent
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from skillgraft.backends import blocks_url, catalog_url
-from skillgraft.block_objects import ObjectBlocks
-from skillgraft.catalog import MIGRATIONS
-from skillgraft.catalog_postgres import POSTGRES_DDL, redact_url, to_postgres
+from skillgraft.store.backends import blocks_url, catalog_url
+from skillgraft.store.block_objects import ObjectBlocks
+from skillgraft.store.catalog import MIGRATIONS
+from skillgraft.store.catalog_postgres import POSTGRES_DDL, redact_url, to_postgres
 from skillgraft.errors import BlockIntegrityError, ConfigError
-from skillgraft.store import BlockStore
+from skillgraft.store.block_store import BlockStore
 from skillgraft.testing import FakeEngine
 
 
@@ -99,7 +99,7 @@ def test_an_unclaimed_object_is_left_alone_while_young_then_quarantined(tmp_path
     import os
     import time
 
-    from skillgraft.block_objects import UNCLAIMED_GRACE_S
+    from skillgraft.store.block_objects import UNCLAIMED_GRACE_S
 
     store = BlockStore(tmp_path / "home", blocks=f"file://{tmp_path / 'mount'}")
     store.put(FakeEngine().capture("a claimed manual"), name="m", kind="manual", source="x")

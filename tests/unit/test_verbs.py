@@ -14,7 +14,7 @@ from skillgraft.errors import (
     VerificationError,
 )
 from skillgraft.memory import SkillMemory
-from skillgraft.questions import normalize_question
+from skillgraft.core.questions import normalize_question
 from skillgraft.testing import FakeEngine
 
 from .conftest import ANSWER, GIT_MANUAL, QUESTION, SOURDOUGH_MANUAL

@@ -25,7 +25,7 @@ from skillgraft.config import default_home, default_model
 
 from .messages import to_chat
 from .shared import memory_lock, open_memory, store_key
-from .stops import StopCutter
+from skillgraft.core.stops import StopCutter
 
 PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.

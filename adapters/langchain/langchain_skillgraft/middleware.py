@@ -28,7 +28,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
 from skillgraft import Confidence, GateVerdict, Recall, SkillMemory
-from skillgraft.gate import FELL_BACK
+from skillgraft.core.gate import FELL_BACK
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, System
 
 from langchain_skillgraft.chat_models import ChatSkillGraft
 from langchain_skillgraft.messages import last_user_text, to_chat
-from langchain_skillgraft.stops import StopCutter
+from skillgraft.core.stops import StopCutter
 
 
 def test_roles_and_tool_messages():

@@ -1,0 +1,1 @@
+"""Portable bundles: reading and checking one, planning an import, export and import."""

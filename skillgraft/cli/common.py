@@ -1,0 +1,262 @@
+"""What every ``skillgraft`` command shares: the shared options, the error handling of the
+group, output (JSON or text), progress on stderr, and opening the store the options name."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, TextIO
+
+import click
+
+from ..errors import SkillgraftError, StoreError
+
+# The commands that may create the store folder; every other one needs an existing store.
+ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate", "serve", "mcp"})
+HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
+DEBUG_HELP = "Show tracebacks for errors."
+# The most a text file given to a command (a manual, a method, a list of queries) may hold.
+MAX_TEXT_FILE_BYTES = 16 << 20
+
+
+def _remember(key: str) -> Callable:
+    """An option callback that also records the value given in the shared ``ctx.obj``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is not None and value is not False:
+            ctx.ensure_object(dict)[key] = value
+        return value
+
+    return callback
+
+
+def _shared_options() -> list[click.Option]:
+    """``--home`` and ``--debug`` for every command, so they also work after its name."""
+    return [
+        click.Option(["--home"], type=click.Path(file_okay=False), expose_value=False, callback=_remember("home"), help=HOME_HELP),
+        click.Option(["--debug"], is_flag=True, expose_value=False, callback=_remember("debug"), help=DEBUG_HELP),
+    ]
+
+
+class SkillgraftGroup(click.Group):
+    """Gives every command the shared options, and turns a :class:`SkillgraftError` into
+    exit code 1 with one line on stderr (and, under ``--json``, a JSON error object on stdout)."""
+
+    def add_command(self, cmd: click.Command, name: Optional[str] = None) -> None:
+        if not any(param.name == "home" for param in cmd.params):
+            cmd.params.extend(_shared_options())
+        super().add_command(cmd, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SkillgraftError as exc:
+            options = ctx.obj or {}
+            if options.get("debug") or ctx.params.get("debug"):
+                raise
+            _json_error(ctx, exc, str(exc))
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except click.UsageError as exc:  # click prints it on stderr and exits 2
+            _json_error(ctx, exc, exc.format_message())
+            raise
+
+
+def _json_error(ctx: click.Context, exc: Exception, message: str) -> None:
+    """Under ``--json``, the error as one JSON object on stdout."""
+    if (ctx.obj or {}).get("json"):
+        click.echo(json.dumps({"error": {"type": type(exc).__name__, "message": message}}))
+
+
+def emit(data: dict, as_json: bool, render: Optional[Callable[[dict], str]] = None) -> None:
+    """Print ``data`` as one JSON object, or as text for people."""
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+    else:
+        click.echo(render(data) if render else render_mapping(data))
+
+
+def render_mapping(data: dict, indent: int = 0) -> str:
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines.append(" " * indent + f"{key}:")
+            lines.append(render_mapping(value, indent + 2))
+        else:
+            lines.append(" " * indent + f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class Activity:
+    """What a long command is doing, drawn on stderr only when stderr is a terminal.
+
+    While ``status`` is set and no progress has come, a spinner shows it with the seconds
+    elapsed (the model and embedder load takes 6-30 s); the first ``activity(done, total)``
+    call turns it into a bar that counts ``done`` of ``total``. ``say(line)`` replaces the
+    status. Everything it draws is erased when it ends, so nothing is printed twice.
+    """
+
+    FRAMES = "|/-\\"
+
+    def __init__(
+        self, label: str, status: str = "", *, unit: str = "it", enabled: Optional[bool] = None, stream: Optional[TextIO] = None
+    ):
+        self.label = label
+        self.unit = unit
+        self.status = status
+        self.stream = stream or sys.stderr
+        self.enabled = is_terminal(self.stream) if enabled is None else enabled
+        self._bar = None
+        self._stop = threading.Event()
+        self._spinner: Optional[threading.Thread] = None
+        self._started = time.monotonic()
+
+    def __enter__(self) -> "Activity":
+        self._started = time.monotonic()
+        if self.status:
+            self._spin()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._halt_spinner()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        self._halt_spinner()
+        if self._bar is None:
+            from tqdm import tqdm
+
+            # Sizes given, not measured by tqdm: a terminal that reports 0 x 0 would hide the bar.
+            rows = max(2, shutil.get_terminal_size().lines)
+            self._bar = tqdm(
+                total=total, desc=self.label, unit=self.unit, file=self.stream, leave=False, ncols=_width(), nrows=rows,
+                mininterval=0,  # calls come per chunk or per block: draw each one
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}]",
+            )
+        self._bar.total = total
+        self._bar.update(done - self._bar.n)
+
+    def say(self, line: str) -> None:
+        """Show ``line`` as the current status (a log callback)."""
+        self.status = line
+        if self._bar is None:
+            self._spin()
+
+    def _spin(self) -> None:
+        if not self.enabled or self._spinner is not None:
+            return
+        self._stop.clear()
+        self._spinner = threading.Thread(target=self._draw, name="skillgraft-activity", daemon=True)
+        self._spinner.start()
+
+    def _draw(self) -> None:
+        frame = 0
+        while True:
+            width = _width()
+            elapsed = time.monotonic() - self._started
+            line = f"{self.FRAMES[frame % len(self.FRAMES)]} {self.status} ({elapsed:.0f} s)"
+            self.stream.write("\r\x1b[K" + line[:width])
+            self.stream.flush()
+            frame += 1
+            if self._stop.wait(0.1):
+                break
+        self.stream.write("\r\x1b[K")
+        self.stream.flush()
+
+    def _halt_spinner(self) -> None:
+        if self._spinner is not None:
+            self._stop.set()
+            self._spinner.join()
+            self._spinner = None
+
+
+def _width() -> int:
+    """Columns to draw in: the terminal's (80 when it does not say), less one so lines never wrap."""
+    return max(20, shutil.get_terminal_size().columns - 1)
+
+
+def progress_bar(label: str, enabled: bool = True) -> Activity:
+    """A ``progress(done, total)`` callback drawing a bar on stderr when it is a terminal."""
+    return Activity(label, enabled=enabled and is_terminal(sys.stderr))
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, callback=_remember("json"), help="Print one JSON object on stdout."
+)
+model_option = click.option(
+    "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m) or a GGUF path."
+)
+
+
+def store_home(ctx: click.Context) -> Path:
+    """The store folder the options name; it must hold a catalog unless the command adds."""
+    from ..config import default_home
+
+    given = (ctx.obj or {}).get("home")
+    home = Path(given).expanduser() if given else default_home()
+    from ..store.backends import catalog_url
+
+    shared = catalog_url((ctx.obj or {}).get("catalog")) is not None
+    if ctx.command.name not in ADDING_COMMANDS and not shared and not (home / "catalog.db").is_file():
+        raise StoreError(
+            f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
+            f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store"
+        )
+    return home
+
+
+def open_memory(ctx: click.Context, model: Optional[str] = None):
+    """The SkillMemory of the store the options name, closed with the command."""
+    from ..memory import SkillMemory
+
+    obj = ctx.obj or {}
+    memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"))
+    ctx.call_on_close(memory.close)
+    return memory
+
+
+def open_store(ctx: click.Context):
+    from ..store.block_store import BlockStore
+
+    obj = ctx.obj or {}
+    store = BlockStore(store_home(ctx), catalog=obj.get("catalog"), blocks=obj.get("blocks"))
+    ctx.call_on_close(store.close)
+    return store
+
+
+def read_text_file(path: str, what: str) -> str:
+    """The UTF-8 text of ``path``; ``-`` reads standard input. At most ``MAX_TEXT_FILE_BYTES``
+    are read: a longer file (or an endless one, say a device) is refused."""
+    from ..errors import InputError
+
+    try:
+        if path == "-":
+            data = getattr(sys.stdin, "buffer", sys.stdin).read(MAX_TEXT_FILE_BYTES + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(MAX_TEXT_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TEXT_FILE_BYTES:
+        source = "standard input" if path == "-" else path
+        raise InputError(f"{what} {source} is over {MAX_TEXT_FILE_BYTES} bytes (a text file holds at most {MAX_TEXT_FILE_BYTES})")
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        source = "standard input" if path == "-" else path
+        raise InputError(f"{what} {source} is not UTF-8 text (byte {exc.start})") from None

@@ -1,0 +1,64 @@
+"""The ``serve`` and ``mcp`` commands (registered on the ``skillgraft`` group by :mod:`skillgraft.cli.main`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import click
+
+from .common import model_option, store_home
+
+
+def _serve_extra() -> None:
+    from ..errors import ConfigError
+
+    import importlib
+
+    try:
+        for module in ("fastapi", "uvicorn", "prometheus_client", "mcp"):
+            importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"{exc.name} is missing: install the serve extra (pip install 'skillgraft[serve]')") from None
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on; not loopback needs --api-key.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
+@click.option("--servers", default=1, show_default=True, type=click.IntRange(1, 64), help="llama-server processes.")
+@click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64), help="Slots per server.")
+@click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
+@click.option("--no-gate", is_flag=True, help="Keep grafted answers even when their first tokens are not confident.")
+@model_option
+@click.pass_context
+def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> None:
+    """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
+
+    Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
+    logs go to stderr. Stops the servers on Ctrl-C or SIGTERM.
+    """
+    from ..gateway import GatewayConfig, serve
+
+    _serve_extra()
+    config = GatewayConfig(
+        home=store_home(ctx), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
+        api_key=api_key, gate=not no_gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
+    )
+
+    def ready(url: str, server_pids: list[int]) -> None:
+        click.echo(json.dumps({"url": url, "servers": server_pids}))
+        sys.stdout.flush()
+
+    serve(config, ready=ready)
+
+
+@click.command("mcp")
+@model_option
+@click.pass_context
+def mcp_command(ctx, model: Optional[str]) -> None:
+    """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts)."""
+    from ..gateway.mcp import run_stdio
+
+    _serve_extra()
+    run_stdio(store_home(ctx), model=model, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"))

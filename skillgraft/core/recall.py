@@ -1,0 +1,42 @@
+"""Recall: what the memory suggests for a query (exact, graft or abstain), and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Optional
+
+if TYPE_CHECKING:
+    from .blocks import Block
+
+Decision = Literal["exact", "graft", "abstain"]
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What the memory suggests for a query, and why."""
+
+    decision: Decision
+    block: Optional["Block"]
+    score: float
+    threshold: float
+    reason: str
+    runner_up: Optional[str] = None
+    candidates: list = field(default_factory=list, repr=False)
+    near_miss: bool = False
+
+    @property
+    def block_id(self) -> Optional[str]:
+        return self.block.id if self.block else None
+
+    def as_dict(self) -> dict:
+        return {
+            "decision": self.decision,
+            "block_id": self.block_id,
+            "block_name": self.block.name if self.block else None,
+            "score": round(self.score, 6),
+            "threshold": self.threshold,
+            "reason": self.reason,
+            "near_miss": self.near_miss,
+            "runner_up": self.runner_up,
+            "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
+        }

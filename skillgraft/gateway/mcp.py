@@ -1,0 +1,140 @@
+"""``skillgraft mcp``: the skill memory as MCP tools over stdio (the ``mcp`` SDK).
+
+Tools: ``recall`` (what the memory would do for a question), ``ask`` (answer it: the
+verified answer, a grafted block, or plain generation), ``add_manual``, ``add_solution``
+(verified here by running its method in the sandbox; nothing the client says is trusted)
+and ``list_skills``. Results are typed (pydantic), so MCP hosts see their schemas. The
+memory is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns
+its message as the tool's error, except what a refused method printed. Needs the ``serve`` extra.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel
+
+from ..core.blocks import Block
+from ..errors import ConflictError, SkillgraftError, VerificationError
+from ..memory import SkillMemory
+from ..verify.verifiers import withheld_refusal
+
+INSTRUCTIONS = (
+    "A verified memory of skills. Call recall or ask before answering a question in one of the "
+    "skills listed by list_skills; add_solution stores an answer only after its method is run and checked."
+)
+
+
+class RecallResult(BaseModel):
+    decision: Literal["exact", "graft", "abstain"]
+    block_id: Optional[str]
+    block_name: Optional[str]
+    score: float
+    threshold: float
+    reason: str
+    answer: Optional[str] = None
+
+
+class AskResult(BaseModel):
+    text: str
+    decision: Literal["exact", "graft", "abstain"]
+    block_id: Optional[str]
+    prefill_tokens_avoided: int
+    reason: str
+
+
+class SkillInfo(BaseModel):
+    id: str
+    name: str
+    kind: Literal["manual", "solution"]
+    description: str
+    n_tokens: int
+    question: Optional[str] = None
+    answer: Optional[str] = None
+
+    @classmethod
+    def of(cls, block: Block) -> "SkillInfo":
+        return cls(
+            id=block.id, name=block.name, kind=block.kind, description=block.description,
+            n_tokens=block.n_tokens, question=block.question, answer=block.answer,
+        )
+
+
+def build_server(memory: SkillMemory):
+    """An :class:`mcp.server.MCPServer` whose tools use ``memory``."""
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer("skillgraft", instructions=INSTRUCTIONS)
+    lock = threading.Lock()
+
+    @contextmanager
+    def one_call():
+        """One tool call at a time; a refusal reaches the client as its message, not as a crash."""
+        with lock:
+            try:
+                yield
+            except SkillgraftError as exc:
+                raise ToolError(str(exc)) from None
+
+    @server.tool()
+    def recall(question: str) -> RecallResult:
+        """What the memory would do for this question: exact (a verified answer), graft (a skill) or abstain."""
+        with one_call():
+            found = memory.recall(question)
+        block = found.block
+        return RecallResult(
+            decision=found.decision, block_id=found.block_id, block_name=block.name if block else None,
+            score=round(float(found.score), 6), threshold=float(found.threshold), reason=found.reason,
+            answer=block.answer if found.decision == "exact" else None,
+        )
+
+    @server.tool()
+    def ask(question: str, system: Optional[str] = None, max_tokens: int = 128) -> AskResult:
+        """Answer a question with the memory: the verified answer, a grafted skill, or plain generation."""
+        with one_call():
+            result = memory.generate(question, system=system, max_tokens=max(1, min(max_tokens, 1024)))
+        return AskResult(
+            text=result.text, decision=result.decision, block_id=result.block_id,
+            prefill_tokens_avoided=result.prefill_tokens_avoided,
+            reason=(result.gate.reason if result.gate else None) or result.recall.reason,
+        )
+
+    @server.tool()
+    def add_manual(name: str, text: str, description: str = "", examples: Optional[list[str]] = None) -> SkillInfo:
+        """Capture a skill manual once, so later questions on it graft it instead of re-reading it."""
+        with one_call():
+            return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
+
+    @server.tool()
+    def add_solution(question: str, answer: str, method: str, name: Optional[str] = None) -> SkillInfo:
+        """Store a solution after running its Python ``method`` (which must print the answer) and checking it."""
+        with one_call():
+            try:
+                block = memory.add_solution(question, answer, method=method, verifier="python", name=name)
+            except VerificationError as exc:
+                if isinstance(exc, ConflictError):
+                    raise
+                # What the method printed is withheld: the method can read this host's files.
+                raise ToolError(withheld_refusal(answer)) from None
+        return SkillInfo.of(block)
+
+    @server.tool()
+    def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:
+        """The skills in the memory (manuals and verified solutions)."""
+        with one_call():
+            return [SkillInfo.of(block) for block in memory.list(kind)]
+
+    return server
+
+
+def run_stdio(
+    home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None
+) -> None:
+    """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
+    stdin/stdout until the client disconnects."""
+    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks) as memory:
+        build_server(memory).run("stdio")

@@ -1,0 +1,1 @@
+"""Routing: the router and its abstain threshold, the sentence embedder, the key index."""

@@ -1,0 +1,268 @@
+"""Routing: embed a query, find the one closest block, or abstain.
+
+Each block has routing keys (its name, description, example queries and, for a manual, the
+manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds
+nothing. A FAISS index over the key vectors is a cache, rebuilt whenever the catalog changes:
+flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.routing.key_index`).
+A block's score is the mean of two cosine similarities: to its nearest key and to the centroid
+of all its keys (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
+score reaches the abstain threshold (calibrated per store, or the documented default) and
+abstains otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ..store.catalog import usable_vector
+from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
+from ..errors import InputError, RouterError
+from .key_index import KeyIndex
+from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
+from ..core.recall import Decision, Recall  # noqa: F401
+from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401
+
+logger = logging.getLogger("skillgraft.router")
+
+if TYPE_CHECKING:
+    from ..core.blocks import Block
+    from ..protocols import TextEmbedder
+    from ..store.block_store import BlockStore
+
+# Chosen on the routing evaluation's calibration split (docs/routing.md).
+DEFAULT_THRESHOLD = 0.3
+DEFAULT_IN_SCOPE_TOLERANCE = 0.02
+# A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
+CENTROID_WEIGHT = 0.5
+# A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
+MAX_MANUAL_KEYS = 64
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|[\n\r\x85\u2028\u2029]+")  # after a stop, or a line break
+# Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
+MAX_KEYS_PER_BLOCK = 256
+# Examples one block may be given: room is left for its name, description and question keys.
+MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
+THRESHOLD_SETTING = "router.threshold"
+
+def name_key(name: str) -> str:
+    """The routing key a block's name gives."""
+    return name.replace("-", " ").replace("_", " ")
+
+
+def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
+    """A manual's sentences as routing keys, in order: fragments under three words are dropped,
+    and a manual of more than ``limit`` sentences has neighbouring sentences joined into
+    ``limit`` keys or fewer."""
+    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
+    if len(sentences) > limit:
+        size = math.ceil(len(sentences) / limit)
+        sentences = [" ".join(sentences[i:i + size]) for i in range(0, len(sentences), size)]
+    return [s[:MAX_QUERY_CHARS] for s in sentences]
+
+
+class Router:
+    """Routes queries to blocks of one store."""
+
+    def __init__(self, store: "BlockStore", embedder: Optional["TextEmbedder"] = None) -> None:
+        self.store = store
+        self.embedder = embedder or Embedder()
+        self._index: Optional[KeyIndex] = None
+        self._version: Optional[str] = None
+        self._blocks: dict[str, "Block"] = {}
+        self.cache_dir = store.home / "index"
+        self.centroid_weight = CENTROID_WEIGHT
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def add_keys(self, block: "Block", texts: Iterable[str], kind: str = "example") -> int:
+        """Embed ``texts`` and store them as routing keys of ``block``."""
+        return self.add_key_sets(block, [(kind, texts)])
+
+    def add_key_sets(self, block: "Block", sets: Iterable[tuple[str, Iterable[str]]]) -> int:
+        """Embed ``[(kind, texts), ...]`` in one batch and store them in one transaction."""
+        rows = self.key_rows(sets)
+        return self.store.add_routing_keys(block.id, rows) if rows else 0
+
+    def replace_keys(self, block: "Block", texts: Iterable[str], kind: str) -> int:
+        """Replace the routing keys of ``kind`` of ``block`` by ``texts``: embedded first, so a
+        failing embedder leaves the old keys, then swapped in one transaction."""
+        return self.store.set_routing_keys(block.id, kind, self.key_rows([(kind, texts)]))
+
+    def key_rows(self, sets: Iterable[tuple[str, Iterable[str]]]) -> list[dict]:
+        """``[(kind, texts), ...]`` embedded in one batch, as the rows the store takes."""
+        pairs = [(kind, t.strip()) for kind, texts in sets for t in texts if isinstance(t, str) and t.strip()]
+        if not pairs:
+            return []
+        vectors = self.embedder.encode([t for _, t in pairs])
+        return [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)]
+
+    def index(self) -> KeyIndex:
+        """The key index: in memory, else the cache file if current and intact, else rebuilt.
+
+        The catalog is the source of truth, read in one snapshot (its version, its blocks and
+        their keys agree). A missing, stale, damaged or foreign cache file is rebuilt. Keys
+        written by another embedder, or whose vector is malformed, are embedded again (and
+        stored again, unless the store is read-only).
+        """
+        version = self.store.catalog_version()
+        if self._index is not None and version == self._version:
+            return self._index
+        with self.store.snapshot():
+            version = self.store.catalog_version()
+            blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
+            stale = self.store.count_stale_keys(self.embedder.name)
+            index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
+            rows = [] if index is not None else [dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks]
+        if index is None:
+            version = self._repair_vectors(rows, version)
+            vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
+            vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
+            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
+            try:
+                if version is not None:
+                    index.save(self.cache_dir, version, self.embedder.name)
+            except OSError as exc:  # a read-only store still routes
+                logger.debug("cannot write the index cache: %s", exc)
+        self._index, self._blocks, self._version = index, blocks, version
+        return index
+
+    def _repair_vectors(self, rows: list[dict], version: str) -> Optional[str]:
+        """Embed again, in place, the keys of another embedder or with a malformed vector.
+
+        Returns the catalog version the rows now match: ``version`` when nothing was
+        stored, the version after storing the new vectors, or None when another writer
+        changed the catalog meanwhile (the index is then rebuilt on the next call).
+        """
+        mine = Counter(len(r["vector"]) for r in rows if r["embedder"] == self.embedder.name and isinstance(r["vector"], bytes))
+        length = mine.most_common(1)[0][0] if mine else None
+        bad = [r for r in rows if r["embedder"] != self.embedder.name or not usable_vector(r["vector"], length)]
+        if not bad:
+            return version
+        for row, vector in zip(bad, self.embedder.encode([r["text"] for r in bad])):
+            row["embedder"], row["vector"] = self.embedder.name, vector.tobytes()
+        if self.store.read_only:
+            return version
+        return self.store.set_routing_vectors(bad, version)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    @property
+    def threshold(self) -> float:
+        stored = self.store.setting(THRESHOLD_SETTING)
+        return float(stored) if stored is not None else DEFAULT_THRESHOLD
+
+    def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """Per query, ``[(block_id, score), ...]`` best first.
+
+        score = (1 - w) * cosine to the block's nearest key + w * cosine to its key centroid,
+        with w = ``centroid_weight`` (0.5), over the blocks among the nearest keys and the
+        nearest centroids.
+        """
+        index = self.index()
+        if index.size == 0:
+            return [[] for _ in queries]
+        vectors = self.embedder.encode(list(queries))
+        sims, ids = index.search(vectors)
+        centroid_sims = vectors @ index.centroids.T
+        position = {b: i for i, b in enumerate(index.blocks)}
+        results = []
+        for row_sims, row_ids, row_centroids in zip(sims, ids, centroid_sims):
+            nearest: dict[str, float] = {}
+            for sim, key in zip(row_sims, row_ids):
+                if key >= 0:
+                    block_id = index.block_ids[key]
+                    nearest[block_id] = max(nearest.get(block_id, -1.0), float(sim))
+            for i in np.argsort(-row_centroids)[:4]:
+                nearest.setdefault(index.blocks[i], float(row_centroids[i]))
+            w = self.centroid_weight
+            scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
+            results.append(sorted(scored.items(), key=lambda item: -item[1]))
+        return results
+
+    def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
+        """Graft the best block when its score reaches the threshold; otherwise abstain.
+
+        ``accept`` narrows the candidates (say, to blocks this runtime can graft).
+        """
+        query = clean_query(query)
+        if len(query) > MAX_QUERY_CHARS:
+            query = query[:MAX_QUERY_CHARS]
+        threshold = self.threshold
+        ranked = [
+            (block_id, score)
+            for block_id, score in self.scores([query])[0]
+            if block_id in self._blocks and (accept is None or accept(self._blocks[block_id]))
+        ]
+        if not ranked:
+            return Recall("abstain", None, 0.0, threshold, "the store has no routable blocks (it is empty)")
+        block_id, score = ranked[0]
+        block = self._blocks[block_id]
+        runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
+        if score >= threshold:
+            reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}"
+            return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
+        reason = f"best score {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain"
+        return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
+
+    # -- calibration -----------------------------------------------------------------------
+
+    def calibrate(
+        self,
+        in_domain: Sequence[tuple[str, str]],
+        out_of_domain: Sequence[str],
+        *,
+        in_scope_tolerance: float = DEFAULT_IN_SCOPE_TOLERANCE,
+        max_false_accept: Optional[float] = None,
+        save: bool = True,
+    ) -> RouterCalibration:
+        """Choose the abstain threshold from labelled queries and store it.
+
+        ``in_domain`` pairs a query with the name (or id) of the block it should reach.
+        Among thresholds whose in-scope accuracy (right block, not abstained) is within
+        ``in_scope_tolerance`` of the best reachable, the one abstaining on the most
+        out-of-domain queries wins; ``max_false_accept`` caps the out-of-domain accept rate.
+        """
+        if not in_domain:
+            raise InputError("calibration needs in-domain examples (query, block name)")
+        if not out_of_domain:
+            raise InputError(
+                "calibration needs out-of-domain examples: without them no threshold can be measured "
+                f"(the default {DEFAULT_THRESHOLD} stays in force)"
+            )
+        names = {b.name: b.id for b in self.store.blocks(include_quarantined=False)}
+        ids = set(names.values())
+        targets = []
+        in_domain = list(in_domain)
+        for number, pair in enumerate(in_domain, 1):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
+                raise InputError(f"calibration example {number} is not a (query, block name) pair: {pair!r:.80}")
+            query, ref = pair
+            target = names.get(ref, ref)
+            if target not in ids:
+                raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
+            targets.append(target)
+        in_scores = self.scores([clean_query(q) for q, _ in in_domain])
+        ood_scores = self.scores([clean_query(q) for q in out_of_domain])
+        in_best = [(r[0][0], r[0][1]) if r else (None, -1.0) for r in in_scores]
+        ood_best = np.array([r[0][1] if r else -1.0 for r in ood_scores])
+        candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
+        curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
+        if max_false_accept is not None:
+            curve = [(t, s) for t, s in curve if s["false_accept"] <= max_false_accept]
+        if not curve:
+            raise RouterError(f"no threshold keeps the false-accept rate under {max_false_accept}")
+        floor = max(s["in_scope_accuracy"] for _, s in curve) - in_scope_tolerance
+        threshold, stats = max(
+            ((t, s) for t, s in curve if s["in_scope_accuracy"] >= floor - 1e-12),
+            key=lambda item: (item[1]["ood_recall"], -item[0]),
+        )
+        if save:
+            self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
+        return RouterCalibration(threshold=float(threshold), **stats)
+
+

@@ -1,0 +1,239 @@
+"""Completions through llama-server: plain, after a restored block, and streamed.
+
+:class:`ServerCompletions` is the half of :class:`~skillgraft.server.engine.LlamaServerEngine`
+that talks ``/completion``: every completion after a restored block checks that the server
+reused exactly the cells kept (``timings.cache_n``) and evaluated exactly the new tokens
+(``prompt_n``), streamed ones before their first chunk is yielded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Iterator, Optional, Sequence, Union
+
+import httpx
+
+from ..errors import InputError, ServerError
+from .records import (
+    Completion,
+    ServerGraft,
+    StreamChunk,
+    ServerStep,
+    check_reuse,
+    completion_from_body,
+    Restore,
+    kept_cells,
+    reusable_cells,
+    token_steps,
+    stop_type,
+)
+from ..core.states import KVState, TokenStep
+
+
+class ServerCompletions:
+    """``/completion`` calls; mixed into the engine, which provides ``_request``, ``_client``,
+    ``tokenize``, ``restore``, ``_require_serving``, ``_require_fits`` and ``_check_slot``."""
+
+    def complete(
+        self,
+        tokens: Sequence[int],
+        *,
+        slot: Optional[int] = 0,
+        n_predict: int = 1,
+        n_probs: int = 0,
+        cache_prompt: bool = True,
+        temperature: float = 0.0,
+        seed: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
+        request = self._completion_request(tokens, slot, n_predict, n_probs, cache_prompt, temperature, seed, stop)
+        started = time.perf_counter()
+        self.completions += 1
+        body = self._request("POST", "/completion", json=request)
+        wall_s = time.perf_counter() - started
+        return completion_from_body(body, wall_s)
+
+    def _completion_request(
+        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
+        temperature: float, seed: int, stop: Sequence[str], *, stream: bool = False,
+    ) -> dict:
+        self._require_serving()
+        if n_predict < 1:
+            raise InputError(f"n_predict must be >= 1, got {n_predict}")
+        request = {
+            "prompt": [int(t) for t in tokens],
+            "n_predict": n_predict,
+            "n_probs": n_probs,
+            "cache_prompt": cache_prompt,
+            "temperature": temperature,
+            "seed": seed,
+            "stop": list(stop),
+            "return_tokens": True,
+            "stream": stream,
+        }
+        if stream:
+            request["timings_per_token"] = True
+        if slot is not None:
+            request["id_slot"] = self._check_slot(slot)
+        return request
+
+    def _query_tokens(self, query: Union[str, Sequence[int]]) -> list[int]:
+        tokens = self.tokenize(query, add_bos=False) if isinstance(query, str) else [int(t) for t in query]
+        if not tokens:
+            raise InputError("the query has no tokens")
+        return tokens
+
+    def graft(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        slot: int = 0,
+        n_predict: int = 1,
+        n_probs: int = 0,
+        temperature: float = 0.0,
+        seed: int = 0,
+        verify_hash: bool = True,
+    ) -> ServerGraft:
+        """Restore ``state`` into ``slot`` and complete ``query`` after it, reusing the slot.
+
+        Raises :class:`SlotReuseError` unless the server reused all ``N`` block tokens and
+        evaluated exactly the ``q`` query tokens. ``verify_hash=False`` is for payloads
+        already verified since they were read.
+        """
+        started = time.perf_counter()
+        query_tokens, restored = self._restore_for(state, query, block_id, slot, n_predict, verify_hash)
+        completion = self.continue_restored(
+            state, query_tokens, block_id, slot=slot, n_predict=n_predict, n_probs=n_probs,
+            temperature=temperature, seed=seed,
+        )
+        return ServerGraft(
+            block_id=block_id, n_block=state.n_tokens, n_query=len(query_tokens), restore=restored,
+            completion=completion, wall_s=time.perf_counter() - started,
+        )
+
+    def continue_restored(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        slot: int = 0,
+        keep: Optional[int] = None,
+        n_predict: int = 1,
+        n_probs: int = 0,
+        temperature: float = 0.0,
+        seed: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        """Complete ``query`` after the first ``keep`` cells of ``state`` (all by default),
+        already restored into ``slot``; raise :class:`SlotReuseError` unless they were reused."""
+        prompt = list(state.tokens[: kept_cells(state, keep)]) + self._query_tokens(query)
+        completion = self.complete(
+            prompt, slot=slot, n_predict=n_predict, n_probs=n_probs, temperature=temperature, seed=seed, stop=stop,
+        )
+        check_reuse(block_id, slot, completion.cache_n, completion.prompt_n, reusable_cells(state.tokens, prompt), len(prompt))
+        return completion
+
+    def stream_restored(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        slot: int = 0,
+        keep: Optional[int] = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Iterator[StreamChunk]:
+        """Stream the answer to ``query`` after ``state``'s first ``keep`` cells, already
+        restored into ``slot``; the reuse is checked before the first chunk is yielded."""
+        prompt = list(state.tokens[: kept_cells(state, keep)]) + self._query_tokens(query)
+        request = self._completion_request(prompt, slot, max_tokens, 1, True, temperature, seed, stop, stream=True)
+        yield from self._stream(request, (block_id, slot, reusable_cells(state.tokens, prompt), len(prompt)))
+
+    def stream(
+        self,
+        tokens: Sequence[int],
+        *,
+        slot: Optional[int] = 0,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Iterator[StreamChunk]:
+        """Stream a plain completion of ``tokens``, prefilled afresh (no cached prefix)."""
+        request = self._completion_request(tokens, slot, max_tokens, 1, False, temperature, seed, stop, stream=True)
+        yield from self._stream(request, None)
+
+    def _stream(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]:
+        """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
+        reuse, prompt tokens) the slot reuse is checked on the first chunk's timings."""
+        checked = expected is None
+        self.completions += 1
+        client = self._client
+        if client is None:
+            raise ServerError("the engine is closed")
+        try:
+            with client.stream("POST", "/completion", json=request) as response:
+                if response.status_code != 200:
+                    raise ServerError(f"POST /completion answered {response.status_code}: {response.read()[:300]!r}")
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    chunk = json.loads(line[len("data: "):])
+                    timings = chunk.get("timings") or {}
+                    if not checked and timings:
+                        block_id, slot, reuse, n_prompt = expected
+                        check_reuse(
+                            block_id, slot, int(timings.get("cache_n", -1)), int(timings.get("prompt_n", -1)), reuse, n_prompt
+                        )
+                        checked = True
+                    probs = chunk.get("completion_probabilities") or []
+                    steps = []
+                    for index, token in enumerate(chunk.get("tokens") or []):
+                        entry = probs[index] if index < len(probs) else {}
+                        steps.append(ServerStep(int(token), str(entry.get("token", "")), float(entry.get("logprob", 0.0)), ()))
+                    if steps and not checked:
+                        raise ServerError("the server streamed a token without timings to check the slot reuse")
+                    stopped = bool(chunk.get("stop"))
+                    yield StreamChunk(str(chunk.get("content", "")), tuple(steps), stop_type(chunk) if stopped else None)
+                    if stopped:
+                        return
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
+            raise ServerError(f"streaming from {self.url} failed: {exc!r}") from None
+        except ValueError as exc:
+            raise ServerError(f"{self.url} streamed a chunk that is not JSON: {exc}") from None
+
+    def stream_graft(
+        self,
+        state: KVState,
+        query: Union[str, Sequence[int]],
+        block_id: str = "",
+        *,
+        slot: int = 0,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> Iterator[TokenStep]:
+        """Restore ``state`` and stream the answer to ``query``; the slot reuse is checked on
+        the first token, before anything is yielded."""
+        query_tokens, _ = self._restore_for(state, query, block_id, slot, 1, True)
+        for chunk in self.stream_restored(
+            state, query_tokens, block_id, slot=slot, max_tokens=max_tokens, temperature=temperature, seed=seed
+        ):
+            yield from token_steps(chunk.steps)
+
+    def _restore_for(
+        self, state: KVState, query: Union[str, Sequence[int]], block_id: str, slot: int, n_predict: int, verify_hash: bool
+    ) -> tuple[list[int], Restore]:
+        """The query's tokens, once the block plus query and answer are known to fit and
+        ``state`` is restored into ``slot``."""
+        query_tokens = self._query_tokens(query)
+        self._require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
+        return query_tokens, self.restore(state, block_id, slot=slot, verify_hash=verify_hash)

@@ -1,0 +1,486 @@
+"""LlamaServerEngine: capture and graft blocks through a running ``llama-server``.
+
+The server's slot API restores a saved sequence state into a slot and reuses it as a cached
+prompt prefix, which is exactly a graft. This engine either starts its own server (loopback,
+a free port, a private ``--slot-save-path``, stopped by its own PID) or attaches to one by
+URL, and keeps skillgraft's checks in front of the server, which checks almost nothing:
+
+- every flag that changes KV bytes or logits is pinned from :class:`EngineSettings`
+  (``-fa off``, ``-ctk/-ctv``, ``-c/-b/-ub/-t``, one slot or a unified KV, no prompt cache
+  in host memory, ``--swa-full`` for sliding-window models) and recorded in the fingerprint;
+- a block's fingerprint, size and SHA-256 are checked before its slot file is written;
+- a graft completes with ``id_slot``, ``cache_prompt`` and the block + query as a token
+  array, and ``timings.cache_n == N`` and ``prompt_n == q`` are checked every time: a
+  silent re-prefill raises :class:`SlotReuseError`;
+- after a failed restore the server is restarted before it serves again (a failed restore
+  can leave corrupted KV behind, llama.cpp #27068).
+
+The server binary comes from :mod:`skillgraft.server.build`; ``/completion`` calls live in
+:mod:`skillgraft.server.completions`, the returned values in :mod:`skillgraft.server.records`.
+This module stays over 400 lines as the one owner of a server's lifecycle and slot API. Requests on different slots may
+run from several threads at once (the gateway leases one slot per request); restarts and
+slot-file writes are serialised by the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import httpx
+
+from ..config import EngineSettings, default_model, engine_settings
+from ..errors import (
+    ConfigError,
+    ContextOverflowError,
+    EngineError,
+    InputError,
+    ServerError,
+    SlotReuseError,
+)
+from ..core.fingerprint import RuntimeFingerprint
+from ..engine.models import resolve_model
+from .build import binary_version, find_server
+from .completions import ServerCompletions
+from .process import ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint
+from .records import (
+    Completion,
+    Restore,
+    ServerGraft,
+    ServerInfo,
+    ServerStep,
+    StreamChunk,
+    TopToken,
+)
+from .slot_files import parse_slot_file, slot_file_from_block
+from ..core.states import KVState, check_state, sha256_hex
+
+logger = logging.getLogger("skillgraft.server")
+
+STARTUP_TIMEOUT_S = 300.0
+REQUEST_TIMEOUT_S = 600.0
+SLOT_FILE_SUFFIX = ".slot"
+
+__all__ = [
+    "Completion", "LlamaServerEngine", "Restore", "ServerGraft", "ServerInfo", "ServerStep", "StreamChunk", "TopToken",
+]
+
+
+class LlamaServerEngine(ServerCompletions):
+    """Grafts blocks into a llama-server: started here (default) or attached by ``url``.
+
+    Started: ``model`` is a model name or GGUF path; the server gets a private slot folder
+    and ``n_slots`` slots (more than one share a unified KV), and a random API key. Attached:
+    ``url`` names a server started with the same flags, ``slot_dir`` its ``--slot-save-path``
+    (writable here), ``settings`` the values it was started with and ``api_key`` its key;
+    the fingerprint then names the server's own build, so only blocks captured through such
+    a server graft into it.
+    """
+
+    def __init__(
+        self,
+        model: Union[str, Path, None] = None,
+        settings: Optional[EngineSettings] = None,
+        *,
+        url: Optional[str] = None,
+        slot_dir: Union[str, Path, None] = None,
+        n_slots: int = 1,
+        binary: Union[str, Path, None] = None,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+        slot_file_cache_bytes: int = 1 << 30,
+        prompt_cache_mib: int = 0,
+        api_key: Optional[str] = None,
+    ) -> None:
+        if n_slots < 1:
+            raise ConfigError(f"n_slots must be at least 1, got {n_slots}")
+        self.model_name, self.model_path = resolve_model(model or default_model())
+        self.settings = settings or engine_settings()
+        self.sliding_window = gguf_sliding_window(self.model_path)
+        if self.sliding_window and self.settings.swa_full is False:
+            raise ConfigError(
+                f"{self.model_name} uses sliding-window attention (window {self.sliding_window}): "
+                "grafts are exact only with swa_full=True"
+            )
+        self.n_slots = n_slots
+        self.prompt_cache_mib = prompt_cache_mib
+        self.startup_timeout = startup_timeout
+        self._slot_file_cache_bytes = slot_file_cache_bytes
+        self._slot_files: OrderedDict[str, int] = OrderedDict()
+        self._process: Optional[ServerProcess] = None
+        self._private_dir: Optional[Path] = None
+        self._needs_restart = False
+        self._starting = False
+        self._lifecycle = threading.RLock()
+        # A started server gets a random key: loopback is reachable by every local user.
+        self._api_key = api_key if url is not None else secrets.token_urlsafe(24)
+        self.completions = 0
+        self._slot_file_lock = threading.Lock()
+        self.restarts = 0
+        self._client: Optional[httpx.Client] = None
+        if url is None:
+            self._private_dir = Path(tempfile.mkdtemp(prefix="skillgraft-server-"))
+            self.slot_dir = self._private_dir / "slots"
+            self.slot_dir.mkdir(mode=0o700)
+            self.binary = Path(binary) if binary else find_server()
+            self.build = binary_version(self.binary)
+            self._start()
+        else:
+            if slot_dir is None:
+                raise ConfigError("attaching to a server needs slot_dir, the folder it was given as --slot-save-path")
+            self.slot_dir = Path(slot_dir)
+            if not self.slot_dir.is_dir():
+                raise ConfigError(f"slot_dir {self.slot_dir} is not a folder")
+            self.binary = None
+            self._connect(url.rstrip("/"))
+            self.build = self._props().get("build_info", "")
+        self.server = self._describe()
+        self.fingerprint = self._build_fingerprint()
+        self._state_header, self._state_per_token = self._measure_state_layout()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        assert self._private_dir is not None
+        log_path = self._private_dir / "server.log"
+        last_error = ""
+        for _ in range(3):  # another process may take the free port before the server binds it
+            port = free_port()
+            argv = server_argv(
+                self.binary, self.model_path, self.settings, port=port, slot_dir=self.slot_dir,
+                n_slots=self.n_slots, swa_full=self._swa_full_flag(), prompt_cache_mib=self.prompt_cache_mib,
+            )
+            log_path.write_bytes(b"")
+            self._process = ServerProcess(argv, log_path)
+            self._process.start(env={"LLAMA_API_KEY": self._api_key})
+            self._connect(f"http://127.0.0.1:{port}")
+            try:
+                self._wait_ready()
+                self._needs_restart = False
+                return
+            except ServerError as exc:
+                last_error = str(exc)
+                self._process.stop()
+                if "address already in use" not in self._process.log_text().lower():
+                    break
+        raise ServerError(last_error)
+
+    def _swa_full_flag(self) -> bool:
+        return self.sliding_window > 0
+
+    def _connect(self, url: str) -> None:
+        # The old client is left to the collector: requests on other slots may still hold it.
+        self.url = url
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
+        self._client = httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False, headers=headers)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._process is not None and not self._process.alive:
+                raise ServerError(f"llama-server exited while starting:\n{self._process.log_tail()}")
+            try:
+                if self._client.get("/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise ServerError(f"llama-server was not ready after {self.startup_timeout:.0f} s")
+
+    def restart(self) -> None:
+        """Stop the server and start it again with the same flags (started servers only)."""
+        if self._process is None:
+            raise ServerError(f"the server at {self.url} was not started here: restart it, then attach again")
+        with self._lifecycle:
+            self._process.stop()
+            self._starting = True
+            try:
+                self._start()
+                self.server = self._describe()
+                self.restarts += 1
+            finally:
+                self._starting = False
+
+    def ensure_running(self) -> bool:
+        """Restart a started server whose process has died; True when it had to."""
+        with self._lifecycle:
+            if self._process is None or self._process.alive or self._starting:
+                return False
+            logger.warning("llama-server (pid %s) is not running: restarting it", self._process.pid)
+            self.restart()
+            return True
+
+    def close(self) -> None:
+        """Stop a server started here, remove its private folder and close the client."""
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
+
+    def __enter__(self) -> "LlamaServerEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._process.pid if self._process else None
+
+    def exited_within(self, timeout: float) -> bool:
+        """Whether a server started here has ended, waiting up to ``timeout`` seconds for it to."""
+        return self._process is not None and self._process.exited_within(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """Whether a server started here is running (attached servers: whether not closed)."""
+        return self._process.alive if self._process is not None else self._client is not None
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kwargs) -> dict:
+        if self._client is None:
+            raise ServerError("the engine is closed")
+        if not self._starting:
+            self.ensure_running()
+        try:
+            response = self._client.request(method, path, **kwargs)
+        except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
+            raise ServerError(f"{method} {self.url}{path} failed: {exc!r}") from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"raw": response.text[:500]}
+        if response.status_code != 200:
+            message = body.get("error", {}).get("message") if isinstance(body.get("error"), dict) else body
+            raise ServerError(f"{method} {path} answered {response.status_code}: {message}")
+        if not isinstance(body, dict):
+            raise ServerError(f"{method} {path} answered {type(body).__name__}, expected a JSON object")
+        return body
+
+    def _props(self) -> dict:
+        return self._request("GET", "/props")
+
+    def _describe(self) -> ServerInfo:
+        props = self._props()
+        n_ctx_slot = int(props.get("default_generation_settings", {}).get("n_ctx", 0))
+        info = ServerInfo(
+            url=self.url,
+            build=str(props.get("build_info", self.build)),
+            model_path=str(props.get("model_path", "")),
+            n_slots=int(props.get("total_slots", 0)),
+            n_ctx_slot=n_ctx_slot,
+            argv=tuple(self._process.argv) if self._process else (),
+            pid=self.pid,
+            binary=str(self.binary or ""),
+            started=self._process is not None,
+        )
+        if info.n_slots != self.n_slots:
+            raise ConfigError(f"the server has {info.n_slots} slots, the engine was told {self.n_slots}")
+        if info.n_ctx_slot != self.settings.n_ctx:
+            raise ConfigError(f"the server's slots hold {info.n_ctx_slot} tokens, the settings say {self.settings.n_ctx}")
+        return info
+
+    # -- fingerprint -----------------------------------------------------------------------
+
+    def _build_fingerprint(self) -> RuntimeFingerprint:
+        return server_fingerprint(
+            self.binary, self.build, started=self._process is not None, model_path=self.model_path,
+            settings=self.settings, sliding_window=self.sliding_window, n_slots=self.n_slots,
+        )
+
+    def _measure_state_layout(self) -> tuple[int, int]:
+        """Header and per-token bytes of a slot state, from captures of 1 and 2 tokens."""
+        probe = self.tokenize("a b", add_bos=False)[:1] or [0]
+        sizes = [len(self._capture_tokens(probe * n, slot=0)[1]) for n in (1, 2)]
+        per_token = sizes[1] - sizes[0]
+        return sizes[0] - per_token, per_token
+
+    def state_size(self, n_tokens: int) -> Optional[int]:
+        """The exact payload size of ``n_tokens`` tokens, or None for sliding-window models."""
+        if self.sliding_window:
+            return None
+        return self._state_header + n_tokens * self._state_per_token
+
+    # -- tokens and chat -------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool = True, special: bool = True) -> list[int]:
+        """Token ids from the server's ``/tokenize``; ``special`` parses control tokens."""
+        if not isinstance(text, str):
+            raise InputError(f"text must be str, got {type(text).__name__}")
+        body = self._request(
+            "POST", "/tokenize", json={"content": text, "add_special": add_bos, "parse_special": special}
+        )
+        return [int(t) for t in body.get("tokens", [])]
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return str(self._request("POST", "/detokenize", json={"tokens": [int(t) for t in tokens]}).get("content", ""))
+
+    def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
+        """Render ``[(role, content), ...]`` with the server's chat template (``/apply-template``)."""
+        body = self._request(
+            "POST", "/apply-template",
+            json={"messages": [{"role": r, "content": c} for r, c in messages],
+                  "add_generation_prompt": add_generation_prompt},
+        )
+        return str(body.get("prompt", ""))
+
+    def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
+        """``(prefix, turn)`` of a one-system, one-user chat, split where the user's text begins."""
+        marker = "\x1fskillgraft-user\x1f"
+        head, found, tail = self.chat_prompt([("system", system), ("user", marker)]).partition(marker)
+        if not found:
+            raise EngineError(f"the chat template of {self.model_name} dropped the user message")
+        return head, user + tail
+
+    # -- slots -----------------------------------------------------------------------------
+
+    def _check_slot(self, slot: int) -> int:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.n_slots:
+            raise InputError(f"slot must be an int in [0, {self.n_slots}), got {slot!r}")
+        return slot
+
+    def _require_serving(self) -> None:
+        if not self._needs_restart:
+            return
+        with self._lifecycle:  # another thread may be restarting it already
+            if self._process is not None and self._needs_restart:
+                logger.warning("restarting llama-server (pid %s): a restore failed", self._process.pid)
+                self.restart()
+        if self._needs_restart:
+            raise ServerError(
+                f"a restore failed on the server at {self.url}; it must be restarted before it serves again"
+            )
+
+    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]:
+        """Save a slot through the server and read it back as ``(tokens, block payload)``."""
+        self._check_slot(slot)
+        name = f"save-{os.getpid()}-{time.monotonic_ns()}{SLOT_FILE_SUFFIX}"
+        path = self.slot_dir / name
+        try:
+            self._request("POST", f"/slots/{slot}", params={"action": "save"}, json={"filename": name})
+            parsed = parse_slot_file(path.read_bytes())
+        except OSError as exc:
+            raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
+        finally:
+            path.unlink(missing_ok=True)
+        return parsed.tokens, parsed.to_payload()
+
+    def erase_slot(self, slot: int = 0) -> None:
+        self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
+
+    def _write_slot_file(self, state: KVState) -> tuple[str, float]:
+        """The slot file of a verified state, written once and kept in a bounded cache."""
+        name = state.sha256 + SLOT_FILE_SUFFIX
+        path = self.slot_dir / name
+        started = time.perf_counter()
+        if name in self._slot_files and path.is_file():
+            self._slot_files.move_to_end(name)
+            return name, 0.0
+        data = slot_file_from_block(state.tokens, state.payload)
+        staged = self.slot_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        staged.write_bytes(data)
+        os.replace(staged, path)
+        self._slot_files[name] = len(data)
+        while sum(self._slot_files.values()) > self._slot_file_cache_bytes and len(self._slot_files) > 1:
+            old, _ = self._slot_files.popitem(last=False)
+            (self.slot_dir / old).unlink(missing_ok=True)
+        return name, time.perf_counter() - started
+
+    def forget_slot_file(self, sha256: str) -> None:
+        """Remove a cached slot file (tests use this to reach the write path again)."""
+        name = sha256 + SLOT_FILE_SUFFIX
+        with self._slot_file_lock:
+            self._slot_files.pop(name, None)
+            (self.slot_dir / name).unlink(missing_ok=True)
+
+    # -- capture and graft -----------------------------------------------------------------
+
+    def _require_fits(self, n_tokens: int, what: str = "text") -> None:
+        if n_tokens > self.settings.n_ctx:
+            raise ContextOverflowError(n_tokens, self.settings.n_ctx, what)
+
+    def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
+        self.erase_slot(slot)
+        completion = self.complete(tokens, slot=slot, n_predict=1, n_probs=0)
+        if completion.cache_n != 0 or completion.prompt_n != len(tokens):
+            raise SlotReuseError("capture", slot, completion.cache_n, 0, completion.prompt_n, len(tokens))
+        saved_tokens, payload = self.save_slot(slot)
+        if list(saved_tokens) != tokens:
+            raise ServerError(
+                f"slot {slot} saved {len(saved_tokens)} tokens, not the {len(tokens)} just prefilled"
+            )
+        return saved_tokens, payload
+
+    def capture(self, source: Union[str, Sequence[int]], *, slot: int = 0) -> KVState:
+        """Prefill ``source`` (text or token ids) in a slot, save it and convert it to a state."""
+        self._require_serving()
+        self._check_slot(slot)
+        tokens = self.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
+        if not tokens:
+            raise InputError("cannot capture an empty text")
+        self._require_fits(len(tokens) + 1, "text plus one query token")
+        started = time.perf_counter()
+        saved_tokens, payload = self._capture_tokens(tokens, slot)
+        elapsed = time.perf_counter() - started
+        return KVState(saved_tokens, payload, sha256_hex(payload), self.fingerprint, elapsed)
+
+    def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
+        """Raise unless ``state`` may be handed to this server (fingerprint, size, SHA-256)."""
+        check_state(
+            state, self.fingerprint, self.settings.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
+        )
+
+    def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> Restore:
+        """Check ``state``, write its slot file and restore it into ``slot``.
+
+        A refused or short restore marks the server for a restart (started servers are
+        restarted at once) and raises :class:`ServerError`.
+        """
+        self._require_serving()
+        self._check_slot(slot)
+        self.check_payload(state, block_id, verify_hash=verify_hash)
+        generation = self.restarts
+        try:
+            with self._slot_file_lock:  # the file must not be evicted before the server reads it
+                name, write_s = self._write_slot_file(state)
+                body = self._request("POST", f"/slots/{slot}", params={"action": "restore"}, json={"filename": name})
+            n_restored = int(body.get("n_restored", -1))
+            if n_restored != state.n_tokens:
+                raise ServerError(f"slot {slot} restored {n_restored} tokens of {state.n_tokens}")
+        except ServerError as exc:
+            self.forget_slot_file(state.sha256)
+            self._after_failed_restore(generation)
+            raise ServerError(f"restore of {block_id or 'a block'} into slot {slot} failed: {exc}") from None
+        timings = body.get("timings", {})
+        return Restore(
+            slot=slot, n_restored=n_restored, n_bytes=int(body.get("n_read", 0)),
+            restore_ms=float(timings.get("restore_ms", 0.0)), write_s=write_s,
+        )
+
+    def _after_failed_restore(self, generation: int) -> None:
+        with self._lifecycle:
+            if self.restarts != generation:
+                return  # restarted since the restore was sent: the new process holds no bad KV
+            self._needs_restart = True
+            if self._process is not None:
+                logger.warning("restarting llama-server after a failed restore")
+                self.restart()

@@ -1,0 +1,176 @@
+"""``check`` and ``check --repair``: what is wrong with a store, typed, and how it was settled.
+
+Reports, never raises on, a damaged catalog, invalid or inconsistent rows, payloads missing,
+of the wrong size or hash, unreadable or not regular files, routing keys of missing blocks or
+with malformed vectors, temp and unclaimed files.
+
+Repair quarantines corrupt payloads, re-captures a block from its stored source text when
+``recapture`` can (the new payload must hash to the recorded SHA-256), removes temp files
+of dead processes and moves files without a catalog row to quarantine. One block that
+cannot be repaired is reported; the others are still repaired.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional
+
+from ..core.blocks import Block, block_id_for, tokens_sha256
+from .catalog import usable_vector
+from ..errors import SkillgraftError, StoreError
+from ..core.hashing import file_digest_problem
+from ..core.sha import SHA256_HEX
+from ..core.states import KVState
+
+if TYPE_CHECKING:
+    from .block_store import BlockStore
+
+__all__ = ["CheckReport", "Recapture", "check_store", "row_problems"]
+
+Recapture = Callable[[Block], Optional[KVState]]
+
+
+@dataclass
+class CheckReport:
+    """The outcome of a check: how many rows, whether all is well, what is wrong, what was repaired.
+
+    ``problems`` and ``repaired`` hold one dict per finding (``block_id``, ``name`` or
+    ``file``, ``problem``, and for a repair its ``action``). It also reads like the dict the
+    CLI prints (``report["ok"]``), through :meth:`as_dict`.
+    """
+
+    blocks: int = 0
+    problems: list[dict] = field(default_factory=list)
+    repaired: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {"blocks": self.blocks, "ok": self.ok, "problems": self.problems, "repaired": self.repaired}
+
+    def __getitem__(self, key: str):
+        return self.as_dict()[key]
+
+    def get(self, key: str, default=None):
+        return self.as_dict().get(key, default)
+
+    def keys(self):
+        return self.as_dict().keys()
+
+
+def row_problems(block: Block) -> list[str]:
+    """What is inconsistent inside one catalog row: its id, hashes and counts."""
+    if not SHA256_HEX.fullmatch(block.sha256):
+        return [f"sha256 {block.sha256[:80]!r} is not a SHA-256 hex digest"]
+    problems = []
+    if block.id != block_id_for(block.sha256):
+        problems.append(f"id does not match its SHA-256 (expected {block_id_for(block.sha256)})")
+    if block.n_tokens != len(block.tokens):
+        problems.append(f"n_tokens is {block.n_tokens} but the row holds {len(block.tokens)} tokens")
+    if block.tokens_sha256 != tokens_sha256(block.tokens):
+        problems.append("tokens do not match tokens_sha256")
+    if digest_problem := file_digest_problem(block.blake3):
+        problems.append(digest_problem)
+    return problems
+
+
+def check_store(store: "BlockStore", *, repair: bool = False, recapture: Optional[Recapture] = None) -> CheckReport:
+    """Verify the catalog and every payload of ``store``; with ``repair``, settle what is wrong."""
+    report = CheckReport()
+    messages = store.catalog.integrity_problems()
+    if messages:
+        report.problems.append({"block_id": None, "problem": f"catalog integrity: {_shown(messages)}"})
+    try:
+        rows = store._select("SELECT * FROM blocks ORDER BY created_at, id")
+    except StoreError as exc:
+        report.problems.append({"block_id": None, "problem": f"catalog unreadable: {exc}"})
+        return report
+    report.blocks = len(rows)
+    blocks = []
+    for row in rows:
+        try:
+            blocks.append(store._block(row))
+        except StoreError as exc:
+            report.problems.append({"block_id": str(row.get("id")), "problem": str(exc)})
+    for block in blocks:
+        try:
+            _check_block(store, block, repair, recapture, report)
+        except (SkillgraftError, OSError) as exc:
+            report.problems.append({"block_id": block.id, "name": block.name, "problem": f"repair failed: {exc}"})
+    known = {b.file_name for b in blocks}
+    try:
+        _check_routing_keys(store, repair, report)
+    except (SkillgraftError, OSError) as exc:
+        report.problems.append({"block_id": None, "problem": f"check failed: {exc}"})
+    try:
+        lock = store.catalog.read if store.read_only else store.catalog.write
+        found, settled = store.storage.strays(known, repair, lock)
+        report.problems += found
+        report.repaired += settled
+    except (SkillgraftError, OSError) as exc:
+        report.problems.append({"block_id": None, "problem": f"check failed: {exc}"})
+    return report
+
+
+def _shown(messages: list[str]) -> str:
+    more = f" (+{len(messages) - 5} more)" if len(messages) > 5 else ""
+    return "; ".join(str(m) for m in messages[:5]) + more
+
+
+def _check_block(store: "BlockStore", block: Block, repair: bool, recapture: Optional[Recapture], report: CheckReport) -> None:
+    entry = {"block_id": block.id, "name": block.name}
+    inconsistent = row_problems(block)
+    if inconsistent:
+        quarantine = repair and block.status == "ok"
+        if quarantine:
+            store.mark_quarantined(block)
+        suffix = "; quarantined, remove it and re-add it from its source" if quarantine else ""
+        report.problems += [{**entry, "problem": problem + suffix} for problem in inconsistent]
+        return
+    if block.status == "quarantined":
+        problem = "quarantined"
+    else:
+        _, problem = store.storage.read(block, store.payload_problem)
+    if not problem:
+        return
+    entry = {**entry, "problem": problem}
+    if not repair or problem.startswith("unreachable"):
+        report.problems.append(entry)
+        return
+    store.storage.quarantine(block)
+    store.evict(block.sha256)
+    state = recapture(block) if recapture else None
+    if state is not None and state.sha256 == block.sha256:
+        store.restore_payload(block, state.payload)
+        report.repaired.append({**entry, "action": "re-captured from its source text (byte-identical)"})
+    elif block.status != "quarantined":
+        store.mark_quarantined(block)
+        report.problems.append({**entry, "problem": f"{problem}; quarantined, re-add it from its source"})
+    else:
+        report.problems.append(entry)
+
+
+def _check_routing_keys(store: "BlockStore", repair: bool, report: CheckReport) -> None:
+    """Routing keys of blocks the catalog lacks, and keys whose vector is malformed."""
+    orphans = store._select("SELECT id, block_id FROM routing_keys WHERE block_id NOT IN (SELECT id FROM blocks)")
+    rows = store._select("SELECT id, block_id, vector FROM routing_keys WHERE vector IS NOT NULL")
+    lengths = Counter(len(r["vector"]) for r in rows if isinstance(r["vector"], bytes))
+    common = lengths.most_common(1)[0][0] if lengths else None
+    malformed = [r for r in rows if not usable_vector(r["vector"], common)]
+    for found, problem, action, sql in (
+        (orphans, "routing key of a block the catalog lacks", "deleted", "DELETE FROM routing_keys WHERE id = ?"),
+        (malformed, "routing key with a malformed vector", "vector dropped: re-embedded from its text on the next route",
+         "UPDATE routing_keys SET vector = NULL WHERE id = ?"),
+    ):
+        if not found:
+            continue
+        entries = [{"block_id": r["block_id"], "key_id": r["id"], "problem": problem} for r in found]
+        if repair:
+            with store.catalog.write() as conn:
+                conn.executemany(sql, [(r["id"],) for r in found])
+            report.repaired += [{**e, "action": action} for e in entries]
+        else:
+            report.problems += entries

@@ -1,0 +1,228 @@
+"""The catalog edits of a :class:`~skillgraft.store.block_store.BlockStore` beyond deposits.
+
+Routing keys, the catalog version (the router's cache key), the ledger, settings, and the
+edits the memory verbs make (rename, describe, replace). A mixin of ``BlockStore``; every
+write runs in one catalog write transaction, whichever backend holds the catalog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Iterable, Optional
+
+from ..core.blocks import Block, block_id_for, tokens_sha256
+from .catalog import utc_now
+from ..errors import BlockIntegrityError, BlockNotFoundError, NameTakenError, StoreError
+from ..core.hashing import blake3_hex
+from .ledger import LedgerEvent
+from ..core.states import KVState, sha256_hex
+
+__all__ = ["CatalogEdits"]
+
+logger = logging.getLogger("skillgraft.store")
+
+
+class CatalogEdits:
+    """Routing keys, ledger, settings and block edits; mixed into ``BlockStore``."""
+
+    # -- routing keys ----------------------------------------------------------------------
+
+    def add_routing_keys(self, block_id: str, keys: Iterable[dict]) -> int:
+        """Insert routing keys ``{kind, text, embedder, vector}`` for a block; skip exact repeats."""
+        self._require_writable(f"add routing keys to block {block_id}")
+        with self.catalog.write() as conn:
+            return self._insert_keys(conn, block_id, keys)
+
+    def set_routing_keys(self, block_id: str, kind: str, keys: Iterable[dict]) -> int:
+        """Replace a block's routing keys of ``kind`` by ``keys``, in one transaction."""
+        self._require_writable(f"change the keys of block {block_id}")
+        with self.catalog.write() as conn:
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
+            return self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == kind])
+
+    @staticmethod
+    def _insert_keys(conn, block_id: str, keys: Iterable[dict]) -> int:
+        added = 0
+        for key in keys:
+            seen = conn.execute(
+                "SELECT 1 FROM routing_keys WHERE block_id = ? AND kind = ? AND text = ? AND embedder = ?",
+                (block_id, key["kind"], key["text"], key["embedder"]),
+            ).fetchone()
+            if not seen:
+                conn.execute(
+                    "INSERT INTO routing_keys (block_id, kind, text, embedder, vector) VALUES (?, ?, ?, ?, ?)",
+                    (block_id, key["kind"], key["text"], key["embedder"], key["vector"]),
+                )
+                added += 1
+        return added
+
+    def set_routing_vectors(self, rows: list[dict], version: str) -> Optional[str]:
+        """Store re-embedded vectors ``{id, embedder, vector}``; the catalog version after, if
+        nothing else changed the catalog since ``version`` (else None)."""
+        self._require_writable("re-embed routing keys")
+        with self.catalog.write() as conn:
+            unchanged = self.catalog_version() == version
+            for row in rows:
+                conn.execute(
+                    "UPDATE routing_keys SET embedder = ?, vector = ? WHERE id = ?",
+                    (row["embedder"], row["vector"], row["id"]),
+                )
+            return self.catalog_version() if unchanged else None
+
+    def routing_keys(self, block_id: Optional[str] = None) -> list[dict]:
+        """Routing keys of one block (or all), with their stored vectors."""
+        if block_id:
+            return self._select("SELECT * FROM routing_keys WHERE block_id = ? ORDER BY id", [block_id])
+        return self._select("SELECT * FROM routing_keys ORDER BY id")
+
+    def count_stale_keys(self, embedder: str) -> int:
+        """Routing keys without a vector, or written by another embedder than ``embedder``."""
+        return self._select(
+            "SELECT COUNT(*) AS n FROM routing_keys WHERE embedder != ? OR vector IS NULL", [embedder]
+        )[0]["n"]
+
+    def catalog_version(self) -> str:
+        """Changes whenever blocks or routing keys change: the router's cache key.
+
+        The catalog's random id and a counter bumped by triggers on every change, so it
+        never repeats, whatever the rows hold and whichever process (or host) wrote them.
+        """
+        try:
+            row = self.catalog.version()
+        except self.catalog.errors as exc:
+            raise StoreError(f"cannot read the catalog {self.catalog.where}: {exc}; run `skillgraft check`") from exc
+        if row:
+            return f"{row[0]}:{row[1]}"
+        legacy = self._select(
+            "SELECT (SELECT COUNT(*) FROM blocks) AS a, (SELECT COALESCE(SUM(length(id) + n_bytes), 0) FROM blocks) AS b,"
+            " (SELECT COALESCE(MAX(id), 0) FROM routing_keys) AS c, (SELECT COUNT(*) FROM routing_keys) AS d,"
+            " (SELECT group_concat(id || status) FROM blocks) AS e"
+        )[0]
+        return "legacy:" + hashlib.sha256(json.dumps(legacy, default=str).encode()).hexdigest()[:16]
+
+    # -- ledger and settings ---------------------------------------------------------------
+
+    def log(self, event: LedgerEvent) -> None:
+        """Append one row to the ledger (skipped, not refused, in a read-only store)."""
+        if self.read_only:
+            logger.debug("read-only store: ledger row %r not written", event.event)
+            return
+        row = event.row(utc_now())
+        columns = ", ".join(row)
+        with self.catalog.write() as conn:
+            conn.execute(f"INSERT INTO ledger ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+
+    def ledger(self, limit: int = 100) -> list[dict]:
+        return self._select("SELECT * FROM ledger ORDER BY id DESC LIMIT ?", [limit])
+
+    def setting(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        rows = self._select("SELECT value FROM settings WHERE key = ?", [key])
+        return rows[0]["value"] if rows else default
+
+    def set_setting(self, key: str, value: str) -> None:
+        self._require_writable(f"change the setting {key}")
+        with self.catalog.write() as conn:
+            conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
+
+    # -- edits the memory verbs make -------------------------------------------------------
+
+    def fingerprint_ids(self) -> set[str]:
+        """The runtimes the healthy blocks were captured under."""
+        rows = self._select("SELECT DISTINCT fingerprint_id FROM blocks WHERE status = 'ok'")
+        return {row["fingerprint_id"] for row in rows}
+
+    def rename(self, block_id: str, new_name: str) -> Block:
+        """Give a block a new name, or raise :class:`NameTakenError`."""
+        self._require_writable(f"rename block {block_id}")
+        with self.catalog.write() as conn:
+            clash = conn.execute("SELECT id FROM blocks WHERE name = ? AND id != ?", (new_name, block_id)).fetchone()
+            if clash:
+                raise NameTakenError(new_name, clash[0])
+            conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (new_name, block_id))
+        return self._by_id(block_id)
+
+    def set_description(self, block_id: str, description: str, keys: Optional[list[dict]] = None) -> Block:
+        """Set a block's description and, when given, replace its description keys by ``keys``."""
+        self._require_writable(f"describe block {block_id}")
+        with self.catalog.write() as conn:
+            conn.execute("UPDATE blocks SET description = ? WHERE id = ?", (description, block_id))
+            if keys is not None:
+                conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = 'description'", (block_id,))
+                self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == "description"])
+        return self._by_id(block_id)
+
+    def delete_routing_keys(self, block_id: str, *, kind: str) -> None:
+        self._require_writable(f"change the keys of block {block_id}")
+        with self.catalog.write() as conn:
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
+
+    def _by_id(self, block_id: str) -> Block:
+        found = self._rows("id = ?", [block_id])
+        if not found:
+            raise BlockNotFoundError(f"no block with id {block_id!r}")
+        return found[0]
+
+    def replace(
+        self, old: Block, state: KVState, *, source: str, keys: Optional[dict[str, list[dict]]] = None
+    ) -> Block:
+        """Swap ``old`` for a new capture in one transaction, keeping its name, kind, answer and keys.
+
+        ``keys`` maps a kind to the rows (as :meth:`add_routing_keys` takes) that replace the
+        kept keys of that kind, in the same transaction. A process killed at any moment leaves
+        either the old block with its keys or the new one with its new keys.
+        """
+        self._require_writable(f"replace block {old.id}")
+        kept = old.model_dump(
+            exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
+                     "fingerprint_id", "created_at", "status", "blake3"}
+        )
+        if sha256_hex(state.payload) != state.sha256:
+            raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
+        new = Block(
+            id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
+            tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
+            fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
+        )
+        if new.id == old.id and old.status == "ok" and self.storage.has(old):
+            if old.fingerprint_id == new.fingerprint_id:
+                return old
+            # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
+            with self.catalog.write() as conn:
+                self._insert_fingerprint(conn, state.fingerprint)
+                conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
+            return self._by_id(old.id)
+        staged = self.storage.stage(new, state.payload)
+        try:
+            with self.catalog.write() as conn:
+                if not conn.execute("SELECT 1 FROM blocks WHERE id = ? AND name = ?", (old.id, old.name)).fetchone():
+                    raise BlockNotFoundError(
+                        f"block {old.id} ({old.name}) was replaced, renamed or removed by another writer meanwhile: "
+                        "nothing was changed; read it again and retry"
+                    )
+                taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
+                if taken:
+                    raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")
+                self.storage.commit(new, staged)
+                self._insert_fingerprint(conn, state.fingerprint)
+                conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (f"{old.name}\x1freplaced-{old.id}", old.id))
+                row = new.to_row()
+                conn.execute(
+                    f"INSERT OR REPLACE INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                    list(row.values()),
+                )
+                if new.id != old.id:
+                    conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+                for kind, rows in (keys or {}).items():
+                    conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (new.id, kind))
+                    self._insert_keys(conn, new.id, [k for k in rows if k["kind"] == kind])
+                if new.id != old.id:
+                    conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
+                    shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
+                    if not shared:
+                        self.storage.delete(old)
+        finally:
+            self.storage.release(staged)
+        self.evict(old.sha256)
+        return new

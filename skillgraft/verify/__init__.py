@@ -1,0 +1,2 @@
+"""Verification: the verifiers a deposit must pass, the sandbox that runs method code, and
+the byte-exactness self-test behind ``skillgraft verify``."""
