@@ -7,7 +7,7 @@ asks the memory before each model call; the questions below take the three paths
 - graft:   the manual is relevant, so its KV state is grafted and the model answers after it;
 - abstain: nothing in memory is close, so the model answers plainly;
 - a near miss: the question routes to the verified solution of another question, the grafted
-  answer repeats that stored answer, so it is answered again plainly (``abstain``).
+  answer repeats that stored answer, so it is answered again plainly (``fallback``).
 
 Run it with ``.venv/bin/python examples/langchain_agent.py``.
 """
@@ -30,7 +30,7 @@ QUESTIONS = [
     "What is 17 * 23?",  # recurs: exact
     "How do I squash my last 3 commits?",  # near the manual: graft
     "What is the capital of France?",  # out of domain: abstain
-    "What is 17 * 24?",  # near the solution, another question: abstain after the graft
+    "What is 17 * 24?",  # near the solution, another question: a fallback after the graft
 ]
 
 

@@ -1,26 +1,98 @@
-"""The seams: what the memory needs from an engine and from an embedder.
+"""The seams: what the memory needs from an engine, from a context it answers in, and from
+an embedder.
 
-:class:`GraftEngine` lists exactly what :class:`~skillgraft.memory.SkillMemory` (and the
-code built on it: the flywheel, bundles) calls on an engine; :class:`TextEmbedder` what the
-:class:`~skillgraft.routing.router.Router` calls on an embedder. The in-process llama.cpp
-:class:`~skillgraft.engine.llama.Engine` and the MiniLM
-:class:`~skillgraft.routing.embedder.Embedder` are one implementation each;
-:mod:`skillgraft.testing` holds deterministic fakes. Importing this module loads neither
+- :class:`ChatText` renders and tokenizes; :class:`CaptureEngine` adds the runtime
+  fingerprint and ``capture`` (what a deposit needs) and ``answer_slot()``, a context held
+  for one answer: :class:`AnswerSlot`. The one answer pipeline
+  (:mod:`skillgraft.core.pipeline`) drives every door through these three.
+- :class:`GraftEngine` is the whole in-process context (restore, graft, prefill, sample,
+  logits) that exactness tests and benchmarks drive directly.
+- :class:`TextEmbedder` is what the :class:`~skillgraft.routing.router.Router` calls on an
+  embedder.
+
+The in-process :class:`~skillgraft.engine.llama.Engine`, a
+:class:`~skillgraft.server.engine.LlamaServerEngine` (one leased slot at a time) and the
+fakes of :mod:`skillgraft.testing` implement them. Importing this module loads neither
 llama.cpp nor torch.
 """
 
 from __future__ import annotations
 
-from .core.progress import Progress
-
-from typing import Iterator, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import TYPE_CHECKING, ContextManager, Iterator, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
 from .core.fingerprint import RuntimeFingerprint
 from .core.states import KVState, TokenStep
+from .core.progress import Progress
 
 Messages = Sequence[tuple[str, str]]
+
+if TYPE_CHECKING:
+    from .core.sampling import SamplingOptions
+
+
+@runtime_checkable
+class ChatText(Protocol):
+    """A model's tokenizer and chat template."""
+
+    model_name: str
+
+    def tokenize(self, text: str, *, add_bos: bool = True, special: bool = True) -> list[int]:
+        """Token ids of ``text``; ``special`` parses control tokens of the chat template."""
+        ...
+
+    def chat_prompt(self, messages: Messages, *, add_generation_prompt: bool = True) -> str:
+        """Render ``[(role, content), ...]`` with the model's chat template."""
+        ...
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one generated token (control tokens empty)."""
+        ...
+
+    def is_end_of_generation(self, token: int) -> bool:
+        ...
+
+
+@runtime_checkable
+class AnswerSlot(Protocol):
+    """A context held for one answer: restore a verified state (its first ``keep`` cells),
+    prefill tokens after it (or from position 0 when nothing was restored), then generate.
+
+    ``generate`` yields :class:`TokenStep` s (end of generation not included) and may run
+    lazily; ``reused_cells`` is how many restored cells the context reused, known once the
+    first step arrived.
+    """
+
+    reused_cells: int
+
+    def restore(self, state: KVState, block_id: str, *, keep: int) -> None:
+        ...
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        ...
+
+    def generate(self, options: "SamplingOptions") -> Iterator[TokenStep]:
+        ...
+
+
+@runtime_checkable
+class CaptureEngine(ChatText, Protocol):
+    """What a memory needs from an engine: render, capture blocks, and hold contexts."""
+
+    n_ctx: int
+    fingerprint: RuntimeFingerprint
+
+    def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
+        """Prefill ``source`` (text or token ids) and capture the state of the sequence."""
+        ...
+
+    def answer_slot(self) -> ContextManager[AnswerSlot]:
+        """A context for one answer, held until the ``with`` block ends."""
+        ...
+
+    def close(self) -> None:
+        ...
 
 
 @runtime_checkable

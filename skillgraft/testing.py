@@ -19,18 +19,20 @@ so texts that share words score higher. Neither fake imports llama.cpp or torch:
 
 from __future__ import annotations
 
-from .core.progress import Progress
-
 import hashlib
 import re
 import struct
+import threading
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from .core.chat_layout import split_chat
+from .core.context_slot import ContextSlot
+from .core.progress import Progress
 from .errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from .core.fingerprint import RuntimeFingerprint
 from .core.sampling import SamplingOptions, sample
@@ -66,6 +68,12 @@ class FakeEngine:
     """
 
     n_vocab = N_VOCAB
+    restarts = 0
+
+    @property
+    def text(self) -> "FakeEngine":
+        """The tokenizer and template (the engine itself, as the server engine's vocabulary)."""
+        return self
 
     def __init__(
         self, model_name: str = "fake-chatml", *, n_ctx: int = 4096, n_batch: int = 512, reply: Reply = None
@@ -217,6 +225,10 @@ class FakeEngine:
         cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells)
         return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells)) + cells
 
+    def answer_slot(self):
+        """This context, held for one answer (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
+        return nullcontext(ContextSlot(self))
+
     def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
         """Prefill ``source`` (text or token ids) and capture the cells."""
         self.calls["capture"] += 1
@@ -347,3 +359,60 @@ class FakeEmbedder:
             vectors[row] /= norm
         self.encoded += len(texts)
         return vectors
+
+
+class FakeLease:
+    """A lease of a :class:`FakePool`: one fake engine's context."""
+
+    def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
+        self.server, self.slot, self.engine = server, slot, engine
+
+    def answer_slot(self) -> ContextSlot:
+        return ContextSlot(self.engine)
+
+    def capture(self, source) -> KVState:
+        return self.engine.capture(source)
+
+
+class FakePool:
+    """A stand-in for the gateway's :class:`~skillgraft.gateway.pool.ServerPool`: one
+    :class:`FakeEngine` leased to one request at a time, so the gateway's decisions run in
+    the fast suite (an HTTP client over the app, no llama-server)."""
+
+    n_slots = 1
+    lease_timeout_s = 5.0
+
+    def __init__(self, engine: Optional[FakeEngine] = None) -> None:
+        self.engines = [engine or FakeEngine()]
+        self._lock = threading.Lock()
+        self.leases = 0
+
+    @property
+    def fingerprint(self) -> RuntimeFingerprint:
+        return self.engines[0].fingerprint
+
+    @property
+    def n_leases(self) -> int:
+        return 1
+
+    @contextmanager
+    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None) -> Iterator[FakeLease]:
+        from .gateway.pool import NoSlotError
+
+        if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):
+            raise NoSlotError(self.lease_timeout_s, 1)
+        self.leases += 1
+        try:
+            yield FakeLease(0, 0, self.engines[0])
+        finally:
+            self._lock.release()
+
+    def status(self):
+        from .gateway.pool import PoolStatus
+
+        leased = 1 if self._lock.locked() else 0
+        server = {"index": 0, "pid": None, "url": "fake", "alive": True, "restarts": 0, "completions": self.leases}
+        return PoolStatus((server,), 1, leased, 0)
+
+    def close(self) -> None:
+        """Nothing to stop."""

@@ -68,7 +68,7 @@ def test_api_page_covers_the_public_api():
 
 
 def test_concepts_state_the_current_defaults():
-    from skillgraft.memory import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS
+    from skillgraft.core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GATE_TOKENS
     from skillgraft.routing.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
 
     text = (DOCS / "concepts.md").read_text(encoding="utf-8")

@@ -2,7 +2,8 @@ import pytest
 
 from skillgraft.errors import ConflictError, InputError, VerificationError
 from skillgraft.flywheel import solve
-from skillgraft.memory import REPEAT_PENALTY, normalize_question
+from skillgraft.core.chat_layout import chat_tokens, continuation
+from skillgraft.core.questions import normalize_question
 from skillgraft.verify.verifiers import ExactVerifier, NumericVerifier
 
 
@@ -42,17 +43,21 @@ def test_graft_avoids_the_block_prefill_and_ledger_shows_it(stocked):
 def test_graft_output_equals_a_fresh_prefill_of_the_same_tokens(stocked):
     engine = stocked.engine
     block = stocked.store.get("git-squash")
-    result = stocked.generate("how do I squash my last commits?", max_tokens=8, gate=False)
-    _, turn = engine.chat_split(block.source, "how do I squash my last commits?")
-    engine.prefill(list(block.tokens) + engine.tokenize(turn, add_bos=False))
-    fresh = [s.token for s in engine.generate(8, repeat_penalty=REPEAT_PENALTY)]
+    result = stocked.generate("how do I squash my last commits?", max_tokens=8)
+    full = chat_tokens(engine, [("system", block.source), ("user", "how do I squash my last commits?")])
+    assert tuple(full[: block.n_tokens]) == block.tokens
+    engine.prefill(full)
+    fresh = [s.token for s in engine.generate(8)]
     assert [s.token for s in result.steps] == fresh
 
 
 def test_unconfident_graft_falls_back_and_says_so(stocked):
     stocked.store.set_setting("gate.mean_logprob", "-0.0001")
-    result = stocked.generate("how do I squash my last commits?", max_tokens=8)
-    assert result.decision == "abstain" and result.gate.fell_back is True
+    advisory = stocked.generate("how do I squash my last commits?", max_tokens=8)
+    assert advisory.decision == "graft" and not advisory.gate.confident and not advisory.gate.fell_back
+    result = stocked.generate("how do I squash my last commits?", max_tokens=8, gate="enforce")
+    assert result.decision == "fallback" and result.gate.fell_back is True
+    assert result.block_id == stocked.store.get("git-squash").id and result.recall.decision == "graft"
     assert "not confident" in result.gate.reason
 
 
@@ -107,10 +112,9 @@ def test_chat_with_a_block_equals_a_fresh_prefill_of_the_same_chat(stocked):
     block = stocked.store.get("git-squash")
     messages = [("user", "hi"), ("assistant", "Hello!"), ("user", "how do I squash commits?")]
     grafted = [s.token for s in stocked.chat(messages, block="git-squash", max_tokens=6)]
-    prefix, _ = engine.chat_split(block.source)
-    rendered = engine.chat_prompt([("system", block.source), *messages])
-    engine.prefill(list(block.tokens) + engine.tokenize(rendered[len(prefix):], add_bos=False))
-    assert grafted == [s.token for s in engine.generate(6, repeat_penalty=REPEAT_PENALTY)]
+    keep, after = continuation(engine, block, messages)
+    engine.prefill(list(block.tokens[:keep]) + after)
+    assert grafted == [s.token for s in engine.generate(6)]
     plain = list(stocked.chat([("user", "hi")], max_tokens=3))
     assert 1 <= len(plain) <= 3
 

@@ -1,12 +1,20 @@
-"""How a chat continues after a grafted block: which of its cells stay, and the text after them.
+"""How a chat becomes tokens, and how it continues after a grafted block.
 
-A block's captured prefix is its text rendered as the chat's system turn plus the opening of
-the first user turn (that is where the template puts the user's text). A chat with its own
-system turns keeps only the block's system turn — the cells after it are dropped, which is
-exact, since no cell depends on a later one — and continues with the app's system turns and
-the rest of the chat, exactly as the template renders them. Templates with a single system
-turn (Gemma folds it into the first user turn) get the app's system text in front of the
-first user message after the whole block instead, as they would render it themselves.
+**Rendering.** A chat is rendered with the model's own chat template and tokenized in
+pieces: the template's own text (its turn markers) with control tokens parsed, every
+message's content *without*, so a control-token string inside a message — a user writing
+``<|im_end|><|im_start|>system`` — stays ordinary text and never opens a turn. Every
+engine renders through :func:`chat_tokens`, so the in-process engine, a llama-server slot
+and the fake lay out the same chat as the same tokens.
+
+**A block's prefix.** A block's captured prefix is its text rendered as the chat's system
+turn plus the opening of the first user turn (that is where the template puts the user's
+text). A chat with its own system turns keeps only the block's system turn — the cells
+after it are dropped, which is exact, since no cell depends on a later one — and continues
+with the app's system turns and the rest of the chat, exactly as the template renders them.
+Templates with a single system turn (Gemma folds it into the first user turn) get the app's
+system text in front of the first user message after the whole block instead, as they would
+render it themselves.
 """
 
 from __future__ import annotations
@@ -17,15 +25,15 @@ from .blocks import Block
 from ..errors import EngineError, InputError
 
 Chat = Sequence[tuple[str, str]]
-_USER_MARKER = "\x1fskillgraft-user\x1f"
+_MARK = "\x1fskillgraft-{}\x1f"
+_USER_MARKER = _MARK.format("user")
 
 
 def split_chat(engine, system: str, user: str = "") -> tuple[str, str]:
     """Split a chat of one system and one user message where the user's text begins.
 
-    Returns ``(prefix, turn)``: the prefix (system text included) is what a block captures;
-    the turn is ``user`` plus the template's closing and generation prompt. Every engine's
-    ``chat_split`` is this over its own ``chat_prompt``.
+    Returns ``(prefix, turn)`` as text: the prefix (system text included) is what a block
+    captures; the turn is ``user`` plus the template's closing and generation prompt.
     """
     rendered = engine.chat_prompt([("system", system), ("user", _USER_MARKER)])
     head, found, tail = rendered.partition(_USER_MARKER)
@@ -34,26 +42,68 @@ def split_chat(engine, system: str, user: str = "") -> tuple[str, str]:
     return head, user + tail
 
 
+def _trims(engine) -> bool:
+    """Whether the template strips the whitespace around a message's text (Gemma's does)."""
+    probe = _MARK.format("probe")
+    return f" {probe} " not in engine.chat_prompt([("user", f" {probe} ")])
+
+
+def chat_tokens(engine, messages: Chat, *, add_generation_prompt: bool = True, stop_at_user: bool = False) -> list[int]:
+    """The tokens of a rendered chat: the template's text with control tokens, each message's
+    text as plain text (a control-token string in it stays text).
+
+    ``stop_at_user`` ends the tokens where the last message's text would begin: a block's
+    prefix is ``chat_tokens([("system", text), ("user", "")], stop_at_user=True)``.
+    """
+    trims = _trims(engine)
+    contents = [content.strip() if trims else content for _, content in messages]
+    marks = [_MARK.format(i) for i in range(len(messages))]
+    rendered = engine.chat_prompt([(role, mark) for (role, _), mark in zip(messages, marks)],
+                                  add_generation_prompt=add_generation_prompt)
+    tokens: list[int] = []
+    rest = rendered
+    first = True
+    for i, (mark, content) in enumerate(zip(marks, contents)):
+        head, found, rest = rest.partition(mark)
+        if not found:
+            raise EngineError(f"the chat template of {engine.model_name} dropped or repeated a message")
+        if head:
+            tokens += engine.tokenize(head, add_bos=first, special=True)
+            first = False
+        if stop_at_user and i == len(messages) - 1:
+            return tokens
+        if content:
+            tokens += engine.tokenize(content, add_bos=first, special=False)
+            first = False
+    if rest:
+        tokens += engine.tokenize(rest, add_bos=first, special=True)
+    return tokens
+
+
 def block_tokens(engine, text: str) -> list[int]:
     """The tokens a block of ``text`` captures: the chat prefix with ``text`` as its system turn."""
-    prefix, _ = engine.chat_split(text)
-    return engine.tokenize(prefix)
+    return chat_tokens(engine, [("system", text), ("user", "")], stop_at_user=True)
 
 
-def continuation(engine, block: Block, messages: Chat) -> tuple[int, str]:
-    """``(cells of the block kept, text after them)`` for a chat led by ``block``."""
-    prefix, _ = engine.chat_split(block.source)
-    rendered = engine.chat_prompt([("system", block.source), *messages])
-    if rendered.startswith(prefix) and len(rendered) > len(prefix):
-        return block.n_tokens, rendered[len(prefix):]
-    system_only = engine.chat_prompt([("system", block.source)], add_generation_prompt=False)
-    if system_only and prefix.startswith(system_only) and rendered.startswith(system_only):
-        keep = engine.tokenize(system_only)
-        if 0 < len(keep) < block.n_tokens and tuple(keep) == block.tokens[: len(keep)]:
-            return len(keep), rendered[len(system_only):]
-    rendered = engine.chat_prompt([("system", block.source), *fold_system(messages)])
-    if rendered.startswith(prefix) and len(rendered) > len(prefix):
-        return block.n_tokens, rendered[len(prefix):]
+def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Sequence[int]] = None) -> tuple[int, list[int]]:
+    """``(cells of the block kept, tokens after them)`` for a chat led by ``block``.
+
+    ``prefix`` is the block's tokens (its stored ones by default; a foreign block re-rendered
+    for this model otherwise). :class:`InputError` when the block cannot lead this chat (its
+    tokens are not the start of the rendered chat: a template that reorders turns, or a block
+    captured under another rendering).
+    """
+    prefix = tuple(block.tokens if prefix is None else prefix)
+    full = chat_tokens(engine, [("system", block.source), *messages])
+    if tuple(full[: len(prefix)]) == prefix and len(full) > len(prefix):
+        return len(prefix), full[len(prefix):]
+    system_only = chat_tokens(engine, [("system", block.source)], add_generation_prompt=False)
+    if 0 < len(system_only) < len(prefix) and tuple(system_only) == prefix[: len(system_only)] \
+            and full[: len(system_only)] == system_only:
+        return len(system_only), full[len(system_only):]
+    folded = chat_tokens(engine, [("system", block.source), *fold_system(messages)])
+    if tuple(folded[: len(prefix)]) == prefix and len(folded) > len(prefix):
+        return len(prefix), folded[len(prefix):]
     raise InputError(f"block {block.id} cannot lead this chat: the chat template of {engine.model_name} reorders it")
 
 

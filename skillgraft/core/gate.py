@@ -22,7 +22,11 @@ DEFAULT_GATE_LOGPROB = -0.75
 GATE_TOKENS = 8
 GATE_SETTING = "gate.mean_logprob"
 # The decision a grafted answer that did not stand reads: it was generated again plainly.
-FELL_BACK = "abstain"
+FELL_BACK = "fallback"
+# What the gate does with a graft whose first tokens are not confident: report it
+# ("advisory", the default: see docs/routing.md, the gate evaluation) or answer plainly.
+GATE_POLICIES = ("advisory", "enforce")
+DEFAULT_GATE = "advisory"
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,24 @@ def confidence(steps: Sequence[TokenStep], threshold: float) -> Confidence:
     )
 
 
-def graft_verdict(block: Block, text: str, confident: Confidence, *, gate: bool = True, query: str = "") -> GateVerdict:
-    """Whether a grafted answer stands: the near-miss rule, then (with ``gate``) the confidence gate.
+def gate_policy(value) -> str:
+    """``"advisory"`` or ``"enforce"`` from a policy name, a bool (True: enforce) or None (the default)."""
+    if value is None:
+        return DEFAULT_GATE
+    if isinstance(value, bool):
+        return "enforce" if value else "advisory"
+    if value not in GATE_POLICIES:
+        raise InputError(f"gate must be one of {', '.join(GATE_POLICIES)} (or a bool), got {value!r}")
+    return value
+
+
+def graft_verdict(block: Block, text: str, confident: Confidence, *, enforce: bool = False, query: str = "") -> GateVerdict:
+    """Whether a grafted answer stands: the near-miss rule, then (with ``enforce``) the confidence gate.
 
     ``confident`` is :func:`confidence` of the answer's steps. The verdict has ``fell_back``
     set when the answer must be generated again plainly: always when a solution's stored
     answer is repeated for another question (``query``: a near miss), and when the gate is
-    on and the first tokens are not confident; ``reason`` says which.
+    enforced and the first tokens are not confident; ``reason`` says which.
     """
     verdict = GateVerdict(**asdict(confident))
     if block.kind == "solution" and repeats_answer(text, block.answer, query):
@@ -77,7 +92,7 @@ def graft_verdict(block: Block, text: str, confident: Confidence, *, gate: bool 
             f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
             f"({block.question!r}); generated plainly"
         ))
-    if gate and not confident.confident:
+    if enforce and not confident.confident:
         return replace(verdict, fell_back=True, reason=f"graft not confident: {confident.reason}; generated plainly")
     return verdict
 

@@ -14,6 +14,9 @@ guard it with a lock.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from ..core.context_slot import ContextSlot
 from ..core.progress import Progress
 
 import time
@@ -262,6 +265,10 @@ class Engine:
     def logits_bytes(self) -> bytes:
         """The last logits as float32 bytes, for byte-exact comparisons."""
         return self.logits().astype(np.float32).tobytes()
+
+    def answer_slot(self):
+        """This context, held for one answer (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
+        return nullcontext(ContextSlot(self))
 
     # -- capture and graft -----------------------------------------------------------------
 

@@ -20,11 +20,39 @@ _BUILTIN_TEMPLATES = {"gemma": b"gemma", "llama": b"llama3", "phi": b"phi3"}
 class LlamaText:
     """The tokenizer and chat template of the llama.cpp model ``model`` (a native pointer)."""
 
-    def __init__(self, model, model_name: str) -> None:
+    def __init__(self, model, model_name: str, *, owned: bool = False) -> None:
         self._model = model
+        self._owned = owned
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.model_name = model_name
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+
+    @classmethod
+    def open(cls, path, model_name: str) -> "LlamaText":
+        """The tokenizer and template of the GGUF at ``path``, its vocabulary loaded alone (no
+        weights): how a llama-server engine renders and tokenizes exactly as the in-process
+        engine does."""
+        from .native import init_backend
+
+        init_backend()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not model:
+            raise EngineError(f"llama.cpp could not read the vocabulary of {path}")
+        return cls(model, model_name, owned=True)
+
+    def close(self) -> None:
+        """Free a vocabulary this object loaded itself."""
+        if self._owned and self._model:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def metadata(self, key: str) -> Optional[str]:
         """A GGUF metadata value as text, or None."""

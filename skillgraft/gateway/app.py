@@ -29,6 +29,7 @@ from ..errors import (
     ConflictError,
     ContextOverflowError,
     DuplicateBlockError,
+    FingerprintMismatchError,
     InputError,
     NameTakenError,
     ServerError,
@@ -39,7 +40,7 @@ from ..errors import (
 from ..verify.verifiers import withheld_refusal
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
-from .records import ChatAnswer, GenerationOptions, MemoryNote, StreamEnd
+from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
 from .service import Gateway
 
 logger = logging.getLogger("skillgraft.gateway")
@@ -74,6 +75,8 @@ def api_error(exc: BaseException) -> ApiError:
         return ApiError(404, message, code="skill_not_found")
     if isinstance(exc, (NameTakenError, DuplicateBlockError, ConflictError)):
         return ApiError(409, message, code="conflict")
+    if isinstance(exc, FingerprintMismatchError):
+        return ApiError(409, message, code="fingerprint_mismatch")
     if isinstance(exc, VerificationError):
         # What a refused method printed is withheld: a method can read this host's files.
         return ApiError(422, withheld_refusal(), code="verification_failed")
@@ -244,11 +247,12 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         unsupported = body.unsupported()
         if unsupported:
             raise ApiError(400, f"{unsupported} is not supported by this gateway", param=unsupported)
-        options = GenerationOptions(
+        options = await in_thread(lambda: AnswerOptions(
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
             temperature=body.temperature if body.temperature is not None else 0.0,
+            top_p=body.top_p if body.top_p is not None else 1.0,
             seed=body.seed or 0, stop=body.stop_strings(),
-        )
+        ))
         prepared = await in_thread(gateway.prepare, [message.pair() for message in body.messages])
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         if not body.stream:
@@ -301,7 +305,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     return BodyLimit(wrapped)
 
 
-def _completion(answer: ChatAnswer, completion_id: str, model_id: str) -> dict:
+def _completion(answer: Answer, completion_id: str, model_id: str) -> dict:
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -310,13 +314,13 @@ def _completion(answer: ChatAnswer, completion_id: str, model_id: str) -> dict:
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": answer.text},
-            "finish_reason": answer.finish_reason,
+            "finish_reason": answer.end.finish_reason,
             "logprobs": None,
         }],
         "usage": {
-            "prompt_tokens": answer.prompt_tokens,
-            "completion_tokens": answer.completion_tokens,
-            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+            "prompt_tokens": answer.end.prompt_tokens,
+            "completion_tokens": answer.end.completion_tokens,
+            "total_tokens": answer.end.prompt_tokens + answer.end.completion_tokens,
         },
         "skillgraft": answer.note.as_dict(),
     }
@@ -328,7 +332,7 @@ class _SseWriter:
     def __init__(self, completion_id: str, model_id: str, include_usage: bool) -> None:
         self.completion_id, self.model_id, self.include_usage = completion_id, model_id, include_usage
         self.created = int(time.time())
-        self.note: Optional[MemoryNote] = None
+        self.note: Optional[AnswerNote] = None
 
     def _chunk(self, choices: list, **extra) -> str:
         body = {
@@ -338,10 +342,10 @@ class _SseWriter:
         return f"data: {json.dumps(body)}\n\n"
 
     def event(self, event: object) -> str:
-        if isinstance(event, MemoryNote):
+        if isinstance(event, AnswerNote):
             self.note = event
             return self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        if isinstance(event, StreamEnd):
+        if isinstance(event, AnswerEnd):
             text = self._chunk([{"index": 0, "delta": {}, "finish_reason": event.finish_reason}])
             if self.include_usage:
                 usage = {"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,

@@ -17,12 +17,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
-from ..server.engine import LlamaServerEngine
+from ..core.states import KVState
+from ..server.slot import ServerSlot
+
+if TYPE_CHECKING:
+    from ..server.engine import LlamaServerEngine
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -44,7 +48,15 @@ class Lease:
 
     server: int
     slot: int
-    engine: LlamaServerEngine
+    engine: "LlamaServerEngine"
+
+    def answer_slot(self) -> ServerSlot:
+        """The leased slot, as a context for one answer."""
+        return ServerSlot(self.engine, self.slot)
+
+    def capture(self, source) -> KVState:
+        """Capture ``source`` (text or token ids) in the leased slot."""
+        return self.engine.capture(source, slot=self.slot)
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,7 @@ class PoolStatus:
     restarts: int
 
 
-EngineFactory = Callable[[], LlamaServerEngine]
+EngineFactory = Callable[[], "LlamaServerEngine"]
 
 
 class ServerPool:
@@ -79,6 +91,8 @@ class ServerPool:
         self.n_slots = n_slots
         self.lease_timeout_s = lease_timeout_s
         self._on_restart = on_restart
+        from ..server.engine import LlamaServerEngine
+
         self.engines: list[LlamaServerEngine] = []
         try:
             for _ in range(n_servers):
@@ -108,7 +122,7 @@ class ServerPool:
     def n_leases(self) -> int:
         return len(self.engines) * self.n_slots
 
-    def any_engine(self) -> LlamaServerEngine:
+    def any_engine(self) -> "LlamaServerEngine":
         """A running server, for calls that need no slot (tokenizer, chat template)."""
         for engine in self.engines:
             if engine.alive:

@@ -1,56 +1,65 @@
 """The pool seen as one engine by a :class:`~skillgraft.memory.SkillMemory`.
 
-The memory needs an engine for three things in the gateway: the runtime fingerprint (to
-route only to blocks this runtime can graft), the chat template and tokenizer (to lay out
-a block's tokens), and ``capture`` (to deposit a manual or a verified solution). Each goes to
-a server of the pool; a capture leases a slot like any request. Generation itself is the
-gateway's business (:mod:`skillgraft.gateway.service`), so the in-process generation calls
-of :class:`~skillgraft.protocols.GraftEngine` are refused here.
+The memory needs an engine for the runtime fingerprint (to route only to blocks this
+runtime can graft), the chat template and tokenizer (the model's own vocabulary, loaded in
+this process: the same rendering as the in-process engine), ``capture`` (a deposit leases
+a slot like any request) and contexts to answer in (:meth:`PooledEngine.answer_slot`: a
+leased slot). The gateway leases slots itself when it retries an answer on another server.
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from contextlib import contextmanager
+from typing import Iterator, Sequence, Union
 
-from ..errors import EngineError
+from ..core.chat_layout import split_chat
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
+from ..protocols import AnswerSlot
 from .pool import ServerPool
 
 
 class PooledEngine:
-    """Fingerprint, template, tokenizer and capture of a :class:`ServerPool`."""
+    """A :class:`~skillgraft.protocols.CaptureEngine` over a :class:`ServerPool`."""
 
     def __init__(self, pool: ServerPool) -> None:
         self.pool = pool
         first = pool.engines[0]
         self.model_name = first.model_name
-        self.n_ctx = first.settings.n_ctx
+        self.n_ctx = first.n_ctx
+        self.text = first.text
 
     @property
     def fingerprint(self) -> RuntimeFingerprint:
         return self.pool.fingerprint
 
     def tokenize(self, text: str, *, add_bos: bool = True, special: bool = True) -> list[int]:
-        return self.pool.any_engine().tokenize(text, add_bos=add_bos, special=special)
+        return self.text.tokenize(text, add_bos=add_bos, special=special)
 
     def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
-        return self.pool.any_engine().chat_prompt(messages, add_generation_prompt=add_generation_prompt)
+        return self.text.chat_prompt(messages, add_generation_prompt=add_generation_prompt)
 
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
-        return self.pool.any_engine().chat_split(system, user)
+        return split_chat(self, system, user)
+
+    def piece(self, token: int) -> bytes:
+        return self.text.piece(token)
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return self.text.is_end_of_generation(token)
 
     def capture(self, source: Union[str, Sequence[int]], progress=None) -> KVState:
         with self.pool.lease() as lease:
-            state = lease.engine.capture(source, slot=lease.slot)
+            state = lease.capture(source)
         if progress is not None:
             progress(state.n_tokens, state.n_tokens)
         return state
 
-    def _not_here(self, *args, **kwargs):
-        raise EngineError("the gateway's pool generates through its servers, not as an in-process engine")
-
-    graft = prefill = generate = logits = _not_here
+    @contextmanager
+    def answer_slot(self) -> Iterator[AnswerSlot]:
+        """A leased slot, held for one answer."""
+        with self.pool.lease() as lease:
+            yield lease.answer_slot()
 
     def close(self) -> None:
         """The pool is closed by its owner."""

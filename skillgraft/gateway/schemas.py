@@ -54,7 +54,7 @@ class ChatCompletionRequest(BaseModel):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     n: Optional[Annotated[int, Field(ge=1, le=1)]] = None
-    top_p: Optional[float] = None
+    top_p: Optional[Annotated[float, Field(gt=0.0, le=1.0)]] = None
     tools: Optional[list] = None
 
     def unsupported(self) -> Optional[str]:
@@ -62,7 +62,6 @@ class ChatCompletionRequest(BaseModel):
         extra = self.model_extra or {}
         checks = {
             "tools": bool(self.tools),
-            "top_p": self.top_p not in (None, 1, 1.0),
             "functions": bool(extra.get("functions")),
             "tool_choice": extra.get("tool_choice") not in (None, "none", "auto"),
             "response_format": extra.get("response_format") not in (None, {"type": "text"}),

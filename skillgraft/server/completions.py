@@ -28,12 +28,13 @@ from .records import (
     token_steps,
     stop_type,
 )
+from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 
 
 class ServerCompletions:
     """``/completion`` calls; mixed into the engine, which provides ``_request``, ``_client``,
-    ``tokenize``, ``restore``, ``_require_serving``, ``_require_fits`` and ``_check_slot``."""
+    ``tokenize``, ``restore``, ``_require_serving``, ``require_fits`` and ``_check_slot``."""
 
     def complete(
         self,
@@ -59,6 +60,15 @@ class ServerCompletions:
         self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
         temperature: float, seed: int, stop: Sequence[str], *, stream: bool = False,
     ) -> dict:
+        options = SamplingOptions(n_predict, temperature, seed=seed)
+        return self.completion_request(tokens, slot, n_predict, n_probs, cache_prompt, options, stop, stream=stream)
+
+    def completion_request(
+        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
+        options: SamplingOptions, stop: Sequence[str] = (), *, stream: bool = False,
+    ) -> dict:
+        """A ``/completion`` request with the prompt as token ids and the sampler pinned to
+        ``options`` (llama-server's own extra samplers off, as in the in-process sampler)."""
         self._require_serving()
         if n_predict < 1:
             raise InputError(f"n_predict must be >= 1, got {n_predict}")
@@ -67,8 +77,14 @@ class ServerCompletions:
             "n_predict": n_predict,
             "n_probs": n_probs,
             "cache_prompt": cache_prompt,
-            "temperature": temperature,
-            "seed": seed,
+            "temperature": options.temperature,
+            "top_p": options.top_p,
+            "top_k": 0,
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "repeat_penalty": options.repeat_penalty,
+            "repeat_last_n": options.penalty_last_n,
+            "seed": options.seed,
             "stop": list(stop),
             "return_tokens": True,
             "stream": stream,
@@ -155,7 +171,7 @@ class ServerCompletions:
         restored into ``slot``; the reuse is checked before the first chunk is yielded."""
         prompt = list(state.tokens[: kept_cells(state, keep)]) + self._query_tokens(query)
         request = self._completion_request(prompt, slot, max_tokens, 1, True, temperature, seed, stop, stream=True)
-        yield from self._stream(request, (block_id, slot, reusable_cells(state.tokens, prompt), len(prompt)))
+        yield from self.stream_request(request, (block_id, slot, reusable_cells(state.tokens, prompt), len(prompt)))
 
     def stream(
         self,
@@ -169,9 +185,9 @@ class ServerCompletions:
     ) -> Iterator[StreamChunk]:
         """Stream a plain completion of ``tokens``, prefilled afresh (no cached prefix)."""
         request = self._completion_request(tokens, slot, max_tokens, 1, False, temperature, seed, stop, stream=True)
-        yield from self._stream(request, None)
+        yield from self.stream_request(request, None)
 
-    def _stream(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]:
+    def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
         reuse, prompt tokens) the slot reuse is checked on the first chunk's timings."""
         checked = expected is None
@@ -235,5 +251,5 @@ class ServerCompletions:
         """The query's tokens, once the block plus query and answer are known to fit and
         ``state`` is restored into ``slot``."""
         query_tokens = self._query_tokens(query)
-        self._require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
+        self.require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
         return query_tokens, self.restore(state, block_id, slot=slot, verify_hash=verify_hash)

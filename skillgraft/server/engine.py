@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -40,8 +41,6 @@ import httpx
 from ..config import EngineSettings, default_model, engine_settings
 from ..errors import (
     ConfigError,
-    ContextOverflowError,
-    EngineError,
     InputError,
     ServerError,
     SlotReuseError,
@@ -60,8 +59,11 @@ from .records import (
     StreamChunk,
     TopToken,
 )
+from .slot import ServerSlot
 from .slot_files import parse_slot_file, slot_file_from_block
-from ..core.states import KVState, check_state, sha256_hex
+from ..core.chat_layout import split_chat
+from ..core.states import KVState, capture_tokens, check_state, require_fits, sha256_hex
+from ..engine.text import LlamaText
 
 logger = logging.getLogger("skillgraft.server")
 
@@ -104,6 +106,7 @@ class LlamaServerEngine(ServerCompletions):
         self.model_name, self.model_path = resolve_model(model or default_model())
         self.settings = settings or engine_settings()
         self.sliding_window = gguf_sliding_window(self.model_path)
+        self.text = LlamaText.open(self.model_path, self.model_name)
         if self.sliding_window and self.settings.swa_full is False:
             raise ConfigError(
                 f"{self.model_name} uses sliding-window attention (window {self.sliding_window}): "
@@ -218,7 +221,8 @@ class LlamaServerEngine(ServerCompletions):
             return True
 
     def close(self) -> None:
-        """Stop a server started here, remove its private folder and close the client."""
+        """Stop a server started here, remove its private folder, close the client and free
+        the vocabulary."""
         if self._process is not None:
             self._process.stop()
             self._process = None
@@ -228,6 +232,9 @@ class LlamaServerEngine(ServerCompletions):
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
+        text = getattr(self, "text", None)
+        if text is not None:
+            text.close()
 
     def __enter__(self) -> "LlamaServerEngine":
         return self
@@ -322,34 +329,35 @@ class LlamaServerEngine(ServerCompletions):
 
     # -- tokens and chat -------------------------------------------------------------------
 
+    @property
+    def n_ctx(self) -> int:
+        return self.settings.n_ctx
+
     def tokenize(self, text: str, *, add_bos: bool = True, special: bool = True) -> list[int]:
-        """Token ids from the server's ``/tokenize``; ``special`` parses control tokens."""
-        if not isinstance(text, str):
-            raise InputError(f"text must be str, got {type(text).__name__}")
-        body = self._request(
-            "POST", "/tokenize", json={"content": text, "add_special": add_bos, "parse_special": special}
-        )
-        return [int(t) for t in body.get("tokens", [])]
+        """Token ids, from the model's own vocabulary loaded here (as the in-process engine has them)."""
+        return self.text.tokenize(text, add_bos=add_bos, special=special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
-        return str(self._request("POST", "/detokenize", json={"tokens": [int(t) for t in tokens]}).get("content", ""))
+        return self.text.detokenize(tokens)
+
+    def piece(self, token: int) -> bytes:
+        return self.text.piece(token)
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return self.text.is_end_of_generation(token)
 
     def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
-        """Render ``[(role, content), ...]`` with the server's chat template (``/apply-template``)."""
-        body = self._request(
-            "POST", "/apply-template",
-            json={"messages": [{"role": r, "content": c} for r, c in messages],
-                  "add_generation_prompt": add_generation_prompt},
-        )
-        return str(body.get("prompt", ""))
+        """Render a chat with the model's own template, here (the in-process engine's rendering:
+        the server's ``/apply-template`` may fall back to another template)."""
+        return self.text.chat_prompt(messages, add_generation_prompt=add_generation_prompt)
 
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
-        """``(prefix, turn)`` of a one-system, one-user chat, split where the user's text begins."""
-        marker = "\x1fskillgraft-user\x1f"
-        head, found, tail = self.chat_prompt([("system", system), ("user", marker)]).partition(marker)
-        if not found:
-            raise EngineError(f"the chat template of {self.model_name} dropped the user message")
-        return head, user + tail
+        """``(prefix, turn)``: see :func:`skillgraft.core.chat_layout.split_chat`."""
+        return split_chat(self, system, user)
+
+    def answer_slot(self, slot: int = 0):
+        """Slot ``slot`` held for one answer (callers serialise answers on one slot)."""
+        return nullcontext(ServerSlot(self, self._check_slot(slot)))
 
     # -- slots -----------------------------------------------------------------------------
 
@@ -414,9 +422,8 @@ class LlamaServerEngine(ServerCompletions):
 
     # -- capture and graft -----------------------------------------------------------------
 
-    def _require_fits(self, n_tokens: int, what: str = "text") -> None:
-        if n_tokens > self.settings.n_ctx:
-            raise ContextOverflowError(n_tokens, self.settings.n_ctx, what)
+    def require_fits(self, n_tokens: int, what: str = "text") -> None:
+        require_fits(self, n_tokens, what)
 
     def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
         self.erase_slot(slot)
@@ -434,10 +441,7 @@ class LlamaServerEngine(ServerCompletions):
         """Prefill ``source`` (text or token ids) in a slot, save it and convert it to a state."""
         self._require_serving()
         self._check_slot(slot)
-        tokens = self.tokenize(source) if isinstance(source, str) else [int(t) for t in source]
-        if not tokens:
-            raise InputError("cannot capture an empty text")
-        self._require_fits(len(tokens) + 1, "text plus one query token")
+        tokens = capture_tokens(self, source)
         started = time.perf_counter()
         saved_tokens, payload = self._capture_tokens(tokens, slot)
         elapsed = time.perf_counter() - started

@@ -66,16 +66,17 @@ def test_an_out_of_domain_query_abstains_and_generates_plainly(fake_stocked, fak
 
 def test_an_unconfident_graft_falls_back_to_plain_generation(fake_stocked, fake_engine):
     fake_engine.reply = lambda prompt: None if "squashing commits" in prompt else PLAIN_REPLY
-    result = fake_stocked.generate(GIT_QUERY)
-    assert result.decision == "abstain" and result.block_id is None and result.text == PLAIN_REPLY
+    block = fake_stocked.get("git-squash")
+    result = fake_stocked.generate(GIT_QUERY, gate="enforce")
+    assert (result.decision, result.block_id, result.text) == ("fallback", block.id, PLAIN_REPLY)
     assert result.gate.fell_back and not result.gate.confident
     assert result.gate.reason.startswith("graft not confident")
-    assert result.recall.decision == "graft"
-    ungated = fake_stocked.generate(GIT_QUERY, gate=False)
-    assert ungated.decision == "graft" and not ungated.gate.fell_back
+    assert result.recall.decision == "graft" and result.note.routed == "graft"
+    advisory = fake_stocked.generate(GIT_QUERY)  # the default reports the confidence, never discards
+    assert advisory.decision == "graft" and not advisory.gate.fell_back and not advisory.gate.confident
 
 
-@pytest.mark.parametrize("gate", [True, False])
+@pytest.mark.parametrize("gate", ["enforce", "advisory"])
 def test_a_near_miss_never_repeats_the_stored_answer(fake_stocked, fake_engine, gate):
     fake_engine.reply = replies
     recall = fake_stocked.recall("What is 17 * 24?")
@@ -84,7 +85,8 @@ def test_a_near_miss_never_repeats_the_stored_answer(fake_stocked, fake_engine, 
     result = fake_stocked.generate("What is 17 * 24?", gate=gate)
     assert fake_engine.calls["graft"] == 1  # the block was grafted, and its answer repeated ...
     assert result.gate.fell_back and result.gate.reason.startswith("near miss")
-    assert (result.decision, result.text) == ("abstain", PLAIN_REPLY)  # ... so it was generated plainly
+    assert (result.decision, result.text) == ("fallback", PLAIN_REPLY)  # ... so it was generated plainly
+    assert result.block_id == recall.block.id
     assert ANSWER not in result.text
 
 

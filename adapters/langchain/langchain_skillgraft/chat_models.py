@@ -1,9 +1,13 @@
 """ChatSkillGraft: a LangChain chat model on a skillgraft memory's llama.cpp context.
 
-Each call renders the chat with the model's template and generates with
-:meth:`skillgraft.SkillMemory.chat`. With a ``block_id`` (per call, through ``bind`` or
-set on the model) that block's KV state is grafted as the leading system turn: restored
-at its own position, so only the chat after it is prefilled.
+Each call answers through the memory's one answer pipeline
+(:meth:`skillgraft.SkillMemory.stream`), the same steps as the gateway and
+``SkillMemory.generate``: the latest user message is recalled, and the answer is the
+verified one (``exact``), generated after the routed block's restored state (``graft``,
+or ``fallback`` when the graft did not stand) or generated plainly (``abstain``); the
+decision is in ``response_metadata["skillgraft"]``. With a ``block_id`` (per call, through
+``bind`` or set on the model) that block is grafted without a decision; with
+``route=False`` the chat is answered plainly.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, field_validator, model_validator
-from skillgraft import Block, Confidence, SkillMemory, TokenStep
+from skillgraft import Block, Confidence, Recall, SkillMemory, TokenStep
 from skillgraft.config import default_home, default_model
+from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions
 
 from .messages import to_chat
 from .shared import memory_lock, open_memory, store_key
@@ -30,6 +35,7 @@ from skillgraft.core.stops import StopCutter
 PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
 _PASSED_THROUGH = frozenset({"stream"})
+NO_USER_MESSAGE = "the chat does not end with a user message: answered plainly, nothing recalled"
 NO_TOOLS = (
     "ChatSkillGraft has no tool calling: its local model (SmolLM2-135M by default) has no "
     "tool-call format. It supports plain chat and grafting blocks (block_id=...). Build agents on it "
@@ -61,6 +67,8 @@ class CallOptions:
     temperature: float
     seed: int
     stop: list[str]
+    recall: Optional[Recall] = None
+    gate: Optional[object] = None
 
 
 @dataclass
@@ -74,6 +82,8 @@ class Outcome:
     finish_reason: str = "stop"
     confidence: Optional[Confidence] = None
     steps: list[TokenStep] = field(default_factory=list, repr=False)
+    note: Optional[AnswerNote] = None
+    reason: str = ""
 
     @property
     def usage(self) -> UsageMetadata:
@@ -85,11 +95,20 @@ class Outcome:
         )
 
     def skillgraft_metadata(self) -> dict:
+        """The pipeline's note (the same keys through every door), or for an explicit
+        ``block_id`` or a plain answer what was restored; plus the tokens restored and prefilled."""
         block = self.block
+        if self.note is not None:
+            described = self.note.as_dict()
+        else:
+            described = {
+                "decision": "graft" if block else "plain",
+                "block_id": block.id if block else None,
+                "block_name": block.name if block else None,
+                "reason": self.reason,
+            }
         return {
-            "decision": "graft" if block else "plain",
-            "block_id": block.id if block else None,
-            "block_name": block.name if block else None,
+            **described,
             "restored_tokens": self.restored_tokens,
             "prefilled_tokens": self.prefilled_tokens,
             "confidence": self.confidence.as_dict() if self.confidence else None,
@@ -126,6 +145,9 @@ class ChatSkillGraft(BaseChatModel):
     """Stop sequences: the output is cut where the first one begins."""
     streaming: bool = False
     """Whether ``invoke`` streams internally (for callbacks)."""
+    route: bool = True
+    """Whether a call without ``block_id`` is answered by the memory (exact, graft, abstain);
+    False answers every chat plainly."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
 
@@ -194,9 +216,11 @@ class ChatSkillGraft(BaseChatModel):
             temperature=float(kwargs.pop("temperature", self.temperature)),
             seed=int(kwargs.pop("seed", self.seed)),
             stop=_stops(stop if stop is not None else self.stop or []),
+            recall=kwargs.pop("recall", None),
+            gate=kwargs.pop("gate", None),
         )
         if kwargs:
-            known = "block_id, max_tokens, temperature, seed, stop"
+            known = "block_id, max_tokens, temperature, seed, stop, recall, gate"
             raise TypeError(f"ChatSkillGraft got unexpected call arguments {sorted(kwargs)}; it takes {known}")
         if options.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {options.max_tokens}")
@@ -211,31 +235,62 @@ class ChatSkillGraft(BaseChatModel):
         chat = to_chat(messages)
         memory = self.skill_memory
         with memory_lock(memory):
-            block = memory.store.get(options.block_id) if options.block_id else None
-            engine = memory.engine
-            cutter = StopCutter(options.stop)
-            steps = outcome.steps
-            stream = memory.chat(
-                chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
-            )
-            with closing(stream):
-                for step in stream:
-                    steps.append(step)
-                    text = cutter.feed(step.piece)  # whole characters: a partial one yields ""
-                    if text:
-                        yield text
-                    if cutter.stopped:
-                        break
-            tail = "" if cutter.stopped else cutter.flush()
-            if tail:
-                yield tail
-            restored = memory.restored_tokens(block, chat) if block else 0
-            outcome.block = block
-            outcome.restored_tokens = restored
-            outcome.output_tokens = len(steps)
-            outcome.prefilled_tokens = engine.n_past - restored - len(steps)
-            outcome.finish_reason = "length" if not cutter.stopped and len(steps) >= options.max_tokens else "stop"
-            outcome.confidence = memory.confidence(steps) if block is not None and steps else None
+            if options.max_tokens == 0:
+                outcome.reason = "max_tokens is 0: nothing generated"
+                return
+            if options.block_id is None and self.route and chat[-1][0] == "user":
+                yield from self._answered(memory, chat, options, outcome)
+                return
+            outcome.reason = "" if options.block_id or not self.route else NO_USER_MESSAGE
+            yield from self._chatted(memory, chat, options, outcome)
+
+    def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
+        """The answer pipeline's answer, as every door makes it."""
+        answer = AnswerOptions(
+            max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed, stop=tuple(options.stop)
+        )
+        with closing(memory.stream(chat, answer, gate=options.gate, recall=options.recall)) as events:
+            for event in events:
+                if isinstance(event, AnswerNote):
+                    outcome.note = event
+                elif isinstance(event, AnswerEnd):
+                    outcome.steps.extend(event.steps)
+                    outcome.output_tokens = event.completion_tokens
+                    outcome.finish_reason = event.finish_reason
+                    outcome.restored_tokens = outcome.note.cache_n
+                    outcome.prefilled_tokens = event.prompt_tokens - outcome.note.cache_n
+                elif event:
+                    yield event
+        gate = outcome.note.gate
+        outcome.confidence = Confidence(**{k: gate[k] for k in ("confident", "mean_logprob", "threshold", "reason")}) if gate else None
+
+    def _chatted(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
+        """The chat continued with no decision: after ``block_id``'s restored state, or plainly."""
+        block = memory.store.get(options.block_id) if options.block_id else None
+        engine = memory.engine
+        cutter = StopCutter(options.stop)
+        steps = outcome.steps
+        stream = memory.chat(
+            chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
+        )
+        with closing(stream):
+            for step in stream:
+                steps.append(step)
+                text = cutter.feed(step.piece)  # whole characters: a partial one yields ""
+                if text:
+                    yield text
+                if cutter.stopped:
+                    break
+        tail = "" if cutter.stopped else cutter.flush()
+        if tail:
+            yield tail
+        restored = memory.restored_tokens(block, chat) if block else 0
+        outcome.block = block
+        outcome.restored_tokens = restored
+        outcome.output_tokens = len(steps)
+        outcome.prefilled_tokens = engine.n_past - restored - len(steps)
+        outcome.finish_reason = "length" if not cutter.stopped and len(steps) >= options.max_tokens else "stop"
+        outcome.confidence = memory.confidence(steps) if block is not None and steps else None
 
     def _response_metadata(self, outcome: Outcome) -> dict[str, Any]:
         return {

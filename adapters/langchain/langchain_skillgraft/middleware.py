@@ -4,18 +4,17 @@ The latest user message is recalled against the memory:
 
 - ``exact``: a verified question recurs, so its verified answer is returned and the model
   is not called;
-- ``graft``: one block is relevant, so the call goes to a :class:`ChatSkillGraft` with that
-  block grafted;
-- ``abstain``: nothing is close enough, so the call passes through unchanged.
+- ``graft`` (and ``abstain``) with a :class:`ChatSkillGraft` model (the agent's own, or
+  ``chat_model``): the call goes to it with the recall, and it answers through the memory's
+  one answer pipeline — the same steps, gate and near-miss rule as
+  :meth:`skillgraft.SkillMemory.generate` and the gateway (a graft that does not stand is
+  answered plainly and reads ``fallback``);
+- ``abstain`` with another model: the call passes through unchanged.
 
-After a graft the same rules as :meth:`skillgraft.SkillMemory.generate` apply: a grafted
-*solution* whose answer repeats its stored answer (a near miss: another question) and,
-with the gate on (the default), a graft whose first tokens are not confident are answered
-again plainly; the decision then reads ``abstain`` and ``gate`` says why.
-
-The answer's ``response_metadata["skillgraft"]`` carries the decision, block id and name,
-score, threshold and reason. The dispatch is written once, as a generator of model
-requests (:meth:`SkillGraftMiddleware.dispatch`); the sync and async hooks only drive it.
+The answer's ``response_metadata["skillgraft"]`` carries the pipeline's note (decision,
+block id and name, score, threshold, reason, gate). The dispatch is written once, as a
+generator of model requests (:meth:`SkillGraftMiddleware.dispatch`); the sync and async
+hooks only drive it.
 """
 
 from __future__ import annotations
@@ -27,11 +26,11 @@ from typing import Any, Awaitable, Callable, Generator, Optional, Union
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage
 from langchain_core.runnables.config import run_in_executor
-from skillgraft import Confidence, GateVerdict, Recall, SkillMemory
-from skillgraft.core.gate import FELL_BACK
+from skillgraft import Recall, SkillMemory
+from skillgraft.core.pipeline import answer_note
 
 from .chat_models import PROVIDER, ChatSkillGraft
-from .messages import last_user_text
+from .messages import last_user_text, to_chat
 from .shared import memory_lock, open_memory, store_key
 
 Handler = Callable[[ModelRequest], ModelResponse]
@@ -46,11 +45,11 @@ class SkillGraftMiddleware(AgentMiddleware):
     ``memory`` is the memory to recall from; without it, the memory of ``chat_model``, else
     the shared memory of the store folder ``home`` (``$SKILLGRAFT_HOME``). ``chat_model`` is
     the grafting model for agents whose own model is not a :class:`ChatSkillGraft`: graft
-    decisions are routed to it. ``gate`` (on by default, as in
-    :meth:`skillgraft.SkillMemory.generate`) answers a graft again plainly when its first
-    tokens are not confident; a near miss that repeats a stored answer is answered plainly
-    whatever ``gate`` says. The tokens of a streamed graft that is answered again will
-    already have been emitted.
+    decisions are routed to it. ``gate`` is the confidence gate's policy (the memory's by
+    default: ``"advisory"`` reports it, ``"enforce"`` answers a graft whose first tokens are
+    not confident plainly); a near miss that repeats a stored answer is answered plainly
+    whatever ``gate`` says. A streamed answer holds its first tokens back until they are
+    judged, so nothing streamed is taken back.
 
     Example::
 
@@ -68,7 +67,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         *,
         home: Union[str, Path, None] = None,
         chat_model: Optional[ChatSkillGraft] = None,
-        gate: bool = True,
+        gate: Union[str, bool, None] = None,
     ) -> None:
         super().__init__()
         if memory is None:
@@ -92,28 +91,26 @@ class SkillGraftMiddleware(AgentMiddleware):
         if recall is None:
             return (yield request)
         if recall.decision == "exact":
-            return self._verified_answer(recall)
-        if recall.decision == "abstain":
-            return _annotate((yield request), recall.as_dict())
-        grafted = yield self._grafting(request, recall)
-        gate = self._verdict(grafted, recall, last_user_text(request.messages) or "")
-        if gate.fell_back:
-            fallback = {**recall.as_dict(), "decision": FELL_BACK, "block_id": None, "block_name": None}
-            return _annotate((yield request), {**fallback, "gate": gate.as_dict()})
-        return _annotate(grafted, {**recall.as_dict(), "gate": gate.as_dict()})
+            return self._verified_answer(request, recall)
+        own = isinstance(request.model, ChatSkillGraft)
+        if recall.decision == "abstain" and not own:  # the agent's own model answers plainly
+            return _annotate((yield request), answer_note(recall, "abstain").as_dict())
+        return (yield self._answering(request, recall, request.model if own else self.chat_model))
 
-    def _verified_answer(self, recall: Recall) -> ModelResponse:
-        block = recall.block
-        metadata = {**recall.as_dict(), "verifier": block.verifier}
+    def _verified_answer(self, request: ModelRequest, recall: Recall) -> ModelResponse:
+        """The verified answer, through the answer pipeline's exact step (no model call)."""
+        with memory_lock(self.memory):
+            answer = self.memory.answer(to_chat(_with_system(request)), recall=recall)
+        metadata = {**answer.note.as_dict(), "verifier": recall.block.verifier}
         message = AIMessage(
-            content=block.answer,
+            content=answer.text,
             response_metadata={"model_provider": PROVIDER, "finish_reason": "stop", PROVIDER: metadata},
             usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
         )
         return ModelResponse(result=[message])
 
-    def _grafting(self, request: ModelRequest, recall: Recall) -> ModelRequest:
-        model = request.model if isinstance(request.model, ChatSkillGraft) else self.chat_model
+    def _answering(self, request: ModelRequest, recall: Recall, model: Optional[ChatSkillGraft]) -> ModelRequest:
+        """The request handed to the grafting model, which answers through the pipeline."""
         if model is None:
             raise TypeError(
                 f"SkillGraftMiddleware grafts blocks into a ChatSkillGraft, but the agent's model is "
@@ -124,26 +121,8 @@ class SkillGraftMiddleware(AgentMiddleware):
                 f"the grafting model uses the store {model.home}, the middleware recalls from "
                 f"{self.memory.store.home}: give both the same memory"
             )
-        settings = {**request.model_settings, "block_id": recall.block.id}
+        settings = {**request.model_settings, "recall": recall, "gate": self.gate}
         return request.override(model=model, model_settings=settings)
-
-    def _verdict(self, response: Any, recall: Recall, query: str) -> GateVerdict:
-        """The gate's verdict on a grafted answer, as :meth:`SkillMemory.generate` reports it.
-
-        ``fell_back`` is set when the answer must be made again plainly: a solution's stored
-        answer repeated for another question (a near miss), or, with the gate on, first
-        tokens that are not confident.
-        """
-        message = _ai_message(response)
-        produced = (message.response_metadata.get(PROVIDER) or {}) if message else {}
-        reported = produced.get("confidence")
-        if reported is None:  # nothing was decoded
-            with memory_lock(self.memory):
-                confidence = self.memory.confidence([])
-        else:
-            confidence = Confidence(**reported)
-        text = message.text if message is not None else ""
-        return self.memory.graft_verdict(recall.block, text, confidence, gate=self.gate, query=query)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -164,6 +143,12 @@ class SkillGraftMiddleware(AgentMiddleware):
                 sent = steps.send(await handler(sent))
         except StopIteration as done:
             return done.value
+
+
+def _with_system(request: ModelRequest) -> list:
+    """The request's messages with the agent's system prompt in front, as the model sees them."""
+    system = request.system_message
+    return [system, *request.messages] if system is not None else list(request.messages)
 
 
 def _ai_message(response: Any) -> Optional[AIMessage]:

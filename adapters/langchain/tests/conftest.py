@@ -48,6 +48,14 @@ def chat(memory):
     return ChatSkillGraft(memory=memory, max_tokens=lc_store.MAX_TOKENS)
 
 
+@pytest.fixture(scope="session")
+def plain(memory):
+    """The same model answering every chat plainly (no recall): what a graft must equal."""
+    from langchain_skillgraft import ChatSkillGraft
+
+    return ChatSkillGraft(memory=memory, max_tokens=lc_store.MAX_TOKENS, route=False)
+
+
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_pycollect_makeitem(collector, name, obj):
     """Run this folder's coroutine tests (the standard suites' async ones too) with pytest-asyncio.

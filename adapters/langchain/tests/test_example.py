@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from skillgraft.memory import repeats_answer
+from skillgraft.core.gate import repeats_answer
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langchain_agent.py"
 
@@ -22,5 +22,5 @@ def test_example_runs_and_takes_every_decision():
         assert f"decision={decision}" in run.stdout
     assert "A: 391" in run.stdout
     near_miss = run.stdout.split("Q: What is 17 * 24?")[1]
-    assert "decision=abstain" in near_miss and "gate: near miss" in near_miss
+    assert "decision=fallback" in near_miss and "near miss" in near_miss
     assert not repeats_answer(near_miss.split("A: ", 1)[1], "391")

@@ -21,9 +21,9 @@ def joined(chunks):
     return full
 
 
-def test_graft_matches_prefilling_the_block_text(chat, manual):
+def test_graft_matches_prefilling_the_block_text(chat, plain, manual):
     grafted = chat.invoke([HumanMessage(QUESTION)], block_id=manual.id)
-    prefilled = chat.invoke([SystemMessage(manual.source), HumanMessage(QUESTION)])
+    prefilled = plain.invoke([SystemMessage(manual.source), HumanMessage(QUESTION)])
 
     assert grafted.content and grafted.content == prefilled.content  # the graft is exact
     meta = grafted.response_metadata["skillgraft"]
@@ -136,10 +136,21 @@ def test_a_system_message_first_still_grafts(chat, manual):
     assert grafted.usage_metadata["input_tokens"] > bare.usage_metadata["input_tokens"]
 
 
-def test_a_system_message_is_its_own_turn_after_the_block(chat, manual):
+def test_a_system_message_is_its_own_turn_after_the_block(chat, plain, manual):
     grafted = chat.invoke([SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(QUESTION)], block_id=manual.id)
-    prefilled = chat.invoke([SystemMessage(manual.source), SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(QUESTION)])
+    prefilled = plain.invoke([SystemMessage(manual.source), SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(QUESTION)])
     assert grafted.content == prefilled.content
+
+
+@pytest.mark.parametrize("question, decision", [
+    (QUESTION, "graft"), (lc_store.SOLVED_QUESTION, "exact"), (lc_store.ABSTAIN_QUESTION, "abstain"),
+])
+def test_a_routed_call_is_the_memorys_own_answer(chat, memory, question, decision):
+    message = chat.invoke([SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(question)])
+    direct = memory.generate(question, system=lc_store.SYSTEM_PROMPT, max_tokens=lc_store.MAX_TOKENS)
+    meta = message.response_metadata["skillgraft"]
+    assert (meta["decision"], meta["block_id"]) == (direct.decision, direct.block_id) and meta["decision"] == decision
+    assert message.content == direct.text
 
 
 def test_tools_and_structured_output_say_what_to_do_instead(chat):

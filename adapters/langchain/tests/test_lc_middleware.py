@@ -10,7 +10,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from skillgraft import SkillMemory
-from skillgraft.memory import repeats_answer
+from skillgraft.core.gate import repeats_answer
 
 import lc_store
 from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
@@ -104,26 +104,28 @@ def test_model_and_middleware_must_share_a_store(memory, tmp_path):
 
 
 async def test_gate_retries_an_unconfident_graft_plainly(chat, memory, manual):
-    from skillgraft.memory import DEFAULT_GATE_LOGPROB, GATE_SETTING
+    from skillgraft.core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING
 
-    agent = create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory, gate=True)])
+    agent = create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory, gate="enforce")])
     confident, meta, calls = await ask(agent, lc_store.GRAFT_QUESTION, False)
     assert meta["decision"] == "graft" and meta["confidence"]["confident"] and calls == 1
 
     memory.store.set_setting(GATE_SETTING, "0.0")  # no answer is that confident
     try:
         answer, meta, calls = await ask(agent, lc_store.GRAFT_QUESTION, True)
+        core = memory.generate(lc_store.GRAFT_QUESTION, max_tokens=lc_store.MAX_TOKENS, gate="enforce")
     finally:
         memory.store.set_setting(GATE_SETTING, repr(DEFAULT_GATE_LOGPROB))
-    assert meta["decision"] == "abstain" and meta["block_id"] is None and calls == 2
+    assert meta["decision"] == "fallback" and meta["block_id"] == manual.id and calls == 1
     assert meta["gate"]["fell_back"] and "not confident" in meta["gate"]["reason"]
-    assert answer.content == chat.invoke(lc_store.GRAFT_QUESTION).content
+    assert answer.content.strip() == core.text and core.decision == "fallback"
 
 
 def test_the_gate_defaults_as_in_the_core(memory):
     core_default = inspect.signature(SkillMemory.generate).parameters["gate"].default
-    assert SkillGraftMiddleware(memory).gate is core_default is True
-    assert SkillGraftMiddleware(memory, gate=False).gate is False
+    assert SkillGraftMiddleware(memory).gate is core_default is None  # the memory's policy
+    assert memory.gate == "advisory"
+    assert SkillGraftMiddleware(memory, gate="enforce").gate == "enforce"
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -133,9 +135,9 @@ async def test_a_near_miss_never_repeats_the_stored_answer(agent, chat, memory, 
     assert repeats_answer(copied, lc_store.SOLVED_ANSWER)  # what grafting the solution says: 391
 
     answer, meta, model_calls = await ask(agent, question, asynchronous)
-    assert meta["decision"] == "abstain" and meta["block_id"] is None and meta["near_miss"]
+    assert meta["decision"] == "fallback" and meta["block_id"] == solution.id and meta["near_miss"]
     assert meta["gate"]["fell_back"] and meta["gate"]["reason"].startswith("near miss")
-    assert not repeats_answer(answer.content, lc_store.SOLVED_ANSWER) and model_calls == 2
+    assert not repeats_answer(answer.content, lc_store.SOLVED_ANSWER) and model_calls == 1
     assert answer.content == chat.invoke(question).content
     # The same decision, label and verdict as the core's own dispatch.
     core = memory.generate(question, max_tokens=lc_store.MAX_TOKENS)
@@ -143,9 +145,9 @@ async def test_a_near_miss_never_repeats_the_stored_answer(agent, chat, memory, 
 
 
 async def test_a_near_miss_falls_back_with_the_gate_off(chat, memory):
-    agent = create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory, gate=False)])
+    agent = create_agent(model=chat, tools=[], middleware=[SkillGraftMiddleware(memory, gate="advisory")])
     answer, meta, _ = await ask(agent, lc_store.NEAR_MISS_QUESTION, False)
-    assert meta["decision"] == "abstain" and meta["gate"]["reason"].startswith("near miss")
+    assert meta["decision"] == "fallback" and meta["gate"]["reason"].startswith("near miss")
     assert not repeats_answer(answer.content, lc_store.SOLVED_ANSWER)
 
 

@@ -1,0 +1,146 @@
+"""The values of one answer: its options, the plan behind it, the note every door reports,
+and how it ended. The steps that make an answer are :mod:`skillgraft.core.pipeline`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Optional, Sequence
+
+from ..errors import InputError
+from .recall import Recall
+from .sampling import SamplingOptions
+from .states import KVState, TokenStep
+from .text_checks import clean_query, require_text
+from .timings import Timings
+
+AnswerDecision = Literal["exact", "graft", "abstain", "fallback"]
+ROLES = ("system", "user", "assistant")
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """How to answer: the one owner of the sampling defaults every door uses.
+
+    ``temperature`` 0 is greedy (the same text through every door); ``stop`` strings end
+    the answer (the text from the first one on is dropped); ``repeat_penalty`` 1 (off) by
+    default, as llama-server's penalty also counts prompt tokens and the engines would
+    disagree; ``voice`` lets the model voice a verified answer in a few tokens (in-process).
+    """
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    repeat_penalty: float = 1.0
+    voice: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise InputError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
+        if not 0.0 <= float(self.temperature) <= 2.0:
+            raise InputError(f"temperature must be in [0, 2], got {self.temperature!r}")
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise InputError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
+            raise InputError(f"seed must be an int in [0, 2**31), got {self.seed!r}")
+        if not 0.0 < float(self.repeat_penalty) <= 4.0:
+            raise InputError(f"repeat_penalty must be in (0, 4], got {self.repeat_penalty!r}")
+
+    def sampling(self, room: int) -> SamplingOptions:
+        """The sampler's options for an answer with ``room`` tokens of context left."""
+        return SamplingOptions(
+            max(1, min(self.max_tokens, room)), float(self.temperature), float(self.top_p), self.seed,
+            float(self.repeat_penalty),
+        )
+
+
+def check_chat(messages: Sequence[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The chat as ``((role, content), ...)`` and its last user message (the query), or
+    :class:`InputError`: every door checks a chat with this."""
+    if not messages:
+        raise InputError("the chat has no messages")
+    chat = []
+    for message in messages:
+        if not isinstance(message, (tuple, list)) or len(message) != 2:
+            raise InputError(f"a message must be a (role, content) pair, got {type(message).__name__}")
+        role, content = message
+        if role not in ROLES:
+            raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
+        chat.append((role, require_text(content, f"a {role} message")))
+    if chat[-1][0] != "user":
+        raise InputError("the last message must be the user's")
+    return tuple(chat), clean_query(chat[-1][1])
+
+
+@dataclass(frozen=True)
+class AnswerPlan:
+    """A checked chat, what the memory recalled for its last user message and, for a graft,
+    the verified state to restore (``reprefill``: a foreign block's text is prefilled
+    instead). ``unusable`` says why a routed block cannot be grafted (it is then answered
+    plainly, reported as a fallback)."""
+
+    chat: tuple[tuple[str, str], ...]
+    query: str
+    recall: Recall
+    gate_threshold: float
+    state: Optional[KVState] = None
+    reprefill: bool = False
+    unusable: str = ""
+    timings: Timings = field(default_factory=Timings)
+
+    @property
+    def needs_model(self) -> bool:
+        """False for an exact answer that is not voiced: no context is needed."""
+        return self.recall.decision != "exact"
+
+
+@dataclass(frozen=True)
+class AnswerNote:
+    """What the memory did for one answer — the ``skillgraft`` metadata every door reports.
+
+    ``decision``: ``exact`` (the verified answer), ``graft`` (the block's state restored and
+    the answer stood), ``fallback`` (a block was routed to but its graft did not stand — a
+    near miss, a refused gate, or a block that cannot lead this chat — and the answer was
+    generated plainly), or ``abstain`` (routing found nothing close enough). ``routed`` is
+    the router's own decision; ``block_id`` / ``block_name`` the block used or tried;
+    ``cache_n`` the block cells the context reused; ``gate`` the confidence verdict.
+    """
+
+    decision: AnswerDecision
+    routed: str
+    block_id: Optional[str]
+    block_name: Optional[str]
+    score: float
+    threshold: float
+    reason: str
+    cache_n: int = 0
+    prefill_tokens_avoided: int = 0
+    near_miss: bool = False
+    gate: Optional[dict] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AnswerEnd:
+    """The last event of an answer: why it ended (``stop`` or ``length``), its size, the
+    generated steps and where the time went."""
+
+    finish_reason: str
+    completion_tokens: int
+    prompt_tokens: int
+    steps: tuple[TokenStep, ...] = field(default=(), repr=False)
+    timings: Timings = field(default_factory=Timings)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole answer: its text, the note, how it ended, and what was recalled."""
+
+    text: str
+    note: AnswerNote
+    end: AnswerEnd
+    recall: Optional[Recall] = field(default=None, repr=False)

@@ -1,0 +1,246 @@
+"""The one answer pipeline: what every door does with a chat once the memory has recalled.
+
+``exact`` — the verified answer, no model call (or, with ``voice``, a few tokens of the
+model voicing it). ``graft`` — the routed block's verified state is restored into a context
+at its own positions, the rest of the chat is prefilled after the cells kept
+(:func:`~skillgraft.core.chat_layout.continuation`) and the answer is generated; its first
+tokens are held back until the near-miss rule (a solution's stored answer repeated for
+another question never stands) and the confidence gate have judged them, so nothing
+streamed is ever taken back. A graft that does not stand, or a block that cannot lead the
+chat, is answered plainly and reported as a ``fallback`` with the block it tried.
+``abstain`` — the chat is prefilled afresh.
+
+The steps run over an :class:`~skillgraft.protocols.AnswerSlot`, so the memory (an
+in-process context), the gateway (a leased llama-server slot) and LangChain all make the
+same answer, token for token at temperature 0, and report the same
+:class:`~skillgraft.core.answer.AnswerNote`. :meth:`AnswerPipeline.events` yields the note,
+then text deltas (``str``), then an :class:`~skillgraft.core.answer.AnswerEnd`; the note
+comes only once the context has produced its first token, so a failing server can be
+retried before anything is sent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator, Optional, Union
+
+from ..errors import ContextOverflowError, InputError
+from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
+from .chat_layout import block_tokens, chat_tokens, continuation
+from .recall import Recall
+from .gate import GATE_TOKENS, confidence, gate_policy, graft_verdict
+from .states import TokenStep
+from .stops import StopCutter
+from .timings import Timings
+
+MAX_VOICE_TOKENS = 8
+VOICE_PROMPT = "{query}\nReply with the verified answer only."
+
+Event = Union[AnswerNote, str, AnswerEnd]
+Record = Callable[[AnswerPlan, AnswerNote, AnswerEnd], None]
+
+
+class AnswerPipeline:
+    """The decision steps over one engine's rendering (``engine``: a
+    :class:`~skillgraft.protocols.ChatText` with ``n_ctx``). ``gate`` is ``"advisory"``
+    (report the confidence, never discard: the default) or ``"enforce"`` (a graft whose
+    first tokens are not confident is answered plainly); ``record`` is called with each
+    finished answer (the memory writes its ledger row)."""
+
+    def __init__(self, engine, *, gate: Union[str, bool, None] = None, record: Optional[Record] = None) -> None:
+        self.engine = engine
+        self.gate = gate_policy(gate)
+        self.record = record
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.engine.n_ctx)
+
+    def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
+        """The whole answer (the events collected)."""
+        note, pieces, end = None, [], None
+        for event in self.events(plan, slot, options):
+            if isinstance(event, AnswerNote):
+                note = event
+            elif isinstance(event, AnswerEnd):
+                end = event
+            else:
+                pieces.append(event)
+        return Answer("".join(pieces).strip(), note, end, plan.recall)
+
+    def events(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Iterator[Event]:
+        """The note, the text deltas and the end of the answer to ``plan`` in ``slot``
+        (None for an exact answer that is not voiced)."""
+        started = time.perf_counter()
+        recall = plan.recall
+        if recall.decision == "exact":
+            yield from self._exact(plan, slot, options, started)
+            return
+        note = self._note(plan, "abstain")
+        if recall.decision == "graft":
+            if plan.unusable:
+                note = self._note(plan, "fallback", reason=plan.unusable)
+            else:
+                outcome = yield from self._graft(plan, slot, options, started)
+                if outcome is None:
+                    return
+                note = outcome
+        yield from self._plain(plan, slot, options, note, started)
+
+    # -- the three answers ---------------------------------------------------------------
+
+    def _exact(self, plan: AnswerPlan, slot, options: AnswerOptions, started: float) -> Iterator[Event]:
+        block = plan.recall.block
+        text, steps, timings = block.answer, (), Timings()
+        if options.voice:
+            keep, after = continuation(self.engine, block, [("user", VOICE_PROMPT.format(query=plan.query))])
+            slot.restore(plan.state, block.id, keep=keep)
+            slot.prefill(after)
+            steps = tuple(slot.generate(AnswerOptions(max_tokens=MAX_VOICE_TOKENS).sampling(MAX_VOICE_TOKENS)))
+            text = "".join(s.piece for s in steps).strip() or block.answer
+        note = self._note(plan, "exact", avoided=block.n_tokens)
+        yield note
+        yield text
+        yield self._end(plan, note, "stop", steps, 0, self._timings(plan, timings, started))
+
+    def _graft(self, plan: AnswerPlan, slot, options: AnswerOptions, started: float):
+        """Stream a grafted answer, or return the fallback note when it does not stand."""
+        block = plan.recall.block
+        prefix = block_tokens(self.engine, block.source) if plan.reprefill else None
+        try:
+            keep, after = continuation(self.engine, block, plan.chat, prefix=prefix)
+        except InputError as exc:
+            return self._note(plan, "fallback", reason=str(exc))
+        n_prompt = keep + len(after)
+        sampling = options.sampling(self._room(n_prompt, "the block plus the chat"))
+        timings = Timings()
+        restore_started = time.perf_counter()
+        if plan.reprefill:
+            slot.prefill(list(prefix[:keep]) + after)
+            timings.prefill_s, timings.reprefilled = time.perf_counter() - restore_started, True
+        else:
+            slot.restore(plan.state, block.id, keep=keep)
+            slot.prefill(after)
+            timings.graft_s = time.perf_counter() - restore_started
+        source = slot.generate(sampling)
+        cutter, held, pieces = StopCutter(options.stop), [], []
+        whole = block.kind == "solution"  # the near-miss rule reads the whole answer
+        finished = True
+        generate_started = time.perf_counter()
+        for step in source:
+            held.append(step)
+            pieces.append(cutter.feed(step.piece))
+            if cutter.stopped:
+                break
+            if not whole and len(held) >= GATE_TOKENS:
+                finished = False
+                break
+        if finished:
+            pieces.append(cutter.flush())
+        verdict = graft_verdict(
+            block, "".join(pieces), confidence(held, plan.gate_threshold), enforce=self.gate == "enforce",
+            query=plan.query,
+        )
+        if verdict.fell_back:
+            _close(source)
+            return self._note(plan, "fallback", gate=verdict.as_dict(), reason=verdict.reason)
+        note = self._note(
+            plan, "graft", cache_n=slot.reused_cells, avoided=0 if plan.reprefill else keep, gate=verdict.as_dict()
+        )
+        yield note
+        steps = list(held)
+        text = "".join(pieces)
+        if text:
+            yield text
+        if not finished:
+            yield from self._relay(source, cutter, steps)
+        timings.generate_s = time.perf_counter() - generate_started
+        reason = self._finish(cutter, steps, sampling.max_tokens, n_prompt)
+        yield self._end(plan, note, reason, steps, n_prompt, self._timings(plan, timings, started))
+        return None
+
+    def _plain(self, plan: AnswerPlan, slot, options: AnswerOptions, note: AnswerNote, started: float) -> Iterator[Event]:
+        tokens = chat_tokens(self.engine, plan.chat)
+        sampling = options.sampling(self._room(len(tokens), "the chat"))
+        prefill_started = time.perf_counter()
+        slot.prefill(tokens)
+        source = slot.generate(sampling)
+        first = next(source, None)  # the context has answered before anything is sent
+        generate_started = time.perf_counter()
+        yield note
+        cutter, steps = StopCutter(options.stop), []
+        if first is not None:
+            steps.append(first)
+            text = cutter.feed(first.piece)
+            if text:
+                yield text
+            if not cutter.stopped:
+                yield from self._relay(source, cutter, steps)
+        else:
+            _close(source)
+        timings = Timings(plain_prefill_s=generate_started - prefill_started,
+                          plain_generate_s=time.perf_counter() - generate_started)
+        reason = self._finish(cutter, steps, sampling.max_tokens, len(tokens))
+        yield self._end(plan, note, reason, steps, len(tokens), self._timings(plan, timings, started))
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _relay(self, source: Iterator[TokenStep], cutter: StopCutter, steps: list) -> Iterator[str]:
+        for step in source:
+            steps.append(step)
+            text = cutter.feed(step.piece)
+            if text:
+                yield text
+            if cutter.stopped:
+                _close(source)
+                return
+        rest = cutter.flush()
+        if rest:
+            yield rest
+
+    def _room(self, n_prompt: int, what: str) -> int:
+        if n_prompt >= self.n_ctx:
+            raise ContextOverflowError(n_prompt, self.n_ctx - 1, what)
+        return self.n_ctx - n_prompt
+
+    def _finish(self, cutter: StopCutter, steps: list, max_tokens: int, n_prompt: int) -> str:
+        if cutter.stopped:
+            return "stop"
+        return "length" if len(steps) >= max_tokens or n_prompt + len(steps) >= self.n_ctx else "stop"
+
+    def _timings(self, plan: AnswerPlan, timings: Timings, started: float) -> Timings:
+        timings.recall_s = plan.timings.recall_s
+        timings.load_s = plan.timings.load_s
+        timings.from_cache = plan.timings.from_cache
+        timings.total_s = (plan.timings.recall_s or 0.0) + (plan.timings.load_s or 0.0) + time.perf_counter() - started
+        return timings
+
+    def _end(self, plan: AnswerPlan, note: AnswerNote, reason: str, steps, n_prompt: int, timings: Timings) -> AnswerEnd:
+        end = AnswerEnd(reason, len(steps), n_prompt, tuple(steps), timings)
+        if self.record is not None:
+            self.record(plan, note, end)
+        return end
+
+    @staticmethod
+    def _note(plan: AnswerPlan, decision: str, **details) -> AnswerNote:
+        return answer_note(plan.recall, decision, **details)
+
+
+def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int = 0,
+                gate: Optional[dict] = None, reason: str = "") -> AnswerNote:
+    """The note of an answer to ``recall`` that ended in ``decision``: the one place its
+    fields get their meaning (a door that answers without the pipeline, say a LangChain
+    agent's own model on an abstain, reports this too)."""
+    block = recall.block if decision != "abstain" else None
+    return AnswerNote(
+        decision=decision, routed=recall.decision, block_id=block.id if block else None,
+        block_name=block.name if block else None, score=round(float(recall.score), 6),
+        threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n,
+        prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate,
+    )
+
+
+def _close(source) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,109 @@
+"""The gateway's decisions on the fakes: an HTTP client over the app, no llama-server.
+
+The same chats through ``SkillMemory.answer`` and through ``POST /v1/chat/completions`` give
+the same decision, block and text: both doors run the one answer pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+import pytest
+
+from skillgraft.core.answer import AnswerOptions
+from skillgraft.gateway.app import create_app
+from skillgraft.gateway.service import Gateway
+from skillgraft.testing import FakePool
+
+from .conftest import GIT_QUERY, OUT_OF_DOMAIN, QUESTION
+
+GIT_REPLY = "Run git rebase -i and squash."
+PLAIN_REPLY = "I can help with that."
+
+
+def replies(prompt: str):
+    return GIT_REPLY if "squashing commits" in prompt else PLAIN_REPLY
+
+
+@pytest.fixture
+def client(fake_stocked, fake_engine, fake_embedder):
+    fake_engine.reply = replies
+    gateway = Gateway(fake_stocked.store.home, FakePool(fake_engine), embedder=fake_embedder)
+    app = create_app(gateway)
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        yield http, gateway
+    gateway.close()
+
+
+def _chat(http, messages, **extra):
+    body = {"model": "fake-chatml", "messages": [{"role": r, "content": c} for r, c in messages], **extra}
+    return http.post("/v1/chat/completions", json=body)
+
+
+CHATS = {
+    "exact": [("user", QUESTION)],
+    "graft": [("user", GIT_QUERY)],
+    "graft with a system prompt": [("system", "You are a terse assistant."), ("user", GIT_QUERY)],
+    "multi-turn": [("user", "hello"), ("assistant", "hi"), ("user", GIT_QUERY)],
+    "abstain": [("user", OUT_OF_DOMAIN)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHATS))
+def test_the_gateway_and_the_memory_give_the_same_answer(client, fake_stocked, name):
+    http, _ = client
+    response = _chat(http, CHATS[name], max_tokens=24)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    direct = fake_stocked.answer(CHATS[name], AnswerOptions(max_tokens=24))
+    note = body["skillgraft"]
+    assert (note["decision"], note["block_id"]) == (direct.note.decision, direct.note.block_id)
+    assert body["choices"][0]["message"]["content"] == direct.text
+    assert note == direct.note.as_dict()
+
+
+def test_a_stream_holds_the_graft_until_judged_and_says_so_first(client, fake_stocked):
+    http, _ = client
+    with http.stream("POST", "/v1/chat/completions", json={
+        "model": "fake-chatml", "stream": True, "messages": [{"role": "user", "content": GIT_QUERY}],
+    }) as response:
+        assert response.status_code == 200
+        chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    assert chunks[0]["skillgraft"]["decision"] == "graft"
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text.strip() == GIT_REPLY == fake_stocked.answer([("user", GIT_QUERY)]).text
+
+
+def test_an_enforced_gate_falls_back_and_reports_the_block_it_tried(fake_stocked, fake_engine, fake_embedder):
+    fake_engine.reply = lambda prompt: None if "squashing commits" in prompt else PLAIN_REPLY
+    gateway = Gateway(fake_stocked.store.home, FakePool(fake_engine), embedder=fake_embedder, gate="enforce")
+    with TestClient(create_app(gateway), base_url="http://127.0.0.1") as http:
+        note = _chat(http, [("user", GIT_QUERY)]).json()["skillgraft"]
+    gateway.close()
+    assert note["decision"] == "fallback" and note["routed"] == "graft"
+    assert note["block_name"] == "git-squash" and note["gate"]["fell_back"]
+    assert note["reason"].startswith("graft not confident")
+
+
+def test_every_answer_writes_one_ledger_row(client, fake_stocked):
+    http, _ = client
+    last = max((row["id"] for row in fake_stocked.store.ledger(1)), default=0)
+    _chat(http, [("user", GIT_QUERY)])
+    rows = [row for row in fake_stocked.store.ledger() if row["id"] > last]
+    assert [(r["event"], r["decision"]) for r in rows] == [("generate", "graft")]
+
+
+@pytest.mark.parametrize("messages", [
+    '[{"role": "assistant", "content": "hi"}]',
+    '[{"role": "user", "content": "\\ud800"}]',
+    '[{"role": "tool", "content": "x"}]',
+    '[{"role": "user", "content": "x"}], "max_tokens": 0',
+    '[{"role": "user", "content": "x"}], "top_p": 0',
+])
+def test_a_bad_chat_is_a_400(client, messages):
+    http, _ = client
+    body = '{"model": "fake-chatml", "messages": ' + messages + "}"
+    response = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["type"] == "invalid_request_error"
