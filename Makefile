@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml $(wildcard $(ADAPTER)/pyproject.toml) Makefile
 demo: install
 	$(BIN)/skillgraft demo
 
+# The verifier's sandbox needs nothing installed (Linux namespaces); its tests fail, never skip, here.
 test: install server
-	SKILLGRAFT_REQUIRE_SERVER=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
 
 # The fast suite alone: fakes only (skillgraft.testing), no model loaded.
 .PHONY: test-fast

@@ -1,14 +1,17 @@
 """Running untrusted Python code under limits (the sandbox of the ``python`` verifier).
 
-Each run gets its own Linux mount, PID, network and IPC namespaces (and a user namespace when
-the caller is not root), set up by ``sandbox_init.py``:
+Each run gets its own Linux mount, PID, network, IPC and UTS namespaces (and a user namespace
+when the caller is not root), set up by ``sandbox_init.py``:
 
+- a fresh root holding only what the interpreter needs (read-only binds of the interpreter, its
+  standard library and the libraries it loads; see ``sandbox_root.py``): no host ``/etc``,
+  ``/home``, ``/root``, store or working folder, whatever user the caller is;
 - every process of the run lives in the PID namespace; when the method ends, or is stopped,
   the namespace's init exits and the kernel kills everything left, double-forked or not;
 - a fresh ``/proc`` shows only the run's own processes, never another command line;
-- the inherited filesystem is read-only; ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are fresh
-  tmpfs mounts of ``tmp_mb`` each, seen by this run only and gone with it; the method runs in
-  ``/tmp/method`` (mode 0700, owned by the method's user);
+- everything but the private tmpfs mounts is read-only; ``/tmp``, ``/var/tmp`` and
+  ``/dev/shm`` are fresh tmpfs mounts of ``tmp_mb`` each, seen by this run only and gone with
+  it; the method runs in ``/tmp/method`` (mode 0700, owned by the method's user);
 - no network (an empty network namespace), a scrubbed environment, no inherited descriptors,
   no capabilities, ``no_new_privs``, user ``nobody`` when the caller is root;
 - CPU, memory, process, file size and descriptor limits (``setrlimit``);
@@ -25,9 +28,7 @@ import functools
 import marshal
 import os
 import selectors
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -35,9 +36,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import ConfigError, InputError
+from .sandbox_root import root_plan
 
 _INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py")
-_CLONE_FLAGS = 0x00020000 | 0x08000000 | 0x20000000 | 0x40000000  # NEWNS | NEWIPC | NEWPID | NEWNET
+_CLONE_FLAGS = 0x00020000 | 0x04000000 | 0x08000000 | 0x20000000 | 0x40000000  # NEWNS|NEWUTS|NEWIPC|NEWPID|NEWNET
 _ENV = {
     "PATH": "/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -81,39 +83,15 @@ class SandboxRun:
     truncated: bool = False  # stdout or stderr went over the limit, so the run was stopped there
 
 
-def _world_executable(path: str) -> bool:
-    """Whether any user may run ``path`` (every folder above it searchable)."""
-    real = os.path.realpath(path)
-    try:
-        if not os.stat(real).st_mode & stat.S_IXOTH:
-            return False
-        folder = os.path.dirname(real)
-        while folder and folder != os.path.dirname(folder):
-            if not os.stat(folder).st_mode & stat.S_IXOTH:
-                return False
-            folder = os.path.dirname(folder)
-    except OSError:
-        return False
-    return True
-
-
-def sandbox_python() -> str:
-    """The interpreter for method code: ours, or a system one the unprivileged user can run."""
-    if os.geteuid() != 0:
-        return sys.executable
-    for candidate in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
-        if candidate and _world_executable(candidate):
-            return os.path.realpath(candidate)
-    raise ConfigError("no Python interpreter is executable by the sandbox user (nobody)")
-
-
 def _config(limits: Limits) -> dict:
+    plan = root_plan(sys.executable)
     tmp_bytes = limits.tmp_mb << 20
     return {
         "parent_pid": os.getpid(),
         "clone_flags": _CLONE_FLAGS,
         "as_root": os.geteuid() == 0,
-        "python": sandbox_python(),
+        "python": plan.python,
+        "root": plan.as_config(),
         "env": _ENV,
         "tmp_kib": tmp_bytes >> 10,
         "tmp_inodes": limits.max_inodes,
@@ -139,6 +117,7 @@ class _Run:
         self.truncated = False
         self.pidfd: Optional[int] = None
         self.status = bytearray()
+        config = _config(limits)  # before anything starts: a sandbox that cannot be built runs nothing
         status_r, status_w = os.pipe()
         try:
             self.process = subprocess.Popen(
@@ -156,7 +135,7 @@ class _Run:
         finally:
             os.close(status_w)
         self.status_r = status_r
-        self.pending = memoryview(marshal.dumps((_config(limits), code)))
+        self.pending = memoryview(marshal.dumps((config, code)))
         self.output = {self.process.stdout: bytearray(), self.process.stderr: bytearray()}
 
     def stop(self, reason: str) -> None:

@@ -5,11 +5,13 @@ stdin (the interpreter is the caller's own, so the format matches; nothing about
 on this command line). Standard library only, no slow imports. The steps:
 
 1. die with the caller (``PR_SET_PDEATHSIG``); read the config and the code;
-2. ``unshare`` fresh mount, PID, network and IPC namespaces (plus a user namespace when not
-   root); fork the namespace's PID 1 and report its PID;
-3. PID 1 makes every inherited mount read-only, nosuid and private, mounts a fresh ``/proc``
-   and a size-bounded tmpfs on ``/tmp``, ``/var/tmp`` and ``/dev/shm``, writes
-   ``/tmp/method/method.py`` and forks the method: limits, no capabilities, no new privileges,
+2. ``unshare`` fresh mount, PID, network, IPC and UTS namespaces (plus a user namespace when
+   not root); fork the namespace's PID 1 and report its PID;
+3. PID 1 builds a fresh root on a tmpfs (read-only, nosuid binds of what the interpreter needs:
+   the plan of :mod:`skillgraft.verify.sandbox_root`), pivots into it and detaches the host's
+   tree, mounts a fresh ``/proc`` and a size-bounded tmpfs on ``/tmp``, ``/var/tmp`` and
+   ``/dev/shm``, writes ``/tmp/method/method.py`` and forks the method: limits, no
+   capabilities, no new privileges,
    the unprivileged user when root, no inherited descriptors, then ``exec`` of
    ``python -I -S method.py``;
 4. PID 1 reaps every process until the method has exited, reports ``exit N`` or ``signal N``
@@ -26,11 +28,11 @@ import select
 import signal
 import sys
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x40000
-MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, AT_RECURSIVE, AT_FDCWD = 0x1, 0x2, 0x8000, -100
+CLONE_NEWUSER = 0x10000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, AT_RECURSIVE, AT_FDCWD, MNT_DETACH = 0x1, 0x2, 0x8000, -100, 0x2
 SYS_MOUNT_SETATTR = 442  # Linux 5.12; the same number on every architecture but alpha
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 NOBODY = 65534
 WORK = "/tmp/method"
@@ -74,20 +76,60 @@ def mount(source, target, fstype, flags, data):
     checked(libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode()), f"mount {target}")
 
 
-def build_filesystem(config):
-    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, MS_PRIVATE, 0)
+def bind(source, target, is_folder):
+    if is_folder:
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+    mount(source, target, "", MS_BIND | MS_REC, "")
+
+
+def build_root(root):
+    """A fresh tmpfs at ``root["stage"]`` holding read-only binds of what the interpreter needs
+    (the plan of :mod:`skillgraft.verify.sandbox_root`) and empty mount points; nothing else."""
+    stage = root["stage"]
+    mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "size=1024k,nr_inodes=4096,mode=755")
+    for path, target in root["links"]:
+        os.makedirs(os.path.dirname(stage + path), 0o755, exist_ok=True)
+        os.symlink(target, stage + path)
+    for folder in root["folders"]:
+        bind(folder, stage + folder, True)
+    for path in root["files"]:
+        bind(path, stage + path, False)
+    for path in root["mount_points"]:
+        os.makedirs(stage + path, 0o755, exist_ok=True)
+    attr = MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
     checked(
-        libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)),
-        "mount_setattr / read-only (needs Linux 5.12 or later)",
+        libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, stage.encode(), AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)),
+        "mount_setattr read-only (needs Linux 5.12 or later)",
     )
+    return stage
+
+
+def enter_root(stage):
+    """Make ``stage`` the root and drop the host's tree from this mount namespace."""
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(f"pivot_root: no system call number known for {os.uname().machine}")
+    os.chdir(stage)
+    checked(libc.syscall(number, b".", b"."), "pivot_root")
+    checked(libc.umount2(b".", MNT_DETACH), "umount the host's root")
+    os.chdir("/")
+
+
+def build_filesystem(config):
+    mount("none", "/", "", MS_REC | MS_PRIVATE, "")  # nothing below propagates to the host
+    enter_root(build_root(config["root"]))
     try:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "")
-    except OSError:  # a proc mount can be refused in a user namespace: hide /proc instead
+    except OSError:  # a proc mount can be refused in a user namespace: an empty /proc instead
         mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=16,mode=555")
     tmpfs = f"size={config['tmp_kib']}k,nr_inodes={config['tmp_inodes']},mode=1777"
     for target in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(target):
-            mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs)
+        mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs)
+    hostname = b"sandbox"
+    checked(libc.sethostname(hostname, len(hostname)), "sethostname")
 
 
 def write_method(code, as_root):
