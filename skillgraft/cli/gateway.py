@@ -30,20 +30,39 @@ def _serve_extra() -> None:
 @click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64), help="Slots per server.")
 @click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
 @click.option("--no-gate", is_flag=True, help="Keep grafted answers even when their first tokens are not confident.")
+@click.option("--allow-deposits", is_flag=True, help="Let clients add and delete skills (POST/DELETE /v1/skills); off by default.")
+@click.option("--deposit-key", envvar="SKILLGRAFT_DEPOSIT_KEY", default=None,
+              help="Key the write routes need instead of the API key ($SKILLGRAFT_DEPOSIT_KEY); required with --api-key.")
+@click.option("--deposits-per-minute", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Deposits each client address may make a minute (a burst of as many).")
+@click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a request may take to send its headers.")
+@click.option("--body-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a request may take to send its body.")
+@click.option("--max-connections", default=256, show_default=True, type=click.IntRange(1), help="Open connections, in all.")
+@click.option("--max-client-connections", default=32, show_default=True, type=click.IntRange(1),
+              help="Open connections from one client address.")
+@click.option("--slot-wait", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a request waits for a free slot before a 503 (default 30).")
 @model_option
 @click.pass_context
-def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> None:
+def serve_command(ctx, host, port, servers, slots, api_key, no_gate, allow_deposits, deposit_key, deposits_per_minute,
+                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
     logs go to stderr. Stops the servers on Ctrl-C or SIGTERM.
     """
     from ..gateway import GatewayConfig, serve
+    from ..gateway.access import DepositPolicy
+    from ..gateway.http_guard import HttpLimits
 
     _serve_extra()
     config = GatewayConfig(
         home=store_home(ctx), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
         api_key=api_key, gate=not no_gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
+        deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
+        http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
     )
 
     def ready(url: str, server_pids: list[int]) -> None:
@@ -54,11 +73,16 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, model) -> N
 
 
 @click.command("mcp")
+@click.option("--allow-deposits", is_flag=True, help="Offer the add_manual and add_solution tools; off by default.")
+@click.option("--deposits-per-minute", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Deposits the client may make a minute (a burst of as many).")
 @model_option
 @click.pass_context
-def mcp_command(ctx, model: Optional[str]) -> None:
+def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, model: Optional[str]) -> None:
     """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts)."""
+    from ..gateway.access import DepositPolicy
     from ..gateway.mcp import run_stdio
 
     _serve_extra()
-    run_stdio(store_home(ctx), model=model, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"))
+    run_stdio(store_home(ctx), model=model, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
+              deposits=DepositPolicy(allow_deposits, None, deposits_per_minute))

@@ -9,7 +9,6 @@ every route but ``/healthz`` needs ``Authorization: Bearer <key>``.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
@@ -22,7 +21,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import (
     BlockNotFoundError,
@@ -38,6 +36,7 @@ from ..errors import (
     VerificationError,
 )
 from ..verify.verifiers import withheld_refusal
+from .access import ApiError, DepositPolicy, guard, json_error
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
@@ -45,21 +44,10 @@ from .service import Gateway
 
 logger = logging.getLogger("skillgraft.gateway")
 
-MAX_BODY_BYTES = 4 << 20
 DEFAULT_MAX_TOKENS = 256
-RETRY_AFTER_S = "1"
-
-
-class ApiError(Exception):
-    """An error answered as an OpenAI-style error object."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 code: Optional[str] = None, param: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+# What a remote client is never shown of a skill: how long its verification took (a timing
+# channel out of the sandbox) and a hash of what its method printed.
+NOT_SERVED = ("verify_seconds", "verifier_output_sha256")
 
 
 def api_error(exc: BaseException) -> ApiError:
@@ -78,9 +66,10 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, FingerprintMismatchError):
         return ApiError(409, message, code="fingerprint_mismatch")
     if isinstance(exc, VerificationError):
-        # What a refused method printed is withheld: a method can read this host's files.
+        # What a refused method printed is withheld: beyond the verdict, nothing leaves the sandbox.
         return ApiError(422, withheld_refusal(), code="verification_failed")
     if isinstance(exc, NoSlotError):
+        logger.warning("503 busy: %s", message)  # one line: a full gateway is no bug
         return ApiError(503, message, kind="server_error", code="busy")
     if isinstance(exc, (ServerError, StoreError)):
         return ApiError(503, message, kind="server_error", code="unavailable")
@@ -88,61 +77,6 @@ def api_error(exc: BaseException) -> ApiError:
         return ApiError(500, message, kind="server_error")
     logger.exception("unexpected error", exc_info=exc)
     return ApiError(500, "internal error (see the gateway's log)", kind="server_error")
-
-
-def _json_error(error: ApiError) -> JSONResponse:
-    headers = {"Retry-After": RETRY_AFTER_S} if error.status == 503 else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-class BodyLimit:
-    """ASGI middleware: read a request body whole (at most ``limit`` bytes, else 413) before the
-    app sees it, whatever its transfer encoding."""
-
-    def __init__(self, app, limit: int = MAX_BODY_BYTES) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        too_big = ApiError(413, f"the request body is over {self.limit} bytes", code="body_too_large")
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await _json_error(too_big)(scope, receive, send)
-        body, more = bytearray(), True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.limit:
-                return await _json_error(too_big)(scope, receive, send)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()  # later reads wait for the client to disconnect
-
-        return await self.app(scope, replay, send)
-
-
-class ApiKeyCheck:
-    """ASGI middleware: every route but ``/healthz`` needs ``Authorization: Bearer <key>``."""
-
-    def __init__(self, app, api_key: str) -> None:
-        self.app, self.expected = app, f"Bearer {api_key}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope.get("path") != "/healthz":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                error = ApiError(401, "a valid API key is required (Authorization: Bearer ...)", code="invalid_api_key")
-                return await _json_error(error)(scope, receive, send)
-        return await self.app(scope, receive, send)
 
 
 class SlotGate:
@@ -154,12 +88,13 @@ class SlotGate:
         self._semaphore: Optional[asyncio.Semaphore] = None
 
     async def acquire(self) -> None:
+        """Wait for a slot; none within the timeout is a 503 (one log line, no traceback)."""
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.n_slots)
         try:
             await asyncio.wait_for(self._semaphore.acquire(), self.timeout_s)
         except asyncio.TimeoutError:
-            raise NoSlotError(self.timeout_s, self.n_slots) from None
+            raise api_error(NoSlotError(self.timeout_s, self.n_slots)) from None
 
     def release(self) -> None:
         self._semaphore.release()
@@ -168,9 +103,19 @@ class SlotGate:
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
 
 
-def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts: Optional[list[str]] = None):
-    """The ASGI application serving ``gateway``. Without an API key only loopback Host
-    headers are accepted (``allowed_hosts``), so a web page cannot reach it by DNS rebinding."""
+def served(block) -> dict:
+    """A skill as remote clients see it: its catalog summary less :data:`NOT_SERVED`."""
+    row = block.summary()
+    for name in NOT_SERVED:
+        row.pop(name, None)
+    return row
+
+
+def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts: Optional[list[str]] = None,
+               deposits: DepositPolicy = DepositPolicy()):
+    """The ASGI application serving ``gateway``, behind :func:`skillgraft.gateway.access.guard`.
+    Without an API key only loopback Host headers are accepted (``allowed_hosts``), so a web page
+    cannot reach it by DNS rebinding; skills are added or deleted only as ``deposits`` allow."""
     app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None)
     model_id = gateway.model_name
     slots = SlotGate(gateway.pool.n_leases, gateway.pool.lease_timeout_s)
@@ -178,26 +123,26 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
         gateway.metrics.error(exc.status)
-        return _json_error(exc)
+        return json_error(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         gateway.metrics.error(400)
-        return _json_error(ApiError(400, f"{where or 'body'}: {first.get('msg', 'invalid request')}", param=where or None))
+        return json_error(ApiError(400, f"{where or 'body'}: {first.get('msg', 'invalid request')}", param=where or None))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         gateway.metrics.error(exc.status_code)
-        return _json_error(ApiError(exc.status_code, str(exc.detail), code=code))
+        return json_error(ApiError(exc.status_code, str(exc.detail), code=code))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         error = api_error(exc)
         gateway.metrics.error(error.status)
-        return _json_error(error)
+        return json_error(error)
 
     async def in_thread(function, *args):
         try:
@@ -246,7 +191,9 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                            code="model_not_found", param="model")
         unsupported = body.unsupported()
         if unsupported:
-            raise ApiError(400, f"{unsupported} is not supported by this gateway", param=unsupported)
+            known = unsupported in type(body).model_fields
+            why = "is not supported by this gateway as set" if known else "is not a field this gateway knows"
+            raise ApiError(400, f"{unsupported} {why}; leave it out", param=unsupported, code="unsupported_field")
         options = await in_thread(lambda: AnswerOptions(
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
             temperature=body.temperature if body.temperature is not None else 0.0,
@@ -280,7 +227,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         if kind not in (None, "manual", "solution"):
             raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
         blocks = await in_thread(gateway.list_skills, kind)
-        return {"object": "list", "data": [block.summary() for block in blocks]}
+        return {"object": "list", "data": [served(block) for block in blocks]}
 
     @app.post("/v1/skills", status_code=201)
     async def add_skill(skill: NewSkill):
@@ -293,16 +240,14 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                 lambda: gateway.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
                                              examples=skill.examples)
             )
-        return block.summary()
+        return served(block)
 
     @app.delete("/v1/skills/{ref}")
     async def delete_skill(ref: str):
         block = await in_thread(gateway.delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
-    wrapped = app if allowed_hosts is None else TrustedHostMiddleware(app, allowed_hosts=allowed_hosts)
-    wrapped = wrapped if api_key is None else ApiKeyCheck(wrapped, api_key)
-    return BodyLimit(wrapped)
+    return guard(app, api_key=api_key, allowed_hosts=allowed_hosts, deposits=deposits)
 
 
 def _completion(answer: Answer, completion_id: str, model_id: str) -> dict:

@@ -1,9 +1,9 @@
 """``skillgraft mcp``: the skill memory as MCP tools over stdio (the ``mcp`` SDK).
 
 Tools: ``recall`` (what the memory would do for a question), ``ask`` (answer it: the
-verified answer, a grafted block, or plain generation), ``add_manual``, ``add_solution``
-(verified here by running its method in the sandbox; nothing the client says is trusted)
-and ``list_skills``. Results are typed (pydantic), so MCP hosts see their schemas. The
+verified answer, a grafted block, or plain generation) and ``list_skills``; with deposits
+allowed (``--allow-deposits``, rate-limited) also ``add_manual`` and ``add_solution`` (verified
+here by running its method in the sandbox; nothing the client says is trusted). Results are typed (pydantic), so MCP hosts see their schemas. The
 memory is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns
 its message as the tool's error, except what a refused method printed. Needs the ``serve`` extra.
 """
@@ -21,6 +21,7 @@ from ..core.blocks import Block
 from ..errors import ConflictError, SkillgraftError, VerificationError
 from ..memory import SkillMemory
 from ..verify.verifiers import withheld_refusal
+from .access import DepositPolicy, DepositRate
 
 INSTRUCTIONS = (
     "A verified memory of skills. Call recall or ask before answering a question in one of the "
@@ -63,8 +64,9 @@ class SkillInfo(BaseModel):
         )
 
 
-def build_server(memory: SkillMemory):
-    """An :class:`mcp.server.MCPServer` whose tools use ``memory``."""
+def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy()):
+    """An :class:`mcp.server.MCPServer` whose tools use ``memory``; the deposit tools only
+    when ``deposits`` allows them."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -104,37 +106,53 @@ def build_server(memory: SkillMemory):
         )
 
     @server.tool()
+    def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:
+        """The skills in the memory (manuals and verified solutions)."""
+        with one_call():
+            return [SkillInfo.of(block) for block in memory.list(kind)]
+
+    if deposits.allowed:
+        _deposit_tools(server, memory, one_call, DepositRate(deposits.per_minute), ToolError)
+    return server
+
+
+def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, ToolError) -> None:
+    """``add_manual`` and ``add_solution``, offered only when deposits are allowed; each call
+    takes one of the client's deposits a minute."""
+
+    def take() -> None:
+        wait = rate.take("stdio")
+        if wait:
+            raise ToolError(f"over {rate.capacity:g} deposits a minute; retry in {wait:.0f} s")
+
+    @server.tool()
     def add_manual(name: str, text: str, description: str = "", examples: Optional[list[str]] = None) -> SkillInfo:
         """Capture a skill manual once, so later questions on it graft it instead of re-reading it."""
+        take()
         with one_call():
             return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
 
     @server.tool()
     def add_solution(question: str, answer: str, method: str, name: Optional[str] = None) -> SkillInfo:
         """Store a solution after running its Python ``method`` (which must print the answer) and checking it."""
+        take()
         with one_call():
             try:
                 block = memory.add_solution(question, answer, method=method, verifier="python", name=name)
             except VerificationError as exc:
                 if isinstance(exc, ConflictError):
                     raise
-                # What the method printed is withheld: the method can read this host's files.
+                # What the method printed is withheld: beyond the verdict, nothing leaves the sandbox.
                 raise ToolError(withheld_refusal(answer)) from None
         return SkillInfo.of(block)
 
-    @server.tool()
-    def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:
-        """The skills in the memory (manuals and verified solutions)."""
-        with one_call():
-            return [SkillInfo.of(block) for block in memory.list(kind)]
-
-    return server
-
 
 def run_stdio(
-    home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None
+    home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None,
+    deposits: DepositPolicy = DepositPolicy(),
 ) -> None:
     """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
     stdin/stdout until the client disconnects."""
+    deposits.check(None)
     with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks) as memory:
-        build_server(memory).run("stdio")
+        build_server(memory, deposits).run("stdio")

@@ -12,6 +12,8 @@ from typing import Callable, Optional, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError
+from .access import DepositPolicy
+from .http_guard import HttpLimits
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -29,6 +31,9 @@ class GatewayConfig:
     gate: bool = True
     catalog: Optional[str] = None
     blocks: Optional[str] = None
+    deposits: DepositPolicy = DepositPolicy()
+    http: HttpLimits = HttpLimits()
+    slot_wait_s: Optional[float] = None  # how long a request waits for a free slot (pool default)
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -37,6 +42,10 @@ class GatewayConfig:
             raise ConfigError(f"--servers and --slots must be at least 1, got {self.n_servers} and {self.n_slots}")
         if not _is_loopback(self.host) and not self.api_key:
             raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key")
+        if self.slot_wait_s is not None and self.slot_wait_s <= 0:
+            raise ConfigError(f"--slot-wait must be positive, got {self.slot_wait_s}")
+        self.deposits.check(self.api_key)
+        self.http.check()
 
 
 def _is_loopback(host: str) -> bool:
@@ -72,18 +81,21 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     import uvicorn
 
     from .app import LOOPBACK_HOSTS, create_app
+    from .http_guard import protocol_class
     from .pool import ServerPool
     from .service import Gateway
 
     config.check()
-    pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings)
+    waits = {} if config.slot_wait_s is None else {"lease_timeout_s": config.slot_wait_s}
+    pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings, **waits)
     try:
         gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks)
         try:
-            app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS)
+            app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
+                             deposits=config.deposits)
             server = uvicorn.Server(uvicorn.Config(
                 app, host=config.host, port=config.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=5,
+                timeout_graceful_shutdown=5, http=protocol_class(config.http),
             ))
             if ready is not None:
                 original = server.startup

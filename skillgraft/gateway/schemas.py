@@ -12,12 +12,14 @@ MAX_STOP_STRINGS = 4
 
 
 class TextPart(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     type: Literal["text"]
     text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     role: Literal["system", "developer", "user", "assistant"]
     content: Union[Annotated[str, Field(max_length=MAX_TEXT_CHARS)], list[TextPart]]
@@ -33,16 +35,35 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     include_usage: Optional[bool] = None
 
 
-class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions``. Fields this gateway cannot honour are refused
-    (:meth:`unsupported`), never silently ignored; ``null`` means the default."""
+# OpenAI fields this gateway cannot honour, each with the values that ask for nothing (accepted);
+# any other value is refused naming the field. ``null`` always means the default.
+NO_OP_VALUES: dict[str, tuple] = {
+    "frequency_penalty": (0.0,),
+    "presence_penalty": (0.0,),
+    "tools": ([],),
+    "functions": ([],),
+    "tool_choice": ("none", "auto"),
+    "parallel_tool_calls": (True, False),
+    "response_format": ({"type": "text"},),
+    "logprobs": (False,),
+    "top_logprobs": (0,),
+    "logit_bias": ({},),
+    "modalities": (["text"],),
+}
+IGNORED = ("user",)  # accepted and not used: they change nothing in an answer
 
-    model_config = ConfigDict(extra="allow")
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions``, strictly typed (``"3"`` is no number). Fields this gateway
+    cannot honour are refused (:meth:`unsupported`), never silently ignored, and so is any
+    field it does not know (``top_k``, ``min_p``, ``repetition_penalty``, ``echo``, ...)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
@@ -54,25 +75,30 @@ class ChatCompletionRequest(BaseModel):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     n: Optional[Annotated[int, Field(ge=1, le=1)]] = None
+    user: Optional[str] = None
     top_p: Optional[Annotated[float, Field(gt=0.0, le=1.0)]] = None
+    frequency_penalty: Optional[float] = None
+    presence_penalty: Optional[float] = None
     tools: Optional[list] = None
+    functions: Optional[list] = None
+    tool_choice: Union[None, str, dict] = None
+    parallel_tool_calls: Optional[bool] = None
+    response_format: Optional[dict] = None
+    logprobs: Optional[bool] = None
+    top_logprobs: Optional[int] = None
+    logit_bias: Optional[dict] = None
+    modalities: Optional[list[str]] = None
 
     def unsupported(self) -> Optional[str]:
-        """The first field set to something this gateway cannot do, or None."""
-        extra = self.model_extra or {}
-        checks = {
-            "tools": bool(self.tools),
-            "functions": bool(extra.get("functions")),
-            "tool_choice": extra.get("tool_choice") not in (None, "none", "auto"),
-            "response_format": extra.get("response_format") not in (None, {"type": "text"}),
-            "logprobs": bool(extra.get("logprobs")),
-            "top_logprobs": bool(extra.get("top_logprobs")),
-            "logit_bias": bool(extra.get("logit_bias")),
-            "audio": extra.get("audio") is not None,
-            "modalities": extra.get("modalities") not in (None, ["text"]),
-            "prediction": extra.get("prediction") is not None,
-        }
-        return next((name for name, refused in checks.items() if refused), None)
+        """The first field this gateway cannot do as set (an unknown field first), or None."""
+        unknown = sorted(self.model_extra or {})
+        if unknown:
+            return unknown[0]
+        for name, no_ops in NO_OP_VALUES.items():
+            value = getattr(self, name)
+            if value is not None and value not in no_ops:
+                return name
+        return None
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
@@ -82,7 +108,7 @@ class ChatCompletionRequest(BaseModel):
 
 
 class ManualSkill(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: Literal["manual"]
     name: Annotated[str, Field(min_length=1, max_length=200)]
@@ -94,7 +120,7 @@ class ManualSkill(BaseModel):
 class SolutionSkill(BaseModel):
     """A solution is verified here by running ``method`` in the sandbox: nothing else is trusted."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: Literal["solution"]
     question: Annotated[str, Field(min_length=1, max_length=4_000)]

@@ -47,7 +47,7 @@ def output_sha256(text: str) -> str:
 
 def withheld_refusal(answer: Optional[str] = None) -> str:
     """What a remote client (HTTP, MCP) is told when its solution is not verified: never what
-    the method printed, since a method can read the files of the host that runs it."""
+    the method printed (beyond the verdict, nothing of a run leaves the sandbox)."""
     subject = f"the answer {answer!r}" if answer is not None else "the answer"
     return (
         f"{subject} was not verified: the method did not print it, or failed; nothing was stored "

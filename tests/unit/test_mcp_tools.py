@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from skillgraft.gateway.access import DepositPolicy  # noqa: E402
 from skillgraft.gateway.mcp import build_server  # noqa: E402
 from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
 from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
@@ -14,14 +15,22 @@ from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
 from .conftest import GIT_MANUAL  # noqa: E402
 
 
-def _call(memory, name: str, arguments: dict):
+ALLOWED = DepositPolicy(allowed=True)
+
+
+def _calls(memory, calls: list[tuple[str, dict]], deposits: DepositPolicy = ALLOWED):
     from mcp import Client
 
     async def run():
-        async with Client(build_server(memory)) as client:
-            return await client.call_tool(name, arguments)
+        async with Client(build_server(memory, deposits)) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            return tools, [await client.call_tool(name, arguments) for name, arguments in calls]
 
     return anyio.run(run)
+
+
+def _call(memory, name: str, arguments: dict):
+    return _calls(memory, [(name, arguments)])[1][0]
 
 
 @pytest.mark.parametrize(
@@ -55,3 +64,19 @@ def test_a_refused_solution_never_shows_the_client_what_its_method_printed(fake_
     assert result.is_error and "not verified" in result.content[0].text
     assert "MARKER" not in result.content[0].text
     assert fake_memory.list() == []
+
+
+def test_deposit_tools_are_offered_only_when_deposits_are_allowed(fake_memory):
+    tools, (refused,) = _calls(fake_memory, [("add_manual", {"name": "n", "text": GIT_MANUAL})], DepositPolicy())
+    assert tools == {"recall", "ask", "list_skills"}
+    assert refused.is_error and fake_memory.list() == []
+    tools, _ = _calls(fake_memory, [])
+    assert tools == {"recall", "ask", "list_skills", "add_manual", "add_solution"}
+
+
+def test_deposits_are_rate_limited_per_client(fake_memory):
+    calls = [("add_manual", {"name": f"manual-{i}", "text": f"{GIT_MANUAL} Part {i}."}) for i in range(3)]
+    _, results = _calls(fake_memory, calls, DepositPolicy(allowed=True, per_minute=2))
+    assert [result.is_error for result in results] == [False, False, True]
+    assert "deposits a minute" in results[2].content[0].text
+    assert sorted(b.name for b in fake_memory.list()) == ["manual-0", "manual-1"]

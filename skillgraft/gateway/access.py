@@ -1,0 +1,186 @@
+"""Who may do what on the gateway, decided from a request's headers before its body is read.
+
+ASGI middlewares, outermost first (:func:`guard`):
+
+- :class:`AccessCheck`: with an API key every route but ``/healthz`` needs
+  ``Authorization: Bearer <key>``; the store's write routes (``POST /v1/skills``,
+  ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
+  (when one is set) and are rate-limited per client address (:class:`DepositRate`);
+- Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
+- :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
+
+A refusal made before the body is read closes the connection, so an unread body never frames
+the next request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from fastapi.responses import JSONResponse
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from ..errors import ConfigError
+
+MAX_BODY_BYTES = 4 << 20
+RETRY_AFTER_S = "1"
+
+
+class ApiError(Exception):
+    """An error answered as an OpenAI-style error object."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
+                 code: Optional[str] = None, param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def json_error(error: ApiError, *, close: bool = False, retry_after: Optional[str] = None) -> JSONResponse:
+    """The response for ``error``; ``close`` ends the connection after it (its body was not read)."""
+    headers = {}
+    if error.status in (429, 503):
+        headers["Retry-After"] = retry_after or RETRY_AFTER_S
+    if close:
+        headers["Connection"] = "close"
+    return JSONResponse(error.body(), status_code=error.status, headers=headers or None)
+
+
+@dataclass(frozen=True)
+class DepositPolicy:
+    """Whether remote clients may write to the store, with which key, how often."""
+
+    allowed: bool = False
+    key: Optional[str] = None
+    per_minute: float = 10.0
+
+    def check(self, api_key: Optional[str]) -> None:
+        if self.per_minute <= 0:
+            raise ConfigError(f"--deposits-per-minute must be positive, got {self.per_minute}")
+        if self.key is not None and not self.allowed:
+            raise ConfigError("--deposit-key is given but deposits are off: add --allow-deposits")
+        if self.allowed and api_key and not self.key:
+            raise ConfigError("--allow-deposits with --api-key needs its own --deposit-key")
+        if self.key is not None and api_key is not None and hmac.compare_digest(self.key, api_key):
+            raise ConfigError("the deposit key must differ from the API key")
+
+
+class DepositRate:
+    """A token bucket per client address: ``per_minute`` deposits, a burst of as many."""
+
+    def __init__(self, per_minute: float, clock=time.monotonic) -> None:
+        self.capacity, self.per_second, self.clock = max(per_minute, 1.0), per_minute / 60.0, clock
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, client: str) -> float:
+        """0 when ``client`` may deposit now (one token taken), else seconds until it may."""
+        with self.lock:
+            now = self.clock()
+            tokens, then = self.buckets.get(client, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - then) * self.per_second)
+            if tokens >= 1:
+                self.buckets[client] = (tokens - 1, now)
+                if len(self.buckets) > 10_000:  # forget the clients whose buckets are full again
+                    for key, (left, at) in list(self.buckets.items()):
+                        if left + (now - at) * self.per_second >= self.capacity:
+                            del self.buckets[key]
+                return 0.0
+            self.buckets[client] = (tokens, now)
+            return (1 - tokens) / self.per_second
+
+
+def is_write(scope) -> bool:
+    """Whether a request changes the store (adds or deletes a skill)."""
+    path, method = scope.get("path", ""), scope.get("method", "")
+    return (method == "POST" and path.rstrip("/") == "/v1/skills") or (method == "DELETE" and path.startswith("/v1/skills/"))
+
+
+def _bearer(scope) -> bytes:
+    return dict(scope.get("headers") or []).get(b"authorization", b"")
+
+
+class AccessCheck:
+    """ASGI middleware: the API key, then for writes the deposit switch, key and rate."""
+
+    def __init__(self, app, api_key: Optional[str], deposits: DepositPolicy) -> None:
+        self.app, self.deposits = app, deposits
+        self.api_key = f"Bearer {api_key}".encode() if api_key else None
+        self.deposit_key = f"Bearer {deposits.key}".encode() if deposits.key else None
+        self.rate = DepositRate(deposits.per_minute)
+
+    def refusal(self, scope) -> Optional[tuple[ApiError, Optional[str]]]:
+        if not is_write(scope):
+            if self.api_key and scope.get("path") != "/healthz" and not hmac.compare_digest(_bearer(scope), self.api_key):
+                return ApiError(401, "a valid API key is required (Authorization: Bearer ...)", code="invalid_api_key"), None
+            return None
+        if not self.deposits.allowed:
+            return ApiError(403, "this gateway takes no deposits: its operator starts it with --allow-deposits to add "
+                                 "or delete skills over HTTP", code="deposits_disabled"), None
+        if self.deposit_key and not hmac.compare_digest(_bearer(scope), self.deposit_key):
+            return ApiError(401, "adding or deleting skills needs the deposit key (Authorization: Bearer ...)",
+                            code="invalid_deposit_key"), None
+        if scope.get("method") == "POST":
+            client = (scope.get("client") or ("",))[0]
+            wait = self.rate.take(client)
+            if wait:
+                message = f"over {self.deposits.per_minute:g} deposits a minute from {client}; retry in {wait:.0f} s"
+                return ApiError(429, message, code="rate_limit_exceeded"), str(max(1, round(wait)))
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            refused = self.refusal(scope)
+            if refused is not None:
+                error, retry_after = refused
+                return await json_error(error, close=True, retry_after=retry_after)(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """ASGI middleware: read a request body whole (at most ``limit`` bytes, else 413) before the
+    app sees it, whatever its transfer encoding."""
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_big = ApiError(413, f"the request body is over {self.limit} bytes", code="body_too_large")
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            return await json_error(too_big, close=True)(scope, receive, send)
+        body, more = bytearray(), True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                return await json_error(too_big, close=True)(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()  # later reads wait for the client to disconnect
+
+        return await self.app(scope, replay, send)
+
+
+def guard(app, *, api_key: Optional[str], allowed_hosts: Optional[list[str]], deposits: DepositPolicy):
+    """``app`` behind the checks above, header checks outermost and the body read last."""
+    inner = BodyLimit(app)
+    if allowed_hosts is not None:
+        inner = TrustedHostMiddleware(inner, allowed_hosts=allowed_hosts)
+    return AccessCheck(inner, api_key, deposits)

@@ -1,0 +1,144 @@
+"""The gateway's header checks (skillgraft.gateway.access), its framing rule and its request
+schema, driven directly over ASGI; the real server's behaviour is in tests/test_gateway_hardening.py."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+pytest.importorskip("fastapi")
+
+from pydantic import ValidationError  # noqa: E402
+
+from skillgraft.errors import ConfigError  # noqa: E402
+from skillgraft.gateway.access import DepositPolicy, DepositRate, guard  # noqa: E402
+from skillgraft.gateway.http_guard import HttpLimits, framing_problem  # noqa: E402
+from skillgraft.gateway.schemas import ChatCompletionRequest  # noqa: E402
+
+
+async def _inner(scope, receive, send):
+    """The app behind the checks: reads the body, then answers 200."""
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def _request(app, method: str, path: str, headers: dict, client: str = "127.0.0.1") -> tuple[int, dict, bool]:
+    """(status, response headers, whether the body was read); a declared body never comes."""
+    read = []
+    sent: list[dict] = []
+
+    async def receive():
+        read.append(True)
+        if headers.get("content-length") == "0":
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await anyio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "client": (client, 5000),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1", **headers}.items()]}
+
+    async def run():
+        with anyio.move_on_after(1):
+            await app(scope, receive, send)
+
+    anyio.run(run)
+    start = next((message for message in sent if message["type"] == "http.response.start"), {})
+    return start.get("status", 0), {k.decode(): v.decode() for k, v in start.get("headers", [])}, bool(read)
+
+
+def _app(api_key=None, deposits=DepositPolicy()):
+    return guard(_inner, api_key=api_key, allowed_hosts=None if api_key else ["127.0.0.1"], deposits=deposits)
+
+
+def test_the_key_is_checked_before_any_body_is_read():
+    big = {"content-length": "4000000"}
+    status, headers, read = _request(_app("k"), "POST", "/v1/chat/completions", big)
+    assert (status, read, headers.get("connection")) == (401, False, "close")
+    status, _, read = _request(_app("k"), "POST", "/v1/chat/completions", {**big, "authorization": "Bearer k"})
+    assert status == 0 and read  # the key is right: the body is waited for
+
+
+def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
+    for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault")):
+        assert _request(_app(), method, path, {})[0] == 403
+        assert _request(_app("k"), method, path, {"authorization": "Bearer k"})[0] == 403
+    keyed = _app("k", DepositPolicy(allowed=True, key="d"))
+    assert _request(keyed, "POST", "/v1/skills", {"authorization": "Bearer k"})[0] == 401
+    assert _request(keyed, "DELETE", "/v1/skills/x", {"authorization": "Bearer d", "content-length": "0"})[0] == 200
+    assert _request(keyed, "GET", "/v1/skills", {"authorization": "Bearer d"})[0] == 401  # reads need the API key
+    assert _request(keyed, "GET", "/v1/skills", {"authorization": "Bearer k", "content-length": "0"})[0] == 200
+    assert _request(_app(None, DepositPolicy(allowed=True)), "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200
+
+
+def test_deposits_are_rate_limited_per_client():
+    app = _app(None, DepositPolicy(allowed=True, per_minute=2))
+    statuses = [_request(app, "POST", "/v1/skills", {"content-length": "0"})[0] for _ in range(3)]
+    assert statuses[:2] == [200, 200] and statuses[2] == 429
+    status, headers, read = _request(app, "POST", "/v1/skills", {"content-length": "0"})
+    assert status == 429 and int(headers["retry-after"]) >= 1 and not read
+    assert _request(app, "POST", "/v1/skills", {"content-length": "0"}, client="127.0.0.2")[0] == 200
+    assert _request(app, "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200  # deletes are not deposits
+
+
+def test_the_rate_refills_with_time():
+    now = [0.0]
+    rate = DepositRate(6, clock=lambda: now[0])
+    assert [rate.take("a") for _ in range(6)] == [0.0] * 6
+    assert rate.take("a") == pytest.approx(10.0)
+    now[0] = 10.0
+    assert rate.take("a") == 0.0 and rate.take("a") > 0
+
+
+@pytest.mark.parametrize("policy, api_key, fragment", [
+    (DepositPolicy(allowed=True), "k", "needs its own --deposit-key"),
+    (DepositPolicy(allowed=True, key="k"), "k", "must differ"),
+    (DepositPolicy(key="d"), None, "add --allow-deposits"),
+    (DepositPolicy(allowed=True, per_minute=0), None, "must be positive"),
+])
+def test_deposit_settings_that_cannot_work_are_config_errors(policy, api_key, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        policy.check(api_key)
+
+
+def test_http_limits_are_checked():
+    HttpLimits().check()
+    for limits in (HttpLimits(header_timeout_s=0), HttpLimits(max_connections=4, max_client_connections=8)):
+        with pytest.raises(ConfigError):
+            limits.check()
+
+
+def test_ambiguous_framing_is_named():
+    assert framing_problem([(b"Content-Length", b"4"), (b"Transfer-Encoding", b"chunked")])
+    assert framing_problem([(b"content-length", b"4"), (b"content-length", b"4")])
+    assert framing_problem([(b"content-length", b"4")]) is None
+    assert framing_problem([(b"transfer-encoding", b"chunked")]) is None
+
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("field", [
+    {"frequency_penalty": 0.5}, {"presence_penalty": 0.5}, {"top_k": 40}, {"min_p": 0.1}, {"repetition_penalty": 1.1},
+    {"best_of": 2}, {"echo": True}, {"top_p": 0.5}, {"logprobs": True}, {"tool_choice": "required"},
+])
+def test_fields_the_gateway_cannot_honour_are_named(field):
+    assert ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field}).unsupported() == next(iter(field))
+
+
+@pytest.mark.parametrize("field", [
+    {"frequency_penalty": 0}, {"presence_penalty": 0.0}, {"top_p": 1}, {"user": "u"}, {"logprobs": False},
+    {"tool_choice": "auto"}, {"temperature": 0}, {"modalities": ["text"]},
+])
+def test_values_that_ask_for_nothing_are_accepted(field):
+    assert ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field}).unsupported() is None
+
+
+@pytest.mark.parametrize("field", [{"max_tokens": "3"}, {"stream": "true"}, {"temperature": "0"}, {"seed": 1.5},
+                                   {"n": True}, {"stop": 3}])
+def test_types_are_strict(field):
+    with pytest.raises(ValidationError) as raised:
+        ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field})
+    assert raised.value.errors()[0]["loc"][0] == next(iter(field))
