@@ -54,7 +54,8 @@ def gateway(store, tmp_path_factory):
 
     _require_server()
     home, _ = store
-    process = GatewayProcess(home, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log")
+    process = GatewayProcess(home, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log",
+                             extra_args=["--allow-deposits"])
     try:
         yield process
     finally:
@@ -345,7 +346,7 @@ def test_two_gateways_share_one_store(gateway, client, model_id, store, tmp_path
     from skillgraft.bench.serve import GatewayProcess
 
     home, _ = store
-    second = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "second.log")
+    second = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "second.log", extra_args=["--allow-deposits"])
     try:
         manual = {
             "kind": "manual", "name": "bike-chain",

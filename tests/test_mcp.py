@@ -27,13 +27,13 @@ def mcp_home(tmp_path_factory, smollm2, embedder):
     return home
 
 
-def _call_tools(home: Path, calls: list[tuple[str, dict]]) -> tuple[set[str], list]:
+def _call_tools(home: Path, calls: list[tuple[str, dict]], options: tuple[str, ...] = ("--allow-deposits",)) -> tuple[set[str], list]:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
     env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "PYTHONPATH", "SKILLGRAFT_LLAMA_SERVER", "SKILLGRAFT_CACHE_DIR"}}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
-    params = StdioServerParameters(command=sys.executable, args=["-m", "skillgraft", "mcp", "--home", str(home)], env=env)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "skillgraft", "mcp", "--home", str(home), *options], env=env)
 
     async def run():
         async with Client(params) as client:
@@ -59,3 +59,29 @@ def test_mcp_tools_answer_the_sdk_client(mcp_home):
     names = {skill["name"] for skill in listing.structured_content["result"]}
     assert "git-squash" in names and len(names) == 2
     assert refused.is_error  # a wrong answer is verified and refused, never stored
+
+
+def test_deposits_are_off_by_default(mcp_home):
+    tools, (refused,) = _call_tools(mcp_home, [("add_solution", {"question": "q", "answer": "1", "method": "print(1)"})], ())
+    assert tools == {"recall", "ask", "list_skills"}
+    assert refused.is_error
+
+
+def test_an_mcp_deposit_cannot_read_the_host(mcp_home):
+    """The file oracle through MCP: a method that reads /etc/machine-id, /etc/passwd or the
+    store's catalog finds nothing, so "hidden" is what it verifies (and a second deposit within
+    the minute is refused)."""
+    paths = ["/etc/machine-id", "/etc/passwd", str(mcp_home / "catalog.db"), str(mcp_home)]
+    method = (
+        "seen = []\n"
+        f"for path in {paths!r}:\n"
+        "    try:\n        seen.append(open(path, 'rb').read(8))\n    except OSError:\n        pass\n"
+        "print('hidden' if not seen else seen)\n"
+    )
+    _, (stored, rated) = _call_tools(mcp_home, [
+        ("add_solution", {"question": "Which host files can a method read?", "answer": "hidden", "method": method}),
+        ("add_solution", {"question": "What is 5 + 5?", "answer": "10", "method": "print(10)"}),
+    ], ("--allow-deposits", "--deposits-per-minute", "1"))
+    assert not stored.is_error, stored.content[0].text
+    assert stored.structured_content["answer"] == "hidden"
+    assert rated.is_error and "deposits a minute" in rated.content[0].text

@@ -141,7 +141,8 @@ def bench_serve(
 
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-serve-"))
     home = workdir / "store"
-    gateway = GatewayProcess(home, servers=servers, model=model, log_path=workdir / "gateway.log")
+    gateway = GatewayProcess(home, servers=servers, model=model, log_path=workdir / "gateway.log",
+                             extra_args=["--allow-deposits"])  # the bench stocks its store over HTTP
     outcomes: list[Outcome] = []
     killed_pid = None
     try:

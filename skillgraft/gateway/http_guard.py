@@ -2,9 +2,9 @@
 connection checks that an ASGI middleware cannot make (it only sees parsed requests).
 
 - **Framing** (RFC 9112 §6.3): a request with both ``Content-Length`` and
-  ``Transfer-Encoding``, or with more than one ``Content-Length``, is answered 400 and the
-  connection closed, so nothing after it is read as another request. h11 itself refuses any
-  transfer coding but ``chunked`` and a malformed length.
+  ``Transfer-Encoding`` is answered 400 and the connection closed, so nothing after it is read
+  as another request; so is one that h11 refuses (differing ``Content-Length`` values, a
+  malformed length, a transfer coding other than ``chunked``).
 - **Read timeouts**: a request's head must arrive within ``header_timeout_s`` of its first byte
   (or of the connection), its body within ``body_timeout_s`` of the head; else 408 and close.
 - **Connections**: at most ``max_connections`` open, and ``max_client_connections`` per client
@@ -59,13 +59,10 @@ class AmbiguousFramingError(h11.RemoteProtocolError):
 
 def framing_problem(headers) -> Optional[str]:
     """Why a request's headers frame its body ambiguously, or None."""
-    names = [name.lower() for name, _ in headers]
-    lengths, encodings = names.count(b"content-length"), names.count(b"transfer-encoding")
-    if lengths and encodings:
+    names = {name.lower() for name, _ in headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
         return "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 6.3)"
-    if lengths > 1:
-        return "a request with more than one Content-Length is refused"
-    return None
+    return None  # h11 refuses differing Content-Length values and any coding but chunked
 
 
 class StrictConnection(h11.Connection):
@@ -176,7 +173,7 @@ class GuardedH11Protocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         """Refuse a request h11 (or :class:`StrictConnection`) could not frame, and close."""
         self._stop_timer()
-        message = self.conn.refusal or "invalid HTTP/1.1 request"
+        message = self.conn.refusal or "the request could not be parsed: malformed or ambiguous framing"
         self.transport.write(raw_error(400, "Bad Request", message, "bad_request"))
         self.transport.close()
 
