@@ -32,3 +32,29 @@ def test_library_never_prints():
         text = path.read_text()
         assert not re.search(r"^\s*print\(", text, re.M), path.name
         assert "basicConfig" not in text, path.name
+
+
+DOCUMENTED_MODULES = {
+    "skillgraft": None,
+    "skillgraft.errors": None,
+    "skillgraft.protocols": ["AnswerSlot", "CaptureEngine", "ChatText", "GraftEngine", "TextEmbedder"],
+    "skillgraft.testing": ["FakeEmbedder", "FakeEngine", "FakePool"],
+    "skillgraft.cli": ["cli"],
+    "skillgraft.engine": ["Engine"],
+    "skillgraft.config": ["EngineSettings", "default_home", "default_model"],
+    "skillgraft.memory": ["Generation", "SkillMemory"],
+    "skillgraft.core.pipeline": ["AnswerPipeline", "answer_note"],
+    "skillgraft.core.answer": ["Answer", "AnswerEnd", "AnswerNote", "AnswerOptions", "AnswerPlan"],
+    "skillgraft.server.engine": ["LlamaServerEngine"],
+    "skillgraft.gateway": ["GatewayConfig", "serve"],
+    "langchain_skillgraft": ["ChatSkillGraft", "SkillGraftMiddleware", "SkillGraftRetriever", "open_memory"],
+}
+
+
+def test_the_public_modules_import_with_their_names():
+    import importlib
+
+    for module, names in DOCUMENTED_MODULES.items():
+        loaded = importlib.import_module(module)
+        for name in names if names is not None else getattr(loaded, "__all__", []):
+            assert getattr(loaded, name) is not None, f"{module}.{name}"

@@ -29,7 +29,9 @@ def _serve_extra() -> None:
 @click.option("--servers", default=1, show_default=True, type=click.IntRange(1, 64), help="llama-server processes.")
 @click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64), help="Slots per server.")
 @click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
-@click.option("--no-gate", is_flag=True, help="Keep grafted answers even when their first tokens are not confident.")
+@click.option("--gate", "gate", type=click.Choice(["advisory", "enforce"]), default=None,
+              help="After a graft: report the confidence gate (advisory, the default) or answer plainly when not confident.")
+@click.option("--no-gate", is_flag=True, hidden=True, help="The same as --gate advisory.")
 @click.option("--allow-deposits", is_flag=True, help="Let clients add and delete skills (POST/DELETE /v1/skills); off by default.")
 @click.option("--deposit-key", envvar="SKILLGRAFT_DEPOSIT_KEY", default=None,
               help="Key the write routes need instead of the API key ($SKILLGRAFT_DEPOSIT_KEY); required with --api-key.")
@@ -46,7 +48,7 @@ def _serve_extra() -> None:
               help="Seconds a request waits for a free slot before a 503 (default 30).")
 @model_option
 @click.pass_context
-def serve_command(ctx, host, port, servers, slots, api_key, no_gate, allow_deposits, deposit_key, deposits_per_minute,
+def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
                   header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
@@ -60,7 +62,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, no_gate, allow_depos
     _serve_extra()
     config = GatewayConfig(
         home=store_home(ctx), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
-        api_key=api_key, gate=not no_gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
+        api_key=api_key, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
     )

@@ -7,9 +7,9 @@ traceback unless ``--debug``), 2 usage. ``--home`` and ``--debug`` work before o
 command name. Commands that only read refuse a store folder that holds no catalog, so a
 mistyped ``--home`` is an error instead of a new, empty store.
 
-The commands live in :mod:`.cli_blocks` (deposit, inspect, change, move blocks),
-:mod:`.cli_runs` (route, answer, measure), :mod:`.cli_gateway` and :mod:`.cli_migrate`;
-what they share in :mod:`.cli_common`.
+The commands live in :mod:`.blocks` (deposit, inspect, change, move blocks),
+:mod:`.runs` (route, answer, measure), :mod:`.gateway` and :mod:`.migrate`;
+what they share in :mod:`.common`.
 """
 
 from __future__ import annotations

@@ -180,15 +180,17 @@ def calibrate(ctx, in_file, ood_file, max_false_accept, as_json) -> None:
 @click.argument("query")
 @click.option("--max-tokens", default=128, show_default=True, type=click.IntRange(1, 4096))
 @click.option("--voice", is_flag=True, help="On an exact hit, let the model voice the verified answer (<= 8 tokens).")
-@click.option("--no-gate", is_flag=True, help="Keep a grafted answer even when it is not confident.")
+@click.option("--gate", "gate", type=click.Choice(["advisory", "enforce"]), default=None,
+              help="After a graft: report the confidence gate (advisory, the default) or answer plainly when not confident.")
+@click.option("--no-gate", is_flag=True, hidden=True, help="The same as --gate advisory.")
 @model_option
 @json_option
 @click.pass_context
-def ask(ctx, query, max_tokens, voice, no_gate, model, as_json) -> None:
+def ask(ctx, query, max_tokens, voice, gate, no_gate, model, as_json) -> None:
     """Recall, then generate: the verified answer, a grafted block, or plain generation."""
     memory = open_memory(ctx, model)
     with Activity("ask", f"loading the embedder and {memory.model}, then generating"):
-        result = memory.generate(query, max_tokens=max_tokens, voice=voice, gate=not no_gate)
+        result = memory.generate(query, max_tokens=max_tokens, voice=voice, gate="advisory" if no_gate else gate)
     emit(result.as_dict(), as_json, lambda d: f"{d['text']}\n\n[{d['decision']}] {d['recall']['reason']}")
 
 

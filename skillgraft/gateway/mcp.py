@@ -102,7 +102,7 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy())
         return AskResult(
             text=result.text, decision=result.decision, block_id=result.block_id,
             prefill_tokens_avoided=result.prefill_tokens_avoided,
-            reason=(result.gate.reason if result.gate else None) or result.recall.reason,
+            reason=result.note.reason,
         )
 
     @server.tool()

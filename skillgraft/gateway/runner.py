@@ -28,7 +28,7 @@ class GatewayConfig:
     model: Optional[str] = None
     settings: Optional[EngineSettings] = None
     api_key: Optional[str] = None
-    gate: bool = True
+    gate: Optional[str] = None
     catalog: Optional[str] = None
     blocks: Optional[str] = None
     deposits: DepositPolicy = DepositPolicy()
