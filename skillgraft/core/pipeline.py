@@ -58,15 +58,7 @@ class AnswerPipeline:
 
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
         """The whole answer (the events collected)."""
-        note, pieces, end = None, [], None
-        for event in self.events(plan, slot, options):
-            if isinstance(event, AnswerNote):
-                note = event
-            elif isinstance(event, AnswerEnd):
-                end = event
-            else:
-                pieces.append(event)
-        return Answer("".join(pieces).strip(), note, end, plan.recall)
+        return collect(plan, self.events(plan, slot, options))
 
     def events(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Iterator[Event]:
         """The note, the text deltas and the end of the answer to ``plan`` in ``slot``
@@ -238,6 +230,19 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
         threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n,
         prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate,
     )
+
+
+def collect(plan: AnswerPlan, events: Iterator[Event]) -> Answer:
+    """A whole answer from its events: the note, the text (stripped) and the end."""
+    note, pieces, end = None, [], None
+    for event in events:
+        if isinstance(event, AnswerNote):
+            note = event
+        elif isinstance(event, AnswerEnd):
+            end = event
+        else:
+            pieces.append(event)
+    return Answer("".join(pieces).strip(), note, end, plan.recall)
 
 
 def _close(source) -> None:

@@ -23,7 +23,7 @@ from typing import Iterator, Optional, Sequence, Union
 
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
-from ..core.pipeline import AnswerPipeline, Event
+from ..core.pipeline import AnswerPipeline, Event, collect
 from ..errors import ServerError
 from ..memory import SkillMemory
 from .metrics import GatewayMetrics
@@ -90,15 +90,7 @@ class Gateway:
 
     def chat(self, plan: AnswerPlan, options: AnswerOptions) -> Answer:
         """Answer a chat (not streamed) that :meth:`prepare` planned."""
-        note, pieces, end = None, [], None
-        for event in self.stream(plan, options):
-            if isinstance(event, AnswerNote):
-                note = event
-            elif isinstance(event, AnswerEnd):
-                end = event
-            else:
-                pieces.append(event)
-        return Answer("".join(pieces).strip(), note, end, plan.recall)
+        return collect(plan, self.stream(plan, options))
 
     def stream(self, plan: AnswerPlan, options: AnswerOptions) -> Iterator[Event]:
         """The pipeline's events for a chat :meth:`prepare` planned: an :class:`AnswerNote`,
