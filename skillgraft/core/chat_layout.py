@@ -97,7 +97,10 @@ def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Seque
     full = chat_tokens(engine, [("system", block.source), *messages])
     if tuple(full[: len(prefix)]) == prefix and len(full) > len(prefix):
         return len(prefix), full[len(prefix):]
-    system_only = chat_tokens(engine, [("system", block.source)], add_generation_prompt=False)
+    try:
+        system_only = chat_tokens(engine, [("system", block.source)], add_generation_prompt=False)
+    except EngineError:  # a template that folds the system turn into the first user turn drops it alone
+        system_only = []
     if 0 < len(system_only) < len(prefix) and tuple(system_only) == prefix[: len(system_only)] \
             and full[: len(system_only)] == system_only:
         return len(system_only), full[len(system_only):]
