@@ -6,6 +6,7 @@ byte-exactly into block files and grafted back into fresh contexts at their own 
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .core.answer import Answer, AnswerNote, AnswerOptions
 from .core.blocks import Block
 from .config import EngineSettings
 from .errors import (
@@ -53,6 +54,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'skillgraft' has no attribute {name!r}")
 
 __all__ = [
+    "Answer",
+    "AnswerNote",
+    "AnswerOptions",
     "Block",
     "BlockIntegrityError",
     "BlockNotFoundError",
