@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from skillgraft.memory import REPEAT_PENALTY, repeats_answer
+from skillgraft.core.chat_layout import chat_tokens
+from skillgraft.core.gate import repeats_answer
 
 SYSTEM = "You are a terse assistant."
 
@@ -21,8 +22,8 @@ def test_graft_with_system_prompt_equals_a_fresh_prefill_of_the_same_tokens(stoc
     messages = [("system", SYSTEM), ("user", "how do I squash my last commits?")]
     grafted = [s.token for s in stocked.chat(messages, block=block, max_tokens=8)]
     # The same as prefilling the chat with the block and the app's system prompt as two system turns.
-    engine.prefill(engine.tokenize(engine.chat_prompt([("system", block.source), *messages])))
-    fresh = [s.token for s in engine.generate(8, repeat_penalty=REPEAT_PENALTY)]
+    engine.prefill(chat_tokens(engine, [("system", block.source), *messages]))
+    fresh = [s.token for s in engine.generate(8)]
     assert grafted == fresh
 
 
@@ -34,9 +35,10 @@ def test_gemma_folds_the_app_system_turn_after_the_block(tmp_path, gemma3, embed
         messages = [("system", SYSTEM), ("user", "how hot should the water be?")]
         grafted = [s.token for s in memory.chat(messages, block=block, max_tokens=4)]
         # Gemma keeps one system turn: the app's text leads the user turn after the whole block.
-        _, turn = gemma3.chat_split(block.source, f"{SYSTEM}\n\nhow hot should the water be?")
-        gemma3.prefill(list(block.tokens) + gemma3.tokenize(turn, add_bos=False))
-        assert grafted and grafted == [s.token for s in gemma3.generate(4, repeat_penalty=REPEAT_PENALTY)]
+        folded = chat_tokens(gemma3, [("system", block.source), ("user", f"{SYSTEM}\n\nhow hot should the water be?")])
+        assert tuple(folded[: block.n_tokens]) == block.tokens
+        gemma3.prefill(folded)
+        assert grafted and grafted == [s.token for s in gemma3.generate(4)]
 
 
 def test_a_near_miss_never_repeats_the_stored_answer(memory):

@@ -216,7 +216,7 @@ def test_malformed_and_oversized_bodies_are_refused(gateway):
 
 
 @pytest.mark.parametrize("field", [
-    {"response_format": {"type": "json_object"}}, {"logprobs": True}, {"top_p": 0.5},
+    {"response_format": {"type": "json_object"}}, {"logprobs": True},
     {"functions": [{"name": "f"}]}, {"tool_choice": "required"},
 ])
 def test_fields_the_gateway_cannot_honour_are_refused(gateway, model_id, field):
@@ -401,6 +401,7 @@ def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
         answer = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=300, trust_env=False).json()
     finally:
         assert gateway.stop() == 0
-    assert answer["skillgraft"]["decision"] == "abstain" and answer["skillgraft"]["cache_n"] == 0
+    assert answer["skillgraft"]["decision"] == "fallback" and answer["skillgraft"]["cache_n"] == 0
+    assert answer["skillgraft"]["block_id"] == block.id and answer["skillgraft"]["routed"] == "graft"
     assert "cannot be read" in answer["skillgraft"]["reason"] and block.id in answer["skillgraft"]["reason"]
     assert not path.exists()  # moved to quarantine

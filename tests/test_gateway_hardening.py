@@ -207,8 +207,9 @@ def test_deposits_are_rate_limited_per_client(gateway):
 
 
 def test_no_free_slot_is_a_503_and_one_log_line(gateway):
-    body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": "Who painted the Mona Lisa?"}],
-            "max_tokens": 200, "stream": True}
+    long_answer = "Write a long story about a dragon who learns to bake bread, with many chapters."
+    body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": long_answer}],
+            "max_tokens": 400, "stream": True}
     holding = threading.Event()
 
     def hold_the_slot():
