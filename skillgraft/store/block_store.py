@@ -45,6 +45,7 @@ from ..core.sha import HEX, SHA256_HEX
 from ..core.states import KVState
 from .check import CheckReport, Recapture, check_store, row_problems
 from .edits import CatalogEdits
+from .ledger import LedgerReads
 
 __all__ = ["BlockStore", "CheckReport", "LoadedState", "conflict_error", "row_problems", "DEFAULT_CACHE_BYTES"]
 
@@ -68,7 +69,7 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogEdits):
+class BlockStore(CatalogEdits, LedgerReads):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and

@@ -162,6 +162,12 @@ def m009_record_blake3(db: Database) -> None:
     db.execute("ALTER TABLE blocks ADD COLUMN blake3 TEXT")
 
 
+@migration
+def m010_index_ledger_by_block(db: Database) -> None:
+    """A block's ledger history and use counts are read by block id."""
+    db.execute("CREATE INDEX IF NOT EXISTS idx_ledger_block_id ON ledger (block_id, id)")
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

@@ -114,9 +114,6 @@ class CatalogEdits:
         with self.catalog.write() as conn:
             conn.execute(f"INSERT INTO ledger ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
-    def ledger(self, limit: int = 100) -> list[dict]:
-        return self._select("SELECT * FROM ledger ORDER BY id DESC LIMIT ?", [limit])
-
     def setting(self, key: str, default: Optional[str] = None) -> Optional[str]:
         rows = self._select("SELECT value FROM settings WHERE key = ?", [key])
         return rows[0]["value"] if rows else default
