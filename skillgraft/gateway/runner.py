@@ -1,4 +1,7 @@
-"""Start the pool, the gateway and uvicorn; stop them all on exit (servers by their own PIDs)."""
+"""Start the pool, the gateway and uvicorn; stop them all on exit (servers by their own PIDs).
+
+:func:`run_app` serves an ASGI app until a signal: the gateway, or the inspector alone (``skillgraft ui``).
+"""
 
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ class GatewayConfig:
             raise ConfigError(f"port must be in [0, 65535], got {self.port}")
         if self.n_servers < 1 or self.n_slots < 1:
             raise ConfigError(f"--servers and --slots must be at least 1, got {self.n_servers} and {self.n_slots}")
-        if not _is_loopback(self.host) and not self.api_key:
+        if not is_loopback(self.host) and not self.api_key:
             raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key")
         if self.slot_wait_s is not None and self.slot_wait_s <= 0:
             raise ConfigError(f"--slot-wait must be positive, got {self.slot_wait_s}")
@@ -48,7 +51,7 @@ class GatewayConfig:
         self.http.check()
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -78,8 +81,6 @@ def _stop_on_signals(server) -> None:
 def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], None]] = None) -> None:
     """Serve until interrupted (SIGINT/SIGTERM). ``ready(url, server_pids)`` is called once
     the servers are up and the gateway listens."""
-    import uvicorn
-
     from .app import LOOPBACK_HOSTS, create_app
     from .http_guard import protocol_class
     from .pool import ServerPool
@@ -93,22 +94,30 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
         try:
             app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
                              deposits=config.deposits)
-            server = uvicorn.Server(uvicorn.Config(
-                app, host=config.host, port=config.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=5, http=protocol_class(config.http),
-            ))
-            if ready is not None:
-                original = server.startup
-
-                async def startup(sockets=None):
-                    await original(sockets)
-                    bound = server.servers[0].sockets[0].getsockname() if server.servers else (config.host, config.port)
-                    ready(f"http://{config.host}:{bound[1]}", [engine.pid for engine in pool.engines])
-
-                server.startup = startup
-            _stop_on_signals(server)
-            server.run()
+            announce = None if ready is None else lambda url: ready(url, [engine.pid for engine in pool.engines])
+            run_app(app, config.host, config.port, ready=announce, http=protocol_class(config.http))
         finally:
             gateway.close()
     finally:
         pool.close()
+
+
+def run_app(app, host: str, port: int, *, ready: Optional[Callable[[str], None]] = None, http="auto") -> None:
+    """Serve the ASGI ``app`` with uvicorn (``http``: its HTTP protocol) until SIGINT/SIGTERM;
+    ``ready(url)`` once it listens (on the port bound, for port 0)."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=5, http=http,
+    ))
+    if ready is not None:
+        original = server.startup
+
+        async def startup(sockets=None):
+            await original(sockets)
+            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
+            ready(f"http://{host}:{bound[1]}")
+
+        server.startup = startup
+    _stop_on_signals(server)
+    server.run()
