@@ -1,4 +1,4 @@
-"""The ``serve`` and ``mcp`` commands (registered on the ``skillgraft`` group by :mod:`skillgraft.cli.main`)."""
+"""The ``serve``, ``ui`` and ``mcp`` commands (registered on the ``skillgraft`` group by :mod:`skillgraft.cli.main`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _serve_extra() -> None:
     import importlib
 
     try:
-        for module in ("fastapi", "uvicorn", "prometheus_client", "mcp"):
+        for module in ("fastapi", "uvicorn", "prometheus_client", "mcp", "jinja2"):
             importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"{exc.name} is missing: install the serve extra (pip install 'skillgraft[serve]')") from None
@@ -72,6 +72,30 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
         sys.stdout.flush()
 
     serve(config, ready=ready)
+
+
+@click.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback interface to listen on.")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
+@model_option
+@click.pass_context
+def ui_command(ctx, host, port, model) -> None:
+    """Serve the inspector page of a local store: skills, decisions, a query box, health.
+
+    Read-only and on loopback only (`skillgraft serve` shows the same page at /ui). Prints
+    one JSON line on stdout ({"url": ...}) once it listens; stops on Ctrl-C or SIGTERM.
+    """
+    from ..gateway.inspector.local import serve_inspector
+
+    _serve_extra()
+
+    def ready(url: str) -> None:
+        click.echo(json.dumps({"url": url}))
+        sys.stdout.flush()
+
+    obj = ctx.obj or {}
+    serve_inspector(store_home(ctx), host=host, port=port, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
+                    model=model, ready=ready)
 
 
 @click.command("mcp")

@@ -3,7 +3,8 @@
 ASGI middlewares, outermost first (:func:`guard`):
 
 - :class:`AccessCheck`: with an API key every route but ``/healthz`` needs
-  ``Authorization: Bearer <key>``; the store's write routes (``POST /v1/skills``,
+  ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui`` check it themselves: they
+  also take the cookie of their sign-in form); the store's write routes (``POST /v1/skills``,
   ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
   (when one is set) and are rate-limited per client address (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..errors import ConfigError
+from .inspector import guards_itself
 
 MAX_BODY_BYTES = 4 << 20
 RETRY_AFTER_S = "1"
@@ -117,7 +119,8 @@ class AccessCheck:
 
     def refusal(self, scope) -> Optional[tuple[ApiError, Optional[str]]]:
         if not is_write(scope):
-            if self.api_key and scope.get("path") != "/healthz" and not hmac.compare_digest(_bearer(scope), self.api_key):
+            path = scope.get("path", "")
+            if self.api_key and path != "/healthz" and not guards_itself(path) and not hmac.compare_digest(_bearer(scope), self.api_key):
                 return ApiError(401, "a valid API key is required (Authorization: Bearer ...)", code="invalid_api_key"), None
             return None
         if not self.deposits.allowed:

@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..verify.verifiers import withheld_refusal
 from .access import ApiError, DepositPolicy, guard, json_error
+from .inspector import GatewaySource, mount_inspector
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
@@ -247,6 +248,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         block = await in_thread(gateway.delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
+    mount_inspector(app, GatewaySource(gateway), api_key=api_key)
     return guard(app, api_key=api_key, allowed_hosts=allowed_hosts, deposits=deposits)
 
 

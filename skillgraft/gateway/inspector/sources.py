@@ -1,0 +1,121 @@
+"""Where the inspector reads from: a running gateway, or a local store (``skillgraft ui``).
+
+A source hands the page its store under the lock that store's connection needs, asks the
+memory for a routing decision (``recall(query, log=False)``: nothing generated, nothing
+written) and describes the runtime. The page itself never writes.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ContextManager, Iterator, Optional, Protocol
+
+if TYPE_CHECKING:
+    from ...core.recall import Recall
+    from ...memory import SkillMemory
+    from ...store.block_store import BlockStore
+    from ..service import Gateway
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The model, its fingerprint and the servers behind the memory."""
+
+    kind: str  # "gateway" or "local store"
+    model: str
+    embedder: str
+    router_threshold: float
+    gate_threshold: float
+    fingerprint: Optional[dict] = None
+    fingerprint_id: Optional[str] = None
+    stored_fingerprints: dict[str, int] = field(default_factory=dict)
+    servers: tuple[dict, ...] = ()
+    slots_total: int = 0
+    slots_leased: int = 0
+    restarts: int = 0
+
+
+class InspectorSource(Protocol):
+    """What the inspector needs of the memory it shows."""
+
+    def reading(self) -> ContextManager["BlockStore"]:
+        """The store, held for the reads of one page."""
+
+    def checking(self) -> ContextManager["BlockStore"]:
+        """The store to run a (long) check on."""
+
+    def recall(self, query: str) -> "Recall":
+        """The memory's decision for ``query``; logs nothing."""
+
+    def runtime(self) -> Runtime:
+        """The model, fingerprint, servers and slots behind the memory."""
+
+
+def _stored_fingerprints(store: "BlockStore") -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for block in store.blocks():
+        counts[block.fingerprint_id] = counts.get(block.fingerprint_id, 0) + 1
+    return counts
+
+
+class GatewaySource:
+    """A running gateway: its recall memory (under the gateway's memory lock) for pages and
+    queries, its deposit memory's connection for the check, so a long check never holds up chats."""
+
+    def __init__(self, gateway: "Gateway") -> None:
+        self.gateway = gateway
+
+    @contextmanager
+    def reading(self) -> Iterator["BlockStore"]:
+        with self.gateway.memory_lock:
+            yield self.gateway.memory.store
+
+    @contextmanager
+    def checking(self) -> Iterator["BlockStore"]:
+        with self.gateway.writer_lock:
+            yield self.gateway.writer.store
+
+    def recall(self, query: str) -> "Recall":
+        with self.gateway.memory_lock:
+            return self.gateway.memory.recall(query, log=False)
+
+    def runtime(self) -> Runtime:
+        memory, status = self.gateway.memory, self.gateway.pool.status()
+        fingerprint = self.gateway.pool.fingerprint
+        with self.gateway.memory_lock:
+            thresholds = memory.router.threshold, memory.gate_threshold
+            stored = _stored_fingerprints(memory.store)
+        return Runtime(
+            "gateway", self.gateway.model_name, memory.router.embedder.name, *thresholds,
+            fingerprint=fingerprint.model_dump(mode="json"), fingerprint_id=fingerprint.id, stored_fingerprints=stored,
+            servers=status.servers, slots_total=status.slots_total, slots_leased=status.slots_leased,
+            restarts=status.restarts,
+        )
+
+
+class LocalSource:
+    """A store opened in this process (``skillgraft ui``): no servers, no model loaded to show it."""
+
+    def __init__(self, memory: "SkillMemory") -> None:
+        self.memory = memory
+        self.lock = threading.Lock()
+
+    @contextmanager
+    def reading(self) -> Iterator["BlockStore"]:
+        with self.lock:
+            yield self.memory.store
+
+    checking = reading
+
+    def recall(self, query: str) -> "Recall":
+        with self.lock:
+            return self.memory.recall(query, log=False)
+
+    def runtime(self) -> Runtime:
+        with self.lock:
+            thresholds = self.memory.router.threshold, self.memory.gate_threshold
+            stored = _stored_fingerprints(self.memory.store)
+        return Runtime("local store", str(self.memory.model), self.memory.router.embedder.name, *thresholds,
+                       stored_fingerprints=stored)
