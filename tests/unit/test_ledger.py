@@ -30,3 +30,28 @@ def test_ledger_rows_round_trip_through_a_store(tmp_path):
     finally:
         store.close()
     assert row["event"] == "recall" and row["decision"] == "abstain" and row["threshold"] == 0.3
+
+
+def test_typed_reads_filter_count_and_survive_a_damaged_row(tmp_path):
+    from skillgraft.store.block_store import BlockStore
+
+    store = BlockStore(tmp_path / "store")
+    try:
+        store.log(LedgerEvent("generate", decision="graft", block_id="b1", timings={"total_s": 0.5}, prefill_tokens_avoided=90))
+        store.log(LedgerEvent("generate", decision="exact", block_id="b1"))
+        store.log(LedgerEvent("generate", decision="fallback", block_id="b1"))  # tried, not used
+        store.log(LedgerEvent("recall", decision="graft", block_id="b2"))
+        store.log(LedgerEvent("generate", decision="graft", block_id="b2", timings={"total_s": "fast"}))
+        with store.catalog.write() as conn:
+            conn.execute("UPDATE ledger SET detail = '{not json' WHERE id = 1")
+        newest_b1 = store.ledger_rows(block_id="b1")
+        assert [r.decision for r in newest_b1] == ["fallback", "exact", "graft"]
+        assert newest_b1[-1].detail == {} and newest_b1[-1].total_s == 0.5 and newest_b1[-1].prefill_tokens_avoided == 90
+        assert [r.event for r in store.ledger_rows(event="recall")] == ["recall"]
+        assert store.ledger_rows(event="generate", limit=1)[0].total_s is None  # a non-number is no time
+        uses = store.block_uses()
+        assert (uses["b1"].uses, uses["b2"].uses) == (2, 1)
+        assert uses["b1"].last_use == newest_b1[1].at
+        assert store.ledger_counts() == {"generate": 4, "recall": 1}
+    finally:
+        store.close()
