@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ADAPTER := adapters/langchain
 
-.PHONY: install demo test docs bench clean
+.PHONY: install demo test docs bench clean dist browser
 
 install: $(STAMP)
 
@@ -22,8 +22,21 @@ demo: install
 	$(BIN)/skillgraft demo
 
 # The verifier's sandbox needs nothing installed (Linux namespaces); its tests fail, never skip, here.
-test: install server
-	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+test: install server browser
+	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 SKILLGRAFT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+
+# Debian's Chromium for the inspector's browser tests (Playwright drives it; it downloads no
+# browser of its own). Installed with apt-get when missing, as root (CI); nothing to do when present.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 || { echo "the browser tests need Chromium: sudo apt-get install chromium" >&2; exit 1; }; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+
+# The sdists and wheels of skillgraft and langchain-skillgraft, built with the installed setuptools.
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python -m build --no-isolation --outdir dist $(ADAPTER)
 
 # The fast suite alone: fakes only (skillgraft.testing), no model loaded.
 .PHONY: test-fast
@@ -48,4 +61,4 @@ bench: install
 	$(BIN)/python benchmarks/tables.py build/bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info site
+	rm -rf $(VENV) build dist *.egg-info site
