@@ -263,3 +263,26 @@ def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
         assert not b.store.routing_keys(block.id)
         assert b.route("rebase onto main").block.name == "git-rebase"
         assert a.check(repair=True).as_dict() == {"blocks": 1, "ok": True, "problems": [], "repaired": []}
+
+
+def test_the_inspector_reads_a_shared_store(tmp_path, shared):
+    from skillgraft.gateway.inspector import views
+    from skillgraft.store.ledger import LedgerEvent
+
+    memory = host(tmp_path, "a", shared)
+    try:
+        block = memory.add_manual("git-squash", MANUAL, examples=["squash my commits"])
+        memory.store.log(LedgerEvent("generate", decision="graft", block_id=block.id, prefill_tokens_avoided=40,
+                                     timings={"total_s": 0.2}))
+        memory.store.log(LedgerEvent("generate", decision="abstain", timings={"total_s": 0.1}))
+        assert [(row.name, row.uses) for row in views.skill_rows(memory.store, search="GIT")] == [("git-squash", 1)]
+        detail = views.skill_detail(memory.store, "git-squash")
+        assert detail.examples == ["squash my commits"] and [row.decision for row in detail.history] == ["graft"]
+        stats = views.decision_stats(memory.store)
+        assert stats.totals == {"graft": 1, "abstain": 1} and stats.avoided_total == 40
+        assert stats.latency["graft"]["p99"] == pytest.approx(0.2)
+        health = views.health(memory.store)
+        assert health.report.ok and health.catalog.startswith("postgresql://") and "s3://" in health.blocks
+        assert PASSWORD not in health.catalog  # the page shows where the catalog is, never its password
+    finally:
+        memory.close()
