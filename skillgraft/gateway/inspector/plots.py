@@ -45,7 +45,9 @@ def count_label(value: float) -> str:
 def seconds_label(value: float) -> str:
     if value == 0:
         return "0"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.3g} s"
+    if value < 0.001:
+        return f"{value * 1e6:.0f} µs"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
 
 
 def _svg(title: str, body: list[str], height: int = HEIGHT, css_class: str = "plot") -> str:
