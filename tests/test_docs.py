@@ -84,3 +84,15 @@ def test_concepts_list_every_fingerprint_field():
     text = (DOCS / "concepts.md").read_text(encoding="utf-8")
     missing = [f for f in RuntimeFingerprint.model_fields if f"`{f}`" not in text]
     assert not missing, f"docs/concepts.md does not describe the fingerprint fields {missing}"
+
+
+def test_the_inspector_page_states_the_current_limits_and_shows_the_screenshots():
+    pytest.importorskip("jinja2")
+    from skillgraft.gateway.inspector import views
+
+    text = (DOCS / "inspector.md").read_text(encoding="utf-8")
+    assert f"at most {views.ANSWER_WINDOW:,} `generate` rows" in text
+    assert f"{views.BUCKET_SECONDS[0]} s up to a week, at most {views.MAX_BUCKETS} bars" in text
+    assert views.BUCKET_SECONDS[-1] == 7 * 86400
+    images = re.findall(r"\]\((img/inspector_\w+\.png)\)", text)
+    assert len(images) == 4 and all((DOCS / image).is_file() for image in images)
