@@ -36,6 +36,7 @@ def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: in
     unless routing a query needs this runtime's fingerprint (blocks of several runtimes)."""
     from ...memory import SkillMemory
     from ..app import LOOPBACK_HOSTS
+    from ..http_guard import HttpLimits, protocol_class
     from ..runner import is_loopback, run_app
     from .sources import LocalSource
 
@@ -44,6 +45,7 @@ def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: in
     memory = SkillMemory(Path(home).expanduser(), model=model, catalog=catalog, blocks=blocks)
     try:
         app = inspector_app(LocalSource(memory), allowed_hosts=LOOPBACK_HOSTS)
-        run_app(app, host, port, ready=None if ready is None else lambda url: ready(url + START_PAGE))
+        announce = None if ready is None else lambda url: ready(url + START_PAGE)
+        run_app(app, host, port, ready=announce, http=protocol_class(HttpLimits()))  # the gateway's strict HTTP
     finally:
         memory.close()

@@ -28,6 +28,7 @@ class Runtime:
     embedder: str
     router_threshold: float
     gate_threshold: float
+    gate: str  # the gate's policy after a graft: advisory or enforce
     fingerprint: Optional[dict] = None
     fingerprint_id: Optional[str] = None
     stored_fingerprints: dict[str, int] = field(default_factory=dict)
@@ -88,7 +89,7 @@ class GatewaySource:
             thresholds = memory.router.threshold, memory.gate_threshold
             stored = _stored_fingerprints(memory.store)
         return Runtime(
-            "gateway", self.gateway.model_name, memory.router.embedder.name, *thresholds,
+            "gateway", self.gateway.model_name, memory.router.embedder.name, *thresholds, memory.gate,
             fingerprint=fingerprint.model_dump(mode="json"), fingerprint_id=fingerprint.id, stored_fingerprints=stored,
             servers=status.servers, slots_total=status.slots_total, slots_leased=status.slots_leased,
             restarts=status.restarts,
@@ -118,4 +119,4 @@ class LocalSource:
             thresholds = self.memory.router.threshold, self.memory.gate_threshold
             stored = _stored_fingerprints(self.memory.store)
         return Runtime("local store", str(self.memory.model), self.memory.router.embedder.name, *thresholds,
-                       stored_fingerprints=stored)
+                       self.memory.gate, stored_fingerprints=stored)
