@@ -66,13 +66,14 @@ def _dependencies(folder: Path) -> Path:
 def fresh(dist, tmp_path_factory) -> Path:
     """A new virtual environment holding the two wheels (and, by a .pth file, the dependencies)."""
     base = tmp_path_factory.mktemp("fresh")
-    venv = base / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=base)
+    venv, env = base / "venv", _clean_env(base / "home")  # no PYTHONPATH: pip would see the checkout as installed
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=base, env=env)
     python = venv / "bin" / "python"
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base).stdout.strip())
+    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base, env=env).stdout.strip())
     (site / "_skillgraft_test_dependencies.pth").write_text(f"{_dependencies(base / 'dependencies')}\n")
     wheels = sorted(dist.glob("*.whl"))
-    _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index", *wheels], cwd=base)
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index", *wheels],
+         cwd=base, env=env)
     return venv
 
 
