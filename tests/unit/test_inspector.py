@@ -174,6 +174,7 @@ def test_decision_stats_count_bucket_and_take_percentiles(fake_memory):
 
 def test_plot_scales_and_escapes():
     assert [plots.nice_max(v) for v in (0, 0.3, 1, 7, 12, 4_100)] == [1.0, 0.5, 1, 10, 20, 5_000]
+    assert [plots.intervals(top) for top in (1, 2, 2.5, 5, 10, 50, 0.25)] == [4, 4, 5, 5, 4, 5, 5]  # round steps
     svg = plots.stacked_bars("t", ["<b>"], [{"x&y": 3}], [plots.Series("x&y", "#000")])
     assert "<b>" not in svg and "&lt;b&gt;" in svg and "x&amp;y" in svg and svg.count('class="bar"') == 1
     assert plots.score_bars("s", [("a", -0.2, False), ("b", 1.7, True)], 0.3).count('class="bar"') == 2

@@ -58,11 +58,17 @@ def _svg(title: str, body: list[str], height: int = HEIGHT, css_class: str = "pl
     )
 
 
+def intervals(top_value: float) -> int:
+    """How many gridline intervals divide ``top_value`` (a :func:`nice_max`) into round steps."""
+    mantissa = top_value / 10 ** math.floor(math.log10(top_value))
+    return 5 if round(mantissa, 6) in (2.5, 5) else 4
+
+
 def _y_axis(top_value: float, label: Callable[[float], str], plot_height: int) -> list[str]:
-    parts = []
-    for i in range(5):
-        value = top_value * i / 4
-        y = TOP + plot_height - plot_height * i / 4
+    parts, n = [], intervals(top_value)
+    for i in range(n + 1):
+        value = top_value * i / n
+        y = TOP + plot_height - plot_height * i / n
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd" stroke-width="1"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" fill="#555">{escape(label(value))}</text>')
     return parts

@@ -141,7 +141,8 @@ def _label(start: float, seconds: int, span_days: bool) -> str:
     moment = datetime.fromtimestamp(start, timezone.utc)
     if seconds >= 86400:
         return moment.strftime("%Y-%m-%d")
-    return moment.strftime("%m-%d %H:%M" if span_days else "%H:%M")
+    clock = "%H:%M" if seconds >= 60 else "%H:%M:%S"
+    return moment.strftime(f"%m-%d {clock}" if span_days else clock)
 
 
 def decision_stats(store: "BlockStore", window: int = ANSWER_WINDOW) -> DecisionStats:
