@@ -1,7 +1,7 @@
 """The inspector's pages under ``/ui``: server-rendered HTML (Jinja2, autoescaped), read-only.
 
-With an API key every page but the login form needs the key: as ``Authorization: Bearer``
-or as the session cookie the login form sets (an HMAC of the key under a secret of this
+With an API key every page but the sign-in form needs the key: as ``Authorization: Bearer``
+or as the session cookie the sign-in form sets (an HMAC of the key under a secret of this
 process, never the key itself). Without a key the app around it accepts loopback hosts
 only. Responses forbid scripts, framing and any asset from elsewhere (CSP).
 """
@@ -67,7 +67,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("skillgraft.gateway.inspector", "templates"),
                       autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.filters.update(when=_when, size=_size, seconds=plots.seconds_label, interval=_interval)
-    env.globals.update(prefix=PREFIX, colour_of=plots.colour_of)
+    env.globals.update(prefix=PREFIX)
     return env
 
 
