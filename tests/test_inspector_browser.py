@@ -3,7 +3,8 @@ a real gateway over a real llama-server, and against ``skillgraft ui`` on a loca
 
 The pages must load without a console error, show the catalog, route a typed query to the
 router's decision, draw their plots, refuse a bad key at the login form, and write nothing.
-Screenshots of the main views go into docs/img/. ``make test`` installs chromium; a missing
+Screenshots of the main views are taken every run (into a temporary folder) and written to
+docs/img/ with SKILLGRAFT_DOCS_SCREENSHOTS=1. ``make test`` installs chromium; a missing
 browser fails under SKILLGRAFT_REQUIRE_BROWSER instead of skipping.
 """
 
@@ -27,6 +28,7 @@ from tests.test_gateway import IN_DOMAIN, OFF_TOPIC, _require_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_IMG = ROOT / "docs" / "img"
+SHOTS = Path(os.environ.get("TMPDIR", "/tmp")) / f"skillgraft-inspector-shots-{os.getpid()}"
 CHROMIUM = os.environ.get("SKILLGRAFT_CHROMIUM", "/usr/bin/chromium")
 KEY = "inspector-test-key"
 QUESTION = "What is 17 * 23?"
@@ -117,8 +119,10 @@ class Console:
 
 
 def _shot(page, name: str) -> None:
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS_IMG / f"inspector_{name}.png"), full_page=True)
+    """A screenshot of the page: into docs/img/ when asked to refresh the docs' pictures."""
+    folder = DOCS_IMG if os.environ.get("SKILLGRAFT_DOCS_SCREENSHOTS") == "1" else SHOTS
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"inspector_{name}.png"), full_page=True)
 
 
 def _plots_drawn(page) -> int:
