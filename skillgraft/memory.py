@@ -86,6 +86,7 @@ class SkillMemory(Deposits, Upkeep):
     ``catalog`` and ``blocks`` are the store's URLs (see :mod:`skillgraft.store.backends`).
     ``gate`` is the confidence gate's policy after a graft: ``"advisory"`` (the default:
     report it, never discard) or ``"enforce"`` (answer plainly when not confident).
+    ``read_only=True`` opens the store without writing anything (see :class:`BlockStore`).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class SkillMemory(Deposits, Upkeep):
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
         gate: Union[str, bool, None] = None,
+        read_only: Optional[bool] = None,
     ) -> None:
         from .store.block_store import BlockStore
 
@@ -107,7 +109,7 @@ class SkillMemory(Deposits, Upkeep):
             embedder = Embedder(str(embedder or DEFAULT_EMBEDDER))
         elif not isinstance(getattr(embedder, "name", None), str) or not callable(getattr(embedder, "encode", None)):
             raise InputError(f"the embedder must be a name or have .name and .encode(texts), got {type(embedder).__name__}")
-        self.store = BlockStore(home or default_home(), catalog=catalog, blocks=blocks)
+        self.store = BlockStore(home or default_home(), catalog=catalog, blocks=blocks, read_only=read_only)
         self.model = model or default_model()
         self.settings = settings
         self._engine = engine

@@ -124,7 +124,7 @@ class Router:
             vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
             try:
-                if version is not None:
+                if version is not None and not self.store.read_only:
                     index.save(self.cache_dir, version, self.embedder.name)
             except OSError as exc:  # a read-only store still routes
                 logger.debug("cannot write the index cache: %s", exc)

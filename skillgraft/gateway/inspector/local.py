@@ -42,7 +42,7 @@ def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: in
 
     if not is_loopback(host):
         raise ConfigError(f"skillgraft ui listens on loopback only, not {host}: share a memory with `skillgraft serve --api-key`")
-    memory = SkillMemory(Path(home).expanduser(), model=model, catalog=catalog, blocks=blocks)
+    memory = SkillMemory(Path(home).expanduser(), model=model, catalog=catalog, blocks=blocks, read_only=True)
     try:
         app = inspector_app(LocalSource(memory), allowed_hosts=LOOPBACK_HOSTS)
         announce = None if ready is None else lambda url: ready(url + START_PAGE)
