@@ -9,11 +9,15 @@ an embedder.
   logits) that exactness tests and benchmarks drive directly.
 - :class:`TextEmbedder` is what the :class:`~skillgraft.routing.router.Router` calls on an
   embedder.
+- :class:`Catalog` and :class:`BlockStorage` are what a
+  :class:`~skillgraft.store.block_store.BlockStore` calls on its catalog and its block
+  payload storage (defined in :mod:`skillgraft.store.protocols`).
 
 The in-process :class:`~skillgraft.engine.llama.Engine`, a
-:class:`~skillgraft.server.engine.LlamaServerEngine` (one leased slot at a time) and the
-fakes of :mod:`skillgraft.testing` implement them. Importing this module loads neither
-llama.cpp nor torch.
+:class:`~skillgraft.server.engine.LlamaServerEngine` (one leased slot at a time), the
+catalogs and block storages of :mod:`skillgraft.store` and the fakes of
+:mod:`skillgraft.testing` implement them. Importing this module loads neither llama.cpp,
+torch nor a database driver.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ import numpy as np
 from .core.fingerprint import RuntimeFingerprint
 from .core.states import KVState, TokenStep
 from .core.progress import Progress
+from .store.protocols import BlockStorage, Catalog
+
+__all__ = ["AnswerSlot", "BlockStorage", "CaptureEngine", "Catalog", "ChatText", "GraftEngine", "TextEmbedder"]
 
 Messages = Sequence[tuple[str, str]]
 

@@ -5,7 +5,9 @@ is a shared PostgreSQL catalog. ``blocks``: None is the folder ``<home>/blocks``
 ``s3://bucket/prefix`` is an S3 bucket (endpoint and credentials from the usual ``AWS_*``
 environment variables), ``file:///path`` a folder on a shared mount. When an argument is
 None the environment decides: ``$SKILLGRAFT_CATALOG`` and ``$SKILLGRAFT_BLOCKS``.
-URLs are shown only without their password.
+An object that is already a :class:`~skillgraft.store.protocols.Catalog` or
+:class:`~skillgraft.store.protocols.BlockStorage` (a fake of :mod:`skillgraft.testing`, say)
+is used as it is. URLs are shown only without their password.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Optional, Union
 from .block_folder import FolderBlocks
 from .catalog import SqliteCatalog
 from ..errors import ConfigError
+from .protocols import BlockStorage, Catalog
 
 __all__ = ["blocks_url", "catalog_url", "open_block_storage", "open_catalog_backend"]
 
@@ -44,8 +47,10 @@ def blocks_url(given: Optional[str] = None) -> Optional[str]:
     return url
 
 
-def open_catalog_backend(given: Optional[str], home: Path, *, read_only: bool):
+def open_catalog_backend(given: Union[str, Catalog, None], home: Path, *, read_only: bool) -> Catalog:
     """The catalog backend the URL names (SQLite in ``home`` by default)."""
+    if given is not None and not isinstance(given, str):
+        return given
     url = catalog_url(given)
     if url is None:
         return SqliteCatalog(Path(home) / "catalog.db", read_only=read_only)
@@ -54,8 +59,10 @@ def open_catalog_backend(given: Optional[str], home: Path, *, read_only: bool):
     return PostgresCatalog(url, read_only=read_only)
 
 
-def open_block_storage(given: Optional[str], home: Union[str, Path]):
+def open_block_storage(given: Union[str, BlockStorage, None], home: Union[str, Path]) -> BlockStorage:
     """The block storage the URL names (``home/blocks`` by default); a shared one caches in ``home/cache``."""
+    if given is not None and not isinstance(given, str):
+        return given
     home = Path(home)
     url = blocks_url(given)
     if url is None:

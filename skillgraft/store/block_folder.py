@@ -16,17 +16,19 @@ import stat
 import time
 import uuid
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..core.blocks import Block
 from ..errors import BlockIntegrityError, StoreError
 from ..core.sha import SHA256_HEX
+from .protocols import Verify
 
-__all__ = ["FolderBlocks", "TEMP_SUFFIX", "Verify", "fsync_dir", "not_regular", "pid_alive"]
+__all__ = ["FolderBlocks", "MOVED_ASIDE", "Strays", "TEMP_SUFFIX", "Verify", "fsync_dir", "not_regular", "pid_alive"]
 
 TEMP_SUFFIX = ".part"
-Verify = Callable[[Block, bytes], Optional[str]]
+MOVED_ASIDE = "moved to quarantine/"
 
 _FILE_KINDS = {
     stat.S_IFDIR: "a directory",
@@ -129,6 +131,24 @@ def dead_writer_temp(path: Path) -> bool:
     parts = path.name.split(".")
     pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else -1
     return not (pid > 0 and pid_alive(pid))
+
+
+@dataclass
+class Strays:
+    """What a storage's ``strays`` finds: each stray reported, or with ``repair`` settled at once."""
+
+    repair: bool
+    problems: list[dict] = field(default_factory=list)
+    repaired: list[dict] = field(default_factory=list)
+
+    def add(self, file: str, problem: str, settle: Callable[[], object], action: Optional[str] = None) -> None:
+        """Report ``file``, or call ``settle`` and record ``action`` (else what ``settle`` returned)."""
+        entry = {"block_id": None, "file": file, "problem": problem}
+        if not self.repair:
+            self.problems.append(entry)
+            return
+        done = settle()
+        self.repaired.append({**entry, "action": action or done})
 
 
 def block_file(folder: Path, block: Block) -> Path:
@@ -236,7 +256,7 @@ class FolderBlocks:
                 raise StoreError(f"cannot remove {path.name}: {exc.strerror or exc}") from exc
             return "deleted"
         self.move_aside(path)
-        return "moved to quarantine/"
+        return MOVED_ASIDE
 
     # -- check -----------------------------------------------------------------------------
 
@@ -246,8 +266,7 @@ class FolderBlocks:
         ``lock`` is the catalog's write lock: a live writer renames and inserts under it,
         so an unclaimed file seen while holding it belongs to a writer that died.
         """
-        problems: list[dict] = []
-        repaired: list[dict] = []
+        found = Strays(repair)
         with lock():
             try:
                 entries = sorted(self.folder.iterdir())
@@ -255,21 +274,11 @@ class FolderBlocks:
                 return [{"block_id": None, "file": "blocks/", "problem": f"unreadable ({exc.strerror or exc})"}], []
             for path in entries:
                 if path.name.endswith(TEMP_SUFFIX):
-                    if not dead_writer_temp(path):
-                        continue
-                    entry = {"block_id": None, "file": path.name, "problem": "temp file of an interrupted write"}
-                    if repair:
-                        repaired.append({**entry, "action": self.discard(path)})
-                    else:
-                        problems.append(entry)
+                    if dead_writer_temp(path):
+                        found.add(path.name, "temp file of an interrupted write", lambda: self.discard(path))
                 elif path.name not in known:
                     problem = "file without a catalog row"
                     if not is_regular_file(path):
                         problem += f", {not_regular(os.lstat(path).st_mode)}"
-                    entry = {"block_id": None, "file": path.name, "problem": problem}
-                    if repair:
-                        self.move_aside(path)
-                        repaired.append({**entry, "action": "moved to quarantine/"})
-                    else:
-                        problems.append(entry)
-        return problems, repaired
+                    found.add(path.name, problem, lambda: self.move_aside(path), MOVED_ASIDE)
+        return found.problems, found.repaired

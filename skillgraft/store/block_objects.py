@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .block_folder import (
-    TEMP_SUFFIX, Verify, block_file, dead_writer_temp, prove_writable, read_regular, temp_file, write_synced,
+    MOVED_ASIDE, TEMP_SUFFIX, Strays, block_file, dead_writer_temp, prove_writable, read_regular, temp_file, write_synced,
 )
 from ..core.blocks import BLOCK_SUFFIX, Block
 from .catalog_postgres import first_line, redact_url
 from ..errors import ConfigError, StoreError
+from .protocols import Verify
 
 __all__ = ["ObjectBlocks", "DEFAULT_DISK_CACHE_BYTES", "UNCLAIMED_GRACE_S"]
 
@@ -212,8 +213,7 @@ class ObjectBlocks:
         ``lock`` is not needed here: an upload precedes its transaction, so only an object's
         age can tell a dead writer's object from one whose deposit is still in progress.
         """
-        problems: list[dict] = []
-        repaired: list[dict] = []
+        found = Strays(repair)
         now = datetime.now(timezone.utc)
         try:
             listed = [meta for batch in self._obstore.list(self._store) for meta in batch]
@@ -225,19 +225,8 @@ class ObjectBlocks:
                 continue
             if (now - meta["last_modified"]).total_seconds() < UNCLAIMED_GRACE_S:
                 continue  # maybe a deposit in progress on another host
-            entry = {"block_id": None, "file": key, "problem": "object without a catalog row"}
-            if repair:
-                self._move_aside(key)
-                repaired.append({**entry, "action": "moved to quarantine/"})
-            else:
-                problems.append(entry)
+            found.add(key, "object without a catalog row", lambda: self._move_aside(key), MOVED_ASIDE)
         for path in sorted(self.cache_dir.glob(f"*{TEMP_SUFFIX}")):
-            if not dead_writer_temp(path):
-                continue
-            entry = {"block_id": None, "file": f"cache/{path.name}", "problem": "temp file of an interrupted write"}
-            if repair:
-                self._drop(path)
-                repaired.append({**entry, "action": "deleted"})
-            else:
-                problems.append(entry)
-        return problems, repaired
+            if dead_writer_temp(path):
+                found.add(f"cache/{path.name}", "temp file of an interrupted write", lambda: self._drop(path), "deleted")
+        return found.problems, found.repaired

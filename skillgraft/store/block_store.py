@@ -30,29 +30,29 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import Optional, Union
 
 from .backends import catalog_url, open_block_storage, open_catalog_backend
 from ..core.blocks import Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import utc_now
-from ..errors import BlockIntegrityError, BlockNotFoundError, ConflictError, InputError, StoreError
+from ..errors import BlockIntegrityError, ConflictError, InputError, StoreError
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.hashing import blake3_hex, payload_problem, reuse_freed_payload_memory
-from ..core.sha import HEX, SHA256_HEX
+from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .check import CheckReport, Recapture, check_store, row_problems
 from .edits import CatalogEdits
 from .ledger import LedgerReads
+from .protocols import BlockStorage, Catalog
+from .reads import CatalogReads
 
 __all__ = ["BlockStore", "CheckReport", "LoadedState", "conflict_error", "row_problems", "DEFAULT_CACHE_BYTES"]
 
 logger = logging.getLogger("skillgraft.store")
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-MIN_PREFIX = 4
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,15 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogEdits, LedgerReads):
+class BlockStore(CatalogReads, CatalogEdits, LedgerReads):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and
     ``$SKILLGRAFT_BLOCKS``, and when those are unset the SQLite file and the ``blocks/``
-    folder in ``home``). ``read_only=None`` (the default) opens a folder that cannot be
-    written read-only when it already holds a catalog; ``True`` forces read-only, ``False``
-    requires writing.
+    folder in ``home``), or objects implementing :class:`~skillgraft.store.protocols.Catalog`
+    and :class:`~skillgraft.store.protocols.BlockStorage`. ``read_only=None`` (the default)
+    opens a folder that cannot be written read-only when it already holds a catalog; ``True``
+    forces read-only, ``False`` requires writing.
     """
 
     def __init__(
@@ -85,8 +86,8 @@ class BlockStore(CatalogEdits, LedgerReads):
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         read_only: Optional[bool] = None,
-        catalog: Optional[str] = None,
-        blocks: Optional[str] = None,
+        catalog: Union[str, Catalog, None] = None,
+        blocks: Union[str, BlockStorage, None] = None,
     ) -> None:
         self.home = Path(home).expanduser()
         self.quarantine_dir = self.home / "quarantine"
@@ -101,14 +102,15 @@ class BlockStore(CatalogEdits, LedgerReads):
         self._cache: OrderedDict[str, KVState] = OrderedDict()
         self._cached_bytes = 0
 
-    def _prepare_folders(self, catalog: Optional[str], *, required: bool) -> bool:
+    def _prepare_folders(self, catalog: Union[str, Catalog, None], *, required: bool) -> bool:
         """Create the folders and prove they can be written; False when the store can only be read."""
         try:
             self.home.mkdir(parents=True, exist_ok=True)
             self.storage.prepare()
             return True
         except OSError as exc:
-            local_catalog = catalog_url(catalog) is None and (self.home / "catalog.db").is_file()
+            named = catalog is None or isinstance(catalog, str)
+            local_catalog = named and catalog_url(catalog) is None and (self.home / "catalog.db").is_file()
             readable = exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and local_catalog
             if required or not readable:
                 raise StoreError(f"cannot write to the store folder {self.home}: {exc.strerror or exc}") from exc
@@ -121,88 +123,12 @@ class BlockStore(CatalogEdits, LedgerReads):
     def close(self) -> None:
         self.catalog.close()
 
-    # -- reading the catalog ---------------------------------------------------------------
-
-    def _select(self, sql: str, params: Iterable = ()) -> list[dict]:
-        """Rows of a query; a damaged catalog raises :class:`StoreError`, never the driver's errors."""
-        try:
-            return self.catalog.query(sql, list(params))
-        except self.catalog.errors as exc:
-            raise StoreError(f"cannot read the catalog {self.catalog.where}: {exc}; run `skillgraft check`") from exc
-
-    @staticmethod
-    def _block(row: dict) -> Block:
-        try:
-            return Block.from_row(row)
-        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-            detail = str(exc).splitlines()[0][:200]
-            raise StoreError(f"catalog row {str(row.get('id'))[:40]!r} is invalid ({detail}); run `skillgraft check`") from None
-
-    def _rows(self, where: str = "", params: Iterable = ()) -> list[Block]:
-        sql = "SELECT * FROM blocks" + (f" WHERE {where}" if where else "") + " ORDER BY created_at, id"
-        return [self._block(row) for row in self._select(sql, params)]
-
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Reads inside the block all see one consistent state of the catalog."""
-        try:
-            with self.catalog.read():
-                yield
-        except self.catalog.errors as exc:
-            raise StoreError(f"cannot read the catalog {self.catalog.where}: {exc}") from exc
-
-    def blocks(self, *, kind: Optional[BlockKind] = None, include_quarantined: bool = True) -> list[Block]:
-        """Every block, oldest first."""
-        clauses, params = [], []
-        if kind:
-            clauses.append("kind = ?")
-            params.append(kind)
-        if not include_quarantined:
-            clauses.append("status = 'ok'")
-        return self._rows(" AND ".join(clauses), params)
+    # -- where payloads lie ---------------------------------------------------------------
 
     @property
     def blocks_dir(self) -> Path:
         """This host's folder of block files: the store's own, or the cache of shared blocks."""
         return self.storage.local_dir
-
-    def __len__(self) -> int:
-        return self._select("SELECT COUNT(*) AS n FROM blocks")[0]["n"]
-
-    def get(self, ref: str) -> Block:
-        """A block by id, name, or a unique prefix (at least 4 hex digits) of its id."""
-        if not isinstance(ref, str) or not ref.strip():
-            raise InputError("a block id or name is required")
-        found = self._rows("id = ? OR name = ?", [ref, ref])
-        prefix = ref.lower()
-        if not found and len(prefix) >= MIN_PREFIX and HEX.fullmatch(prefix):
-            found = self._rows("substr(id, 1, ?) = ?", [len(prefix), prefix])
-        if not found:
-            raise BlockNotFoundError(f"no block with id or name {ref!r}")
-        if len(found) > 1:
-            raise BlockNotFoundError(f"{ref!r} matches {len(found)} blocks: give more of the id")
-        return found[0]
-
-    def find_same(self, tokens: Iterable[int], fingerprint_id: str) -> Optional[Block]:
-        """The block holding exactly these tokens under this runtime, if any."""
-        found = self._rows("tokens_sha256 = ? AND fingerprint_id = ?", [tokens_sha256(tokens), fingerprint_id])
-        return found[0] if found else None
-
-    def solutions_for(self, question_key: str) -> list[Block]:
-        """Healthy solution blocks whose normalized question is ``question_key`` (none for an
-        empty key: a question of nothing visible never recurs)."""
-        if not question_key:
-            return []
-        return self._rows("kind = 'solution' AND status = 'ok' AND question_key = ?", [question_key])
-
-    def fingerprint(self, fingerprint_id: str) -> RuntimeFingerprint:
-        rows = self._select("SELECT data FROM fingerprints WHERE id = ?", [fingerprint_id])
-        if not rows:
-            raise StoreError(f"fingerprint {fingerprint_id} is missing from the catalog")
-        try:
-            return RuntimeFingerprint.model_validate_json(rows[0]["data"])
-        except (ValueError, TypeError) as exc:
-            raise StoreError(f"fingerprint {fingerprint_id} in the catalog is invalid: {str(exc).splitlines()[0]}") from None
 
     def path_of(self, block: Block) -> Path:
         """Where the block's payload lies on this host: ``blocks/<sha256>.kv``, or its cached copy."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
 from ..core.blocks import Block, block_id_for, tokens_sha256
 from .catalog import usable_vector
@@ -22,11 +22,9 @@ from ..errors import SkillgraftError, StoreError
 from ..core.hashing import file_digest_problem
 from ..core.sha import SHA256_HEX
 from ..core.states import KVState
+from .protocols import BlockStorage, Catalog
 
-if TYPE_CHECKING:
-    from .block_store import BlockStore
-
-__all__ = ["CheckReport", "Recapture", "check_store", "row_problems"]
+__all__ = ["CheckReport", "CheckedStore", "Recapture", "check_store", "row_problems"]
 
 Recapture = Callable[[Block], Optional[KVState]]
 
@@ -61,6 +59,36 @@ class CheckReport:
         return self.as_dict().keys()
 
 
+@runtime_checkable
+class CheckedStore(Protocol):
+    """What a check needs of a store: the public surface of
+    :class:`~skillgraft.store.block_store.BlockStore`, which calls :func:`check_store`."""
+
+    catalog: Catalog
+    storage: BlockStorage
+    read_only: bool
+
+    def block_rows(self) -> list[dict]: ...
+
+    def block_from_row(self, row: dict) -> Block: ...
+
+    def routing_keys(self, block_id: Optional[str] = None) -> list[dict]: ...
+
+    def orphan_routing_keys(self) -> list[dict]: ...
+
+    def delete_routing_keys_by_id(self, key_ids: Iterable[int]) -> None: ...
+
+    def clear_routing_vectors(self, key_ids: Iterable[int]) -> None: ...
+
+    def payload_problem(self, block: Block, payload: bytes) -> Optional[str]: ...
+
+    def mark_quarantined(self, block: Block) -> None: ...
+
+    def evict(self, sha256: str) -> None: ...
+
+    def restore_payload(self, block: Block, payload: bytes) -> None: ...
+
+
 def row_problems(block: Block) -> list[str]:
     """What is inconsistent inside one catalog row: its id, hashes and counts."""
     if not SHA256_HEX.fullmatch(block.sha256):
@@ -77,14 +105,14 @@ def row_problems(block: Block) -> list[str]:
     return problems
 
 
-def check_store(store: "BlockStore", *, repair: bool = False, recapture: Optional[Recapture] = None) -> CheckReport:
+def check_store(store: CheckedStore, *, repair: bool = False, recapture: Optional[Recapture] = None) -> CheckReport:
     """Verify the catalog and every payload of ``store``; with ``repair``, settle what is wrong."""
     report = CheckReport()
     messages = store.catalog.integrity_problems()
     if messages:
         report.problems.append({"block_id": None, "problem": f"catalog integrity: {_shown(messages)}"})
     try:
-        rows = store._select("SELECT * FROM blocks ORDER BY created_at, id")
+        rows = store.block_rows()
     except StoreError as exc:
         report.problems.append({"block_id": None, "problem": f"catalog unreadable: {exc}"})
         return report
@@ -92,7 +120,7 @@ def check_store(store: "BlockStore", *, repair: bool = False, recapture: Optiona
     blocks = []
     for row in rows:
         try:
-            blocks.append(store._block(row))
+            blocks.append(store.block_from_row(row))
         except StoreError as exc:
             report.problems.append({"block_id": str(row.get("id")), "problem": str(exc)})
     for block in blocks:
@@ -120,7 +148,7 @@ def _shown(messages: list[str]) -> str:
     return "; ".join(str(m) for m in messages[:5]) + more
 
 
-def _check_block(store: "BlockStore", block: Block, repair: bool, recapture: Optional[Recapture], report: CheckReport) -> None:
+def _check_block(store: CheckedStore, block: Block, repair: bool, recapture: Optional[Recapture], report: CheckReport) -> None:
     entry = {"block_id": block.id, "name": block.name}
     inconsistent = row_problems(block)
     if inconsistent:
@@ -153,24 +181,23 @@ def _check_block(store: "BlockStore", block: Block, repair: bool, recapture: Opt
         report.problems.append(entry)
 
 
-def _check_routing_keys(store: "BlockStore", repair: bool, report: CheckReport) -> None:
+def _check_routing_keys(store: CheckedStore, repair: bool, report: CheckReport) -> None:
     """Routing keys of blocks the catalog lacks, and keys whose vector is malformed."""
-    orphans = store._select("SELECT id, block_id FROM routing_keys WHERE block_id NOT IN (SELECT id FROM blocks)")
-    rows = store._select("SELECT id, block_id, vector FROM routing_keys WHERE vector IS NOT NULL")
+    orphans = store.orphan_routing_keys()
+    rows = [key for key in store.routing_keys() if key["vector"] is not None]
     lengths = Counter(len(r["vector"]) for r in rows if isinstance(r["vector"], bytes))
     common = lengths.most_common(1)[0][0] if lengths else None
     malformed = [r for r in rows if not usable_vector(r["vector"], common)]
-    for found, problem, action, sql in (
-        (orphans, "routing key of a block the catalog lacks", "deleted", "DELETE FROM routing_keys WHERE id = ?"),
+    for found, problem, action, settle in (
+        (orphans, "routing key of a block the catalog lacks", "deleted", store.delete_routing_keys_by_id),
         (malformed, "routing key with a malformed vector", "vector dropped: re-embedded from its text on the next route",
-         "UPDATE routing_keys SET vector = NULL WHERE id = ?"),
+         store.clear_routing_vectors),
     ):
         if not found:
             continue
         entries = [{"block_id": r["block_id"], "key_id": r["id"], "problem": problem} for r in found]
         if repair:
-            with store.catalog.write() as conn:
-                conn.executemany(sql, [(r["id"],) for r in found])
+            settle([r["id"] for r in found])
             report.repaired += [{**e, "action": action} for e in entries]
         else:
             report.problems += entries

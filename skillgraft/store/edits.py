@@ -1,14 +1,12 @@
 """The catalog edits of a :class:`~skillgraft.store.block_store.BlockStore` beyond deposits.
 
-Routing keys, the catalog version (the router's cache key), the ledger, settings, and the
-edits the memory verbs make (rename, describe, replace). A mixin of ``BlockStore``; every
-write runs in one catalog write transaction, whichever backend holds the catalog.
+Routing keys, the ledger, settings, and the edits the memory verbs make (rename, describe,
+replace). A mixin of ``BlockStore``, which provides the reads (:mod:`skillgraft.store.reads`);
+every write runs in one catalog write transaction, whichever backend holds the catalog.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Iterable, Optional
 
@@ -17,6 +15,7 @@ from .catalog import utc_now
 from ..errors import BlockIntegrityError, BlockNotFoundError, NameTakenError, StoreError
 from ..core.hashing import blake3_hex
 from .ledger import LedgerEvent
+from .protocols import BlockStorage, Catalog
 from ..core.states import KVState, sha256_hex
 
 __all__ = ["CatalogEdits"]
@@ -26,6 +25,9 @@ logger = logging.getLogger("skillgraft.store")
 
 class CatalogEdits:
     """Routing keys, ledger, settings and block edits; mixed into ``BlockStore``."""
+
+    catalog: Catalog
+    storage: BlockStorage
 
     # -- routing keys ----------------------------------------------------------------------
 
@@ -71,36 +73,22 @@ class CatalogEdits:
                 )
             return self.catalog_version() if unchanged else None
 
-    def routing_keys(self, block_id: Optional[str] = None) -> list[dict]:
-        """Routing keys of one block (or all), with their stored vectors."""
-        if block_id:
-            return self._select("SELECT * FROM routing_keys WHERE block_id = ? ORDER BY id", [block_id])
-        return self._select("SELECT * FROM routing_keys ORDER BY id")
+    def delete_routing_keys_by_id(self, key_ids: Iterable[int]) -> None:
+        """Delete routing keys by their row ids, in one transaction."""
+        self._require_writable("delete routing keys")
+        with self.catalog.write() as conn:
+            conn.executemany("DELETE FROM routing_keys WHERE id = ?", [(key_id,) for key_id in key_ids])
 
-    def count_stale_keys(self, embedder: str) -> int:
-        """Routing keys without a vector, or written by another embedder than ``embedder``."""
-        return self._select(
-            "SELECT COUNT(*) AS n FROM routing_keys WHERE embedder != ? OR vector IS NULL", [embedder]
-        )[0]["n"]
+    def clear_routing_vectors(self, key_ids: Iterable[int]) -> None:
+        """Drop the vectors of routing keys (by row id): re-embedded from their text on the next route."""
+        self._require_writable("drop routing vectors")
+        with self.catalog.write() as conn:
+            conn.executemany("UPDATE routing_keys SET vector = NULL WHERE id = ?", [(key_id,) for key_id in key_ids])
 
-    def catalog_version(self) -> str:
-        """Changes whenever blocks or routing keys change: the router's cache key.
-
-        The catalog's random id and a counter bumped by triggers on every change, so it
-        never repeats, whatever the rows hold and whichever process (or host) wrote them.
-        """
-        try:
-            row = self.catalog.version()
-        except self.catalog.errors as exc:
-            raise StoreError(f"cannot read the catalog {self.catalog.where}: {exc}; run `skillgraft check`") from exc
-        if row:
-            return f"{row[0]}:{row[1]}"
-        legacy = self._select(
-            "SELECT (SELECT COUNT(*) FROM blocks) AS a, (SELECT COALESCE(SUM(length(id) + n_bytes), 0) FROM blocks) AS b,"
-            " (SELECT COALESCE(MAX(id), 0) FROM routing_keys) AS c, (SELECT COUNT(*) FROM routing_keys) AS d,"
-            " (SELECT group_concat(id || status) FROM blocks) AS e"
-        )[0]
-        return "legacy:" + hashlib.sha256(json.dumps(legacy, default=str).encode()).hexdigest()[:16]
+    def delete_routing_keys(self, block_id: str, *, kind: str) -> None:
+        self._require_writable(f"change the keys of block {block_id}")
+        with self.catalog.write() as conn:
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
 
     # -- ledger and settings ---------------------------------------------------------------
 
@@ -114,21 +102,12 @@ class CatalogEdits:
         with self.catalog.write() as conn:
             conn.execute(f"INSERT INTO ledger ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
-    def setting(self, key: str, default: Optional[str] = None) -> Optional[str]:
-        rows = self._select("SELECT value FROM settings WHERE key = ?", [key])
-        return rows[0]["value"] if rows else default
-
     def set_setting(self, key: str, value: str) -> None:
         self._require_writable(f"change the setting {key}")
         with self.catalog.write() as conn:
             conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
 
     # -- edits the memory verbs make -------------------------------------------------------
-
-    def fingerprint_ids(self) -> set[str]:
-        """The runtimes the healthy blocks were captured under."""
-        rows = self._select("SELECT DISTINCT fingerprint_id FROM blocks WHERE status = 'ok'")
-        return {row["fingerprint_id"] for row in rows}
 
     def rename(self, block_id: str, new_name: str) -> Block:
         """Give a block a new name, or raise :class:`NameTakenError`."""
@@ -149,17 +128,6 @@ class CatalogEdits:
                 conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = 'description'", (block_id,))
                 self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == "description"])
         return self._by_id(block_id)
-
-    def delete_routing_keys(self, block_id: str, *, kind: str) -> None:
-        self._require_writable(f"change the keys of block {block_id}")
-        with self.catalog.write() as conn:
-            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
-
-    def _by_id(self, block_id: str) -> Block:
-        found = self._rows("id = ?", [block_id])
-        if not found:
-            raise BlockNotFoundError(f"no block with id {block_id!r}")
-        return found[0]
 
     def replace(
         self, old: Block, state: KVState, *, source: str, keys: Optional[dict[str, list[dict]]] = None
