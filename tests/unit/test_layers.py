@@ -59,7 +59,8 @@ def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(path
     assert "skillgraft.flywheel" not in imports(path)
 
 
-@pytest.mark.parametrize("path", [*modules_under("core"), PACKAGE / "protocols.py", PACKAGE / "testing.py"], ids=str)
+@pytest.mark.parametrize("path", [*modules_under("core"), PACKAGE / "protocols.py", PACKAGE / "store" / "protocols.py",
+                                  *modules_under("testing")], ids=str)
 def test_what_engines_and_fakes_share_loads_no_engine(path):
     assert not {m for m in imports(path) if m.startswith(("skillgraft.engine", "skillgraft.server"))}
 

@@ -1,20 +1,15 @@
-"""Deterministic fakes of the engine and the embedder, for fast tests without models.
+"""The fake engine: :class:`FakeEngine` keeps the contracts of
+:class:`~skillgraft.protocols.GraftEngine` with no llama.cpp.
 
-:class:`FakeEngine` keeps the contracts of :class:`~skillgraft.protocols.GraftEngine`
-with no llama.cpp: a byte-level tokenizer, a ChatML chat template, and a "KV cache" that is
-a hash chain over ``(previous digest, token, position)``. A captured payload holds each
-cell's token, position and digest, so a restore of the wrong block, at shifted positions or
-from tampered bytes leaves a different last digest, hence different logits, just as a real
-wrong restore does. Logits are drawn from a generator seeded by the last digest.
+A byte-level tokenizer, a ChatML chat template, and a "KV cache" that is a hash chain over
+``(previous digest, token, position)``. A captured payload holds each cell's token,
+position and digest, so a restore of the wrong block, at shifted positions or from tampered
+bytes leaves a different last digest, hence different logits, just as a real wrong restore
+does. Logits are drawn from a generator seeded by the last digest.
 
 Generation is unscripted by default (pseudo-random, not confident tokens) or follows
 ``reply``: a fixed text, or a function of the rendered context returning the text to
 generate (or None for unscripted). A scripted token has a log-probability near 0.
-
-:class:`FakeEmbedder` hashes lowercased words and character trigrams into 384 dimensions,
-so texts that share words score higher. Neither fake imports llama.cpp or torch::
-
-    memory = SkillMemory(home, engine=FakeEngine(reply="391"), embedder=FakeEmbedder())
 """
 
 from __future__ import annotations
@@ -22,21 +17,20 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-import threading
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from .core.chat_layout import split_chat
-from .core.context_slot import ContextSlot
-from .core.progress import Progress
-from .errors import ConfigError, EngineError, InputError, RestoreRejectedError
-from .core.fingerprint import RuntimeFingerprint
-from .core.sampling import SamplingOptions, sample
-from .core.states import (
+from ..core.chat_layout import split_chat
+from ..core.context_slot import ContextSlot
+from ..core.progress import Progress
+from ..errors import ConfigError, EngineError, InputError, RestoreRejectedError
+from ..core.fingerprint import RuntimeFingerprint
+from ..core.sampling import SamplingOptions, sample
+from ..core.states import (
     KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits,
 )
 
@@ -52,6 +46,11 @@ PAYLOAD_MAGIC = b"FAKEKV\x00\x01"
 PAYLOAD_HEADER = struct.Struct("<8sI")  # magic, number of cells
 PAYLOAD_CELL = struct.Struct("<ii32s")  # token, position, digest
 SCRIPT_BIAS = 40.0  # added to a scripted token's logit: its log-probability is then ~0
+
+__all__ = [
+    "BOS", "END_OF_GENERATION", "EOS", "FakeEngine", "IM_END", "IM_START", "N_VOCAB", "PAYLOAD_CELL", "PAYLOAD_HEADER",
+    "PAYLOAD_MAGIC", "Reply", "SCRIPT_BIAS", "SPECIAL_TEXT", "SPECIAL_TOKENS",
+]
 
 Reply = Union[str, Callable[[str], Optional[str]], None]
 
@@ -318,101 +317,3 @@ class FakeEngine:
             return values
 
         yield from sample(self, options, logits)
-
-
-_WORD = re.compile(r"\w+")
-
-
-class FakeEmbedder:
-    """Hashing bag of words: lowercased words and their character trigrams, signed-hashed into
-    ``dim`` dimensions and L2-normalized. Texts sharing words score higher; ``encoded`` counts
-    the texts embedded so far."""
-
-    name = "fake-hashing-embedder"
-
-    def __init__(self, dim: int = 384) -> None:
-        self.dim = dim
-        self.encoded = 0
-
-    def _features(self, text: str) -> list[tuple[str, float]]:
-        words = _WORD.findall(text.casefold())
-        features = [(f"w:{word}", 1.0) for word in words]
-        for word in words:
-            padded = f" {word} "
-            features += [(f"c:{padded[i:i + 3]}", 0.25) for i in range(len(padded) - 2)]
-        return features or [(f"t:{text}", 1.0)]
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit-length float32 row per text."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        vectors = np.zeros((len(texts), self.dim), np.float32)
-        for row, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InputError(f"the embedder takes text, got {type(text).__name__}")
-            for feature, weight in self._features(text):
-                digest = hashlib.blake2b(feature.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-                value = int.from_bytes(digest, "little")
-                vectors[row, value % self.dim] += weight if value >> 63 else -weight
-            norm = np.linalg.norm(vectors[row])
-            if norm == 0:  # every feature cancelled out: fall back to one fixed dimension
-                vectors[row, 0], norm = 1.0, 1.0
-            vectors[row] /= norm
-        self.encoded += len(texts)
-        return vectors
-
-
-class FakeLease:
-    """A lease of a :class:`FakePool`: one fake engine's context."""
-
-    def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
-        self.server, self.slot, self.engine = server, slot, engine
-
-    def answer_slot(self) -> ContextSlot:
-        return ContextSlot(self.engine)
-
-    def capture(self, source) -> KVState:
-        return self.engine.capture(source)
-
-
-class FakePool:
-    """A stand-in for the gateway's :class:`~skillgraft.gateway.pool.ServerPool`: one
-    :class:`FakeEngine` leased to one request at a time, so the gateway's decisions run in
-    the fast suite (an HTTP client over the app, no llama-server)."""
-
-    n_slots = 1
-    lease_timeout_s = 5.0
-
-    def __init__(self, engine: Optional[FakeEngine] = None) -> None:
-        self.engines = [engine or FakeEngine()]
-        self._lock = threading.Lock()
-        self.leases = 0
-
-    @property
-    def fingerprint(self) -> RuntimeFingerprint:
-        return self.engines[0].fingerprint
-
-    @property
-    def n_leases(self) -> int:
-        return 1
-
-    @contextmanager
-    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None) -> Iterator[FakeLease]:
-        from .gateway.pool import NoSlotError
-
-        if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):
-            raise NoSlotError(self.lease_timeout_s, 1)
-        self.leases += 1
-        try:
-            yield FakeLease(0, 0, self.engines[0])
-        finally:
-            self._lock.release()
-
-    def status(self):
-        from .gateway.pool import PoolStatus
-
-        leased = 1 if self._lock.locked() else 0
-        server = {"index": 0, "pid": None, "url": "fake", "alive": True, "restarts": 0, "completions": self.leases}
-        return PoolStatus((server,), 1, leased, 0)
-
-    def close(self) -> None:
-        """Nothing to stop."""

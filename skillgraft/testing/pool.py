@@ -1,0 +1,71 @@
+"""The fake server pool: the gateway's decisions in the fast suite, over one fake engine."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence
+
+from ..core.context_slot import ContextSlot
+from ..core.fingerprint import RuntimeFingerprint
+from ..core.states import KVState
+from .engine import FakeEngine
+
+__all__ = ["FakeLease", "FakePool"]
+
+
+class FakeLease:
+    """A lease of a :class:`FakePool`: one fake engine's context."""
+
+    def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
+        self.server, self.slot, self.engine = server, slot, engine
+
+    def answer_slot(self) -> ContextSlot:
+        return ContextSlot(self.engine)
+
+    def capture(self, source) -> KVState:
+        return self.engine.capture(source)
+
+
+class FakePool:
+    """A stand-in for the gateway's :class:`~skillgraft.gateway.pool.ServerPool`: one
+    :class:`FakeEngine` leased to one request at a time, so the gateway's decisions run in
+    the fast suite (an HTTP client over the app, no llama-server)."""
+
+    n_slots = 1
+    lease_timeout_s = 5.0
+
+    def __init__(self, engine: Optional[FakeEngine] = None) -> None:
+        self.engines = [engine or FakeEngine()]
+        self._lock = threading.Lock()
+        self.leases = 0
+
+    @property
+    def fingerprint(self) -> RuntimeFingerprint:
+        return self.engines[0].fingerprint
+
+    @property
+    def n_leases(self) -> int:
+        return 1
+
+    @contextmanager
+    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None) -> Iterator[FakeLease]:
+        from ..gateway.pool import NoSlotError
+
+        if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):
+            raise NoSlotError(self.lease_timeout_s, 1)
+        self.leases += 1
+        try:
+            yield FakeLease(0, 0, self.engines[0])
+        finally:
+            self._lock.release()
+
+    def status(self):
+        from ..gateway.pool import PoolStatus
+
+        leased = 1 if self._lock.locked() else 0
+        server = {"index": 0, "pid": None, "url": "fake", "alive": True, "restarts": 0, "completions": self.leases}
+        return PoolStatus((server,), 1, leased, 0)
+
+    def close(self) -> None:
+        """Nothing to stop."""
