@@ -4,6 +4,8 @@ Experiments, not the product: nothing in the library imports this package; the C
 ``bench`` command does, on demand.
 """
 
-from .runs import NEEDLES, bench_graft, bench_paging, bench_positions, bench_route, bench_needles
+from .needles import NEEDLES, bench_needles
+from .route import bench_route
+from .runs import bench_graft, bench_paging, bench_positions
 
 __all__ = ["NEEDLES", "bench_graft", "bench_paging", "bench_positions", "bench_route", "bench_needles"]

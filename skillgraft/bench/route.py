@@ -1,0 +1,101 @@
+"""The routing benchmark behind ``skillgraft bench route``: whole-route latency (query
+embedding and FAISS search), flat against HNSW, and HNSW's recall."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Sequence
+
+import numpy as np
+
+from ..core.progress import Progress
+from ..verify.exactness import CORPUS
+from .runs import machine, repeat_times
+
+__all__ = ["ROUTE_QUERIES", "bench_route"]
+
+ROUTE_QUERIES = (
+    "how do I squash my last three commits?",
+    "what is 17 percent of 250",
+    "translate good morning into French",
+    "my pod keeps crashing after the deploy",
+    "recommend a thriller novel for the beach",
+    "how long should I proof sourdough overnight",
+    "convert 5 miles to kilometres",
+    "undo the commit I pushed by mistake",
+)
+
+
+def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200, seed: int = 0, progress: Progress = None) -> dict:
+    """Whole-route latency (query embedding + FAISS search), flat vs HNSW, with HNSW's recall@1.
+
+    Keys are unit vectors near 384-d MiniLM embeddings of the built-in corpus (so the
+    geometry is realistic without embedding 100k sentences). Each timed route embeds a
+    distinct one-sentence query on the real embedder and searches the index with it;
+    recall@1 of HNSW against flat is measured on perturbed keys.
+    """
+    from ..routing.router import Embedder, KeyIndex
+
+    embedder = Embedder()
+    base = embedder.encode(list(CORPUS))
+    embedder.encode(["warm-up"])
+    texts = [f"{ROUTE_QUERIES[i % len(ROUTE_QUERIES)]} ({i})" for i in range(queries)]
+    reference = Embedder(runtime="sentence-transformers")
+    reference.encode(["warm-up"])
+    embed_times, reference_times = [], []
+    for i in range(40):  # interleaved, so both see the same load
+        embed_times += repeat_times(lambda: embedder.encode([texts[i % len(texts)]]), 1)
+        reference_times += repeat_times(lambda: reference.encode([texts[i % len(texts)]]), 1)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for done, size in enumerate(sizes, 1):
+        keys = base[rng.integers(len(base), size=size)] + rng.normal(0, 0.12, (size, base.shape[1])).astype(np.float32)
+        keys /= np.linalg.norm(keys, axis=1, keepdims=True)
+        picks = rng.integers(size, size=queries)
+        probe = keys[picks] + rng.normal(0, 0.05, (queries, keys.shape[1])).astype(np.float32)
+        probe = np.ascontiguousarray(probe / np.linalg.norm(probe, axis=1, keepdims=True), dtype=np.float32)
+        block_ids = [f"b{i % max(1, size // 100)}" for i in range(size)]
+        results = {}
+        for approximate in (False, True):
+            started = time.perf_counter()
+            index = KeyIndex(np.ascontiguousarray(keys), block_ids, approximate=approximate)
+            build_s = time.perf_counter() - started
+            index.search(probe[:1])
+            latencies, found, routes = [], [], []
+            for q in probe:
+                t0 = time.perf_counter()
+                _, ids = index.search(q[None, :], k=1)
+                latencies.append(time.perf_counter() - t0)
+                found.append(int(ids[0][0]))
+            for text in texts:
+                t0 = time.perf_counter()
+                index.search(embedder.encode([text]))
+                routes.append(time.perf_counter() - t0)
+            results[approximate] = (build_s, latencies, found, routes)
+        flat_found = results[False][2]
+        for approximate, (build_s, latencies, found, routes) in results.items():
+            rows.append({
+                "keys": size,
+                "index": "hnsw" if approximate else "flat",
+                "build_s": build_s,
+                "search_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+                "search_p99_ms": 1000 * float(np.percentile(latencies, 99)),
+                "route_p50_ms": 1000 * float(np.percentile(routes, 50)),
+                "route_p90_ms": 1000 * float(np.percentile(routes, 90)),
+                "route_p99_ms": 1000 * float(np.percentile(routes, 99)),
+                "recall_at_1_vs_flat": float(np.mean(np.array(found) == np.array(flat_found))),
+            })
+        if progress:
+            progress(done, len(sizes))
+    return {
+        "kind": "route",
+        "embedder_runtime": embedder.runtime_used,
+        "embed_query_ms": 1000 * statistics.median(embed_times),
+        "embed_query_ms_range": [1000 * min(embed_times), 1000 * max(embed_times)],
+        "embed_query_ms_sentence_transformers": 1000 * statistics.median(reference_times),
+        "embed_speedup_vs_sentence_transformers": statistics.median(reference_times) / statistics.median(embed_times),
+        "queries": queries,
+        "machine": machine(),
+        "rows": rows,
+    }
