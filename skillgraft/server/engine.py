@@ -16,22 +16,21 @@ URL, and keeps skillgraft's checks in front of the server, which checks almost n
   can leave corrupted KV behind, llama.cpp #27068).
 
 The server binary comes from :mod:`skillgraft.server.build`; ``/completion`` calls live in
-:mod:`skillgraft.server.completions`, the returned values in :mod:`skillgraft.server.records`.
-This module stays over 400 lines as the one owner of a server's lifecycle and slot API. Requests on different slots may
-run from several threads at once (the gateway leases one slot per request); restarts and
-slot-file writes are serialised by the engine.
+:mod:`skillgraft.server.completions`, ``/slots`` calls (capture, restore, save, erase) and the
+slot files in :mod:`skillgraft.server.slot_states`, the returned values in
+:mod:`skillgraft.server.records`. This module owns the server's lifecycle. Requests on
+different slots may run from several threads at once (the gateway leases one slot per
+request); restarts and slot-file writes are serialised by the engine.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import shutil
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional, Sequence, Union
@@ -39,12 +38,7 @@ from typing import Optional, Sequence, Union
 import httpx
 
 from ..config import EngineSettings, default_model, engine_settings
-from ..errors import (
-    ConfigError,
-    InputError,
-    ServerError,
-    SlotReuseError,
-)
+from ..errors import ConfigError, InputError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..engine.models import resolve_model
 from .build import binary_version, find_server
@@ -60,23 +54,22 @@ from .records import (
     TopToken,
 )
 from .slot import ServerSlot
-from .slot_files import parse_slot_file, slot_file_from_block
+from .slot_states import SlotFiles, SlotStates
 from ..core.chat_layout import split_chat
-from ..core.states import KVState, capture_tokens, check_state, require_fits, sha256_hex
+from ..core.states import require_fits
 from ..engine.text import LlamaText
 
 logger = logging.getLogger("skillgraft.server")
 
 STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 600.0
-SLOT_FILE_SUFFIX = ".slot"
 
 __all__ = [
     "Completion", "LlamaServerEngine", "Restore", "ServerGraft", "ServerInfo", "ServerStep", "StreamChunk", "TopToken",
 ]
 
 
-class LlamaServerEngine(ServerCompletions):
+class LlamaServerEngine(SlotStates, ServerCompletions):
     """Grafts blocks into a llama-server: started here (default) or attached by ``url``.
 
     Started: ``model`` is a model name or GGUF path; the server gets a private slot folder
@@ -115,8 +108,6 @@ class LlamaServerEngine(ServerCompletions):
         self.n_slots = n_slots
         self.prompt_cache_mib = prompt_cache_mib
         self.startup_timeout = startup_timeout
-        self._slot_file_cache_bytes = slot_file_cache_bytes
-        self._slot_files: OrderedDict[str, int] = OrderedDict()
         self._process: Optional[ServerProcess] = None
         self._private_dir: Optional[Path] = None
         self._needs_restart = False
@@ -125,7 +116,6 @@ class LlamaServerEngine(ServerCompletions):
         # A started server gets a random key: loopback is reachable by every local user.
         self._api_key = api_key if url is not None else secrets.token_urlsafe(24)
         self.completions = 0
-        self._slot_file_lock = threading.Lock()
         self.restarts = 0
         self._client: Optional[httpx.Client] = None
         if url is None:
@@ -144,6 +134,7 @@ class LlamaServerEngine(ServerCompletions):
             self.binary = None
             self._connect(url.rstrip("/"))
             self.build = self._props().get("build_info", "")
+        self.slot_files = SlotFiles(self.slot_dir, slot_file_cache_bytes)
         self.server = self._describe()
         self.fingerprint = self._build_fingerprint()
         self._state_header, self._state_per_token = self._measure_state_layout()
@@ -314,19 +305,6 @@ class LlamaServerEngine(ServerCompletions):
             settings=self.settings, sliding_window=self.sliding_window, n_slots=self.n_slots,
         )
 
-    def _measure_state_layout(self) -> tuple[int, int]:
-        """Header and per-token bytes of a slot state, from captures of 1 and 2 tokens."""
-        probe = self.tokenize("a b", add_bos=False)[:1] or [0]
-        sizes = [len(self._capture_tokens(probe * n, slot=0)[1]) for n in (1, 2)]
-        per_token = sizes[1] - sizes[0]
-        return sizes[0] - per_token, per_token
-
-    def state_size(self, n_tokens: int) -> Optional[int]:
-        """The exact payload size of ``n_tokens`` tokens, or None for sliding-window models."""
-        if self.sliding_window:
-            return None
-        return self._state_header + n_tokens * self._state_per_token
-
     # -- tokens and chat -------------------------------------------------------------------
 
     @property
@@ -378,113 +356,5 @@ class LlamaServerEngine(ServerCompletions):
                 f"a restore failed on the server at {self.url}; it must be restarted before it serves again"
             )
 
-    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]:
-        """Save a slot through the server and read it back as ``(tokens, block payload)``."""
-        self._check_slot(slot)
-        name = f"save-{os.getpid()}-{time.monotonic_ns()}{SLOT_FILE_SUFFIX}"
-        path = self.slot_dir / name
-        try:
-            self._request("POST", f"/slots/{slot}", params={"action": "save"}, json={"filename": name})
-            parsed = parse_slot_file(path.read_bytes())
-        except OSError as exc:
-            raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
-        finally:
-            path.unlink(missing_ok=True)
-        return parsed.tokens, parsed.to_payload()
-
-    def erase_slot(self, slot: int = 0) -> None:
-        self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
-
-    def _write_slot_file(self, state: KVState) -> tuple[str, float]:
-        """The slot file of a verified state, written once and kept in a bounded cache."""
-        name = state.sha256 + SLOT_FILE_SUFFIX
-        path = self.slot_dir / name
-        started = time.perf_counter()
-        if name in self._slot_files and path.is_file():
-            self._slot_files.move_to_end(name)
-            return name, 0.0
-        data = slot_file_from_block(state.tokens, state.payload)
-        staged = self.slot_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        staged.write_bytes(data)
-        os.replace(staged, path)
-        self._slot_files[name] = len(data)
-        while sum(self._slot_files.values()) > self._slot_file_cache_bytes and len(self._slot_files) > 1:
-            old, _ = self._slot_files.popitem(last=False)
-            (self.slot_dir / old).unlink(missing_ok=True)
-        return name, time.perf_counter() - started
-
-    def forget_slot_file(self, sha256: str) -> None:
-        """Remove a cached slot file (tests use this to reach the write path again)."""
-        name = sha256 + SLOT_FILE_SUFFIX
-        with self._slot_file_lock:
-            self._slot_files.pop(name, None)
-            (self.slot_dir / name).unlink(missing_ok=True)
-
-    # -- capture and graft -----------------------------------------------------------------
-
     def require_fits(self, n_tokens: int, what: str = "text") -> None:
         require_fits(self, n_tokens, what)
-
-    def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
-        self.erase_slot(slot)
-        completion = self.complete(tokens, slot=slot, n_predict=1, n_probs=0)
-        if completion.cache_n != 0 or completion.prompt_n != len(tokens):
-            raise SlotReuseError("capture", slot, completion.cache_n, 0, completion.prompt_n, len(tokens))
-        saved_tokens, payload = self.save_slot(slot)
-        if list(saved_tokens) != tokens:
-            raise ServerError(
-                f"slot {slot} saved {len(saved_tokens)} tokens, not the {len(tokens)} just prefilled"
-            )
-        return saved_tokens, payload
-
-    def capture(self, source: Union[str, Sequence[int]], *, slot: int = 0) -> KVState:
-        """Prefill ``source`` (text or token ids) in a slot, save it and convert it to a state."""
-        self._require_serving()
-        self._check_slot(slot)
-        tokens = capture_tokens(self, source)
-        started = time.perf_counter()
-        saved_tokens, payload = self._capture_tokens(tokens, slot)
-        elapsed = time.perf_counter() - started
-        return KVState(saved_tokens, payload, sha256_hex(payload), self.fingerprint, elapsed)
-
-    def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
-        """Raise unless ``state`` may be handed to this server (fingerprint, size, SHA-256)."""
-        check_state(
-            state, self.fingerprint, self.settings.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
-        )
-
-    def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> Restore:
-        """Check ``state``, write its slot file and restore it into ``slot``.
-
-        A refused or short restore marks the server for a restart (started servers are
-        restarted at once) and raises :class:`ServerError`.
-        """
-        self._require_serving()
-        self._check_slot(slot)
-        self.check_payload(state, block_id, verify_hash=verify_hash)
-        generation = self.restarts
-        try:
-            with self._slot_file_lock:  # the file must not be evicted before the server reads it
-                name, write_s = self._write_slot_file(state)
-                body = self._request("POST", f"/slots/{slot}", params={"action": "restore"}, json={"filename": name})
-            n_restored = int(body.get("n_restored", -1))
-            if n_restored != state.n_tokens:
-                raise ServerError(f"slot {slot} restored {n_restored} tokens of {state.n_tokens}")
-        except ServerError as exc:
-            self.forget_slot_file(state.sha256)
-            self._after_failed_restore(generation)
-            raise ServerError(f"restore of {block_id or 'a block'} into slot {slot} failed: {exc}") from None
-        timings = body.get("timings", {})
-        return Restore(
-            slot=slot, n_restored=n_restored, n_bytes=int(body.get("n_read", 0)),
-            restore_ms=float(timings.get("restore_ms", 0.0)), write_s=write_s,
-        )
-
-    def _after_failed_restore(self, generation: int) -> None:
-        with self._lifecycle:
-            if self.restarts != generation:
-                return  # restarted since the restore was sent: the new process holds no bad KV
-            self._needs_restart = True
-            if self._process is not None:
-                logger.warning("restarting llama-server after a failed restore")
-                self.restart()

@@ -12,21 +12,36 @@ vocabulary, exactly as the in-process sampler decodes them.
 from __future__ import annotations
 
 import codecs
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+from typing import Iterator, Optional, Protocol, Sequence
 
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 from ..errors import InputError
-from .records import reusable_cells
+from ..protocols import ChatText
+from .records import StreamChunk, reusable_cells
 
-if TYPE_CHECKING:
-    from .engine import LlamaServerEngine
+
+class SlotServer(Protocol):
+    """What a slot needs of its server (a :class:`~skillgraft.server.engine.LlamaServerEngine`)."""
+
+    text: ChatText
+
+    def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> object: ...
+
+    def require_fits(self, n_tokens: int, what: str = "text") -> None: ...
+
+    def completion_request(
+        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
+        options: SamplingOptions, stop: Sequence[str] = (), *, stream: bool = False,
+    ) -> dict: ...
+
+    def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]: ...
 
 
 class ServerSlot:
     """An :class:`~skillgraft.protocols.AnswerSlot` over slot ``slot`` of ``engine``."""
 
-    def __init__(self, engine: "LlamaServerEngine", slot: int) -> None:
+    def __init__(self, engine: SlotServer, slot: int) -> None:
         self.engine = engine
         self.slot = slot
         self.reused_cells = 0

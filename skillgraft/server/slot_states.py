@@ -1,0 +1,179 @@
+"""Blocks in and out of llama-server slots: capture (prefill, then save the slot), restore
+(check the state, write its slot file, restore it), save and erase, and the slot files.
+
+:class:`SlotStates` is the half of :class:`~skillgraft.server.engine.LlamaServerEngine` that
+calls ``/slots/{id}``; the engine provides ``_request``, ``complete``, ``tokenize``,
+``_check_slot``, ``_require_serving``, ``restart`` and its lifecycle fields. :class:`SlotFiles`
+keeps the slot files of verified states in the server's ``--slot-save-path``, written once and
+bounded in bytes (least recently used out first). A block's fingerprint, size and SHA-256 are
+checked before its slot file is written; after a failed restore the server is restarted
+before it serves again (a failed restore can leave corrupted KV behind, llama.cpp #27068).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from ..core.states import KVState, capture_tokens, check_state, sha256_hex
+from ..errors import ServerError, SlotReuseError
+from .records import Restore
+from .slot_files import parse_slot_file, slot_file_from_block
+
+__all__ = ["SLOT_FILE_SUFFIX", "SlotFiles", "SlotStates"]
+
+logger = logging.getLogger("skillgraft.server")
+
+SLOT_FILE_SUFFIX = ".slot"
+
+
+class SlotFiles:
+    """Slot files of verified states in ``folder``, at most ``max_bytes`` of them kept.
+
+    ``lock`` is held from writing a file until the server has read it, so no other thread
+    evicts it meanwhile.
+    """
+
+    def __init__(self, folder: Path, max_bytes: int) -> None:
+        self.folder = Path(folder)
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self._sizes: OrderedDict[str, int] = OrderedDict()
+
+    def write(self, state: KVState) -> tuple[str, float]:
+        """The file name of ``state``'s slot file, written unless kept already, and the seconds it took."""
+        name = state.sha256 + SLOT_FILE_SUFFIX
+        path = self.folder / name
+        started = time.perf_counter()
+        if name in self._sizes and path.is_file():
+            self._sizes.move_to_end(name)
+            return name, 0.0
+        data = slot_file_from_block(state.tokens, state.payload)
+        staged = self.folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        staged.write_bytes(data)
+        os.replace(staged, path)
+        self._sizes[name] = len(data)
+        while sum(self._sizes.values()) > self.max_bytes and len(self._sizes) > 1:
+            old, _ = self._sizes.popitem(last=False)
+            (self.folder / old).unlink(missing_ok=True)
+        return name, time.perf_counter() - started
+
+    def forget(self, sha256: str) -> None:
+        """Remove the slot file of a state, if kept."""
+        name = sha256 + SLOT_FILE_SUFFIX
+        with self.lock:
+            self._sizes.pop(name, None)
+            (self.folder / name).unlink(missing_ok=True)
+
+
+class SlotStates:
+    """Capture, restore, save and erase through ``/slots/{id}``; mixed into the engine."""
+
+    # -- state layout ----------------------------------------------------------------------
+
+    def _measure_state_layout(self) -> tuple[int, int]:
+        """Header and per-token bytes of a slot state, from captures of 1 and 2 tokens."""
+        probe = self.tokenize("a b", add_bos=False)[:1] or [0]
+        sizes = [len(self._capture_tokens(probe * n, slot=0)[1]) for n in (1, 2)]
+        per_token = sizes[1] - sizes[0]
+        return sizes[0] - per_token, per_token
+
+    def state_size(self, n_tokens: int) -> Optional[int]:
+        """The exact payload size of ``n_tokens`` tokens, or None for sliding-window models."""
+        if self.sliding_window:
+            return None
+        return self._state_header + n_tokens * self._state_per_token
+
+    # -- save and erase --------------------------------------------------------------------
+
+    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]:
+        """Save a slot through the server and read it back as ``(tokens, block payload)``."""
+        self._check_slot(slot)
+        name = f"save-{os.getpid()}-{time.monotonic_ns()}{SLOT_FILE_SUFFIX}"
+        path = self.slot_dir / name
+        try:
+            self._request("POST", f"/slots/{slot}", params={"action": "save"}, json={"filename": name})
+            parsed = parse_slot_file(path.read_bytes())
+        except OSError as exc:
+            raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
+        finally:
+            path.unlink(missing_ok=True)
+        return parsed.tokens, parsed.to_payload()
+
+    def erase_slot(self, slot: int = 0) -> None:
+        self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
+
+    def forget_slot_file(self, sha256: str) -> None:
+        """Remove a cached slot file (tests use this to reach the write path again)."""
+        self.slot_files.forget(sha256)
+
+    # -- capture and restore ---------------------------------------------------------------
+
+    def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
+        self.erase_slot(slot)
+        completion = self.complete(tokens, slot=slot, n_predict=1, n_probs=0)
+        if completion.cache_n != 0 or completion.prompt_n != len(tokens):
+            raise SlotReuseError("capture", slot, completion.cache_n, 0, completion.prompt_n, len(tokens))
+        saved_tokens, payload = self.save_slot(slot)
+        if list(saved_tokens) != tokens:
+            raise ServerError(
+                f"slot {slot} saved {len(saved_tokens)} tokens, not the {len(tokens)} just prefilled"
+            )
+        return saved_tokens, payload
+
+    def capture(self, source: Union[str, Sequence[int]], *, slot: int = 0) -> KVState:
+        """Prefill ``source`` (text or token ids) in a slot, save it and convert it to a state."""
+        self._require_serving()
+        self._check_slot(slot)
+        tokens = capture_tokens(self, source)
+        started = time.perf_counter()
+        saved_tokens, payload = self._capture_tokens(tokens, slot)
+        elapsed = time.perf_counter() - started
+        return KVState(saved_tokens, payload, sha256_hex(payload), self.fingerprint, elapsed)
+
+    def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
+        """Raise unless ``state`` may be handed to this server (fingerprint, size, SHA-256)."""
+        check_state(
+            state, self.fingerprint, self.settings.n_ctx, self.state_size(state.n_tokens), block_id, verify_hash=verify_hash
+        )
+
+    def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> Restore:
+        """Check ``state``, write its slot file and restore it into ``slot``.
+
+        A refused or short restore marks the server for a restart (started servers are
+        restarted at once) and raises :class:`ServerError`.
+        """
+        self._require_serving()
+        self._check_slot(slot)
+        self.check_payload(state, block_id, verify_hash=verify_hash)
+        generation = self.restarts
+        try:
+            with self.slot_files.lock:  # the file must not be evicted before the server reads it
+                name, write_s = self.slot_files.write(state)
+                body = self._request("POST", f"/slots/{slot}", params={"action": "restore"}, json={"filename": name})
+            n_restored = int(body.get("n_restored", -1))
+            if n_restored != state.n_tokens:
+                raise ServerError(f"slot {slot} restored {n_restored} tokens of {state.n_tokens}")
+        except ServerError as exc:
+            self.forget_slot_file(state.sha256)
+            self._after_failed_restore(generation)
+            raise ServerError(f"restore of {block_id or 'a block'} into slot {slot} failed: {exc}") from None
+        timings = body.get("timings", {})
+        return Restore(
+            slot=slot, n_restored=n_restored, n_bytes=int(body.get("n_read", 0)),
+            restore_ms=float(timings.get("restore_ms", 0.0)), write_s=write_s,
+        )
+
+    def _after_failed_restore(self, generation: int) -> None:
+        with self._lifecycle:
+            if self.restarts != generation:
+                return  # restarted since the restore was sent: the new process holds no bad KV
+            self._needs_restart = True
+            if self._process is not None:
+                logger.warning("restarting llama-server after a failed restore")
+                self.restart()
