@@ -1,4 +1,4 @@
-"""The package's layers: who may import whom, and no import circle."""
+"""The package's layers: who may import whom, no import circle, no module over 400 lines."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def test_the_core_builds_on_nothing_but_itself_and_the_errors(path):
     assert not outside
 
 
-def test_no_module_imports_itself_back_when_loaded():
-    graph = {module_name(p): imports(p, top_level_only=True) for p in PACKAGE.rglob("*.py")}
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (module → the modules it imports), or []."""
     # a package's own __init__ is loaded before its modules: not an edge of a cycle
     graph = {m: {d for d in deps if d != m and not m.startswith(d + ".")} for m, deps in graph.items()}
     state: dict[str, int] = {}
@@ -92,4 +92,25 @@ def test_no_module_imports_itself_back_when_loaded():
     for module in sorted(graph):
         if module not in state and visit(module, []):
             break
+    return cycle
+
+
+def test_no_module_imports_itself_back_when_loaded():
+    cycle = _cycle({module_name(p): imports(p, top_level_only=True) for p in PACKAGE.rglob("*.py")})
     assert not cycle, " -> ".join(cycle)
+
+
+def test_no_module_imports_itself_back_at_all():
+    """Counting imports inside functions and under ``if TYPE_CHECKING`` too: every dependency
+    goes one way (the store's facade uses its check, the check only a protocol of the store)."""
+    cycle = _cycle({module_name(p): imports(p) for p in PACKAGE.rglob("*.py")})
+    assert not cycle, " -> ".join(cycle)
+
+
+MAX_LINES = 400
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)} has {lines} lines: split it by concern"
