@@ -37,8 +37,9 @@ def test_library_never_prints():
 DOCUMENTED_MODULES = {
     "skillgraft": None,
     "skillgraft.errors": None,
-    "skillgraft.protocols": ["AnswerSlot", "CaptureEngine", "ChatText", "GraftEngine", "TextEmbedder"],
-    "skillgraft.testing": ["FakeEmbedder", "FakeEngine", "FakePool"],
+    "skillgraft.protocols": ["AnswerSlot", "BlockStorage", "CaptureEngine", "Catalog", "ChatText", "GraftEngine",
+                             "TextEmbedder"],
+    "skillgraft.testing": ["FakeEmbedder", "FakeEngine", "FakePool", "MemoryBlocks", "MemoryCatalog"],
     "skillgraft.cli": ["cli"],
     "skillgraft.engine": ["Engine"],
     "skillgraft.config": ["EngineSettings", "default_home", "default_model"],

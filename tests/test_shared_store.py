@@ -286,3 +286,24 @@ def test_the_inspector_reads_a_shared_store(tmp_path, shared):
         assert PASSWORD not in health.catalog  # the page shows where the catalog is, never its password
     finally:
         memory.close()
+
+
+def test_the_postgresql_catalog_keeps_the_catalog_contract(postgres):
+    from skillgraft.store.catalog_postgres import PostgresCatalog
+
+    from .storage_contracts import check_catalog
+
+    catalog = PostgresCatalog(postgres.database())
+    try:
+        check_catalog(catalog)
+    finally:
+        catalog.close()
+
+
+def test_the_bucket_keeps_the_block_storage_contract(tmp_path, shared, monkeypatch):
+    from skillgraft.store import block_objects
+
+    from .storage_contracts import check_block_storage
+
+    monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", -60.0)  # no deposit is in progress on another host
+    check_block_storage(block_objects.ObjectBlocks(shared["blocks"], tmp_path / "cache"))
