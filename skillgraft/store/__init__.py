@@ -1,2 +1,3 @@
-"""The store: the block store facade, its edits and integrity check, the catalogs (SQLite,
-PostgreSQL), block storage (a folder, object storage) and the ledger."""
+"""The store: the block store facade, its reads, edits and integrity check, the protocols of
+its backends, the catalogs (SQLite, PostgreSQL), block storage (a folder, object storage) and
+the ledger."""
