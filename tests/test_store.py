@@ -47,8 +47,10 @@ def test_damaged_block_fails_cleanly_and_repair_recaptures_it(stocked, damage):
         path.write_bytes(path.read_bytes()[:-4096])
     else:
         path.unlink()
-    with pytest.raises(BlockIntegrityError, match=block.id):
-        stocked.generate("how do I squash my last commits?", max_tokens=4)
+    # Never grafted: answered plainly, reported as a fallback that names the block and why.
+    damaged = stocked.generate("how do I squash my last commits?", max_tokens=4)
+    assert (damaged.decision, damaged.block_id, damaged.prefill_tokens_avoided) == ("fallback", block.id, 0)
+    assert "cannot be read" in damaged.note.reason and block.id in damaged.note.reason
     # The rest of the store keeps working.
     sourdough = stocked.generate("how do I bake sourdough bread?", max_tokens=4, gate=False)
     assert (sourdough.decision, sourdough.block_id) == ("graft", store.get("sourdough").id)
