@@ -89,7 +89,7 @@ def test_wrong_solution_is_refused_with_exit_1(runner, home):
     assert invoke_json(runner, "list")["rows"] == []
 
 
-def test_corrupt_block_makes_ask_fail_with_one_line_naming_it(runner, home, tmp_path):
+def test_a_corrupt_block_is_never_grafted_and_ask_says_which(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
     added = invoke_json(runner, "add-manual", "git-squash", str(manual), "--example", "how do I squash commits?")
@@ -97,9 +97,9 @@ def test_corrupt_block_makes_ask_fail_with_one_line_naming_it(runner, home, tmp_
     data = bytearray(path.read_bytes())
     data[1000] ^= 0xFF
     path.write_bytes(bytes(data))
-    result = runner.invoke(cli, ["ask", "how do I squash commits?"])
-    assert result.exit_code == 1
-    assert added["block_id"] in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    answer = invoke_json(runner, "ask", "how do I squash commits?", "--max-tokens", "4")
+    assert (answer["decision"], answer["block_id"], answer["prefill_tokens_avoided"]) == ("fallback", added["block_id"], 0)
+    assert "cannot be read" in answer["reason"] and added["block_id"] in answer["reason"]
     report = runner.invoke(cli, ["check", "--json"])
     assert report.exit_code == 1 and json.loads(report.stdout)["problems"][0]["block_id"] == added["block_id"]
 

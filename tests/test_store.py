@@ -2,11 +2,10 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from skillgraft.errors import BlockIntegrityError, FingerprintMismatchError, InputError, StoreError
+from skillgraft.errors import FingerprintMismatchError, InputError, StoreError
 from skillgraft.store.block_store import BlockStore
 
 from .conftest import GIT_MANUAL
