@@ -1,5 +1,6 @@
 import io
 import json
+import re
 import time
 
 import pytest
@@ -227,9 +228,18 @@ def test_activity_draws_only_on_a_terminal_and_erases_itself():
     from skillgraft.cli.main import Activity
 
     piped = io.StringIO()
-    with Activity("capture", "loading the model", stream=piped) as progress:
+    with Activity("capture", "loading the model", unit="tok", stream=piped) as progress:
         progress(512, 1024)
-    assert piped.getvalue() == ""
+        progress(1024, 1024)
+    assert re.fullmatch(r"capture: 1,024/1,024 tok in \d+\.\d s\n", piped.getvalue())
+    failed = io.StringIO()
+    with pytest.raises(RuntimeError), Activity("verify", "loading", stream=failed):
+        raise RuntimeError("the error says it all")
+    assert failed.getvalue() == ""
+    uncounted = io.StringIO()
+    with Activity("route", "loading the embedder", stream=uncounted):
+        pass
+    assert re.fullmatch(r"route: done in \d+\.\d s\n", uncounted.getvalue())
 
     terminal = Terminal()
     with Activity("capture", "loading the model", stream=terminal) as progress:
@@ -251,12 +261,12 @@ def test_capture_progress_comes_per_decode_chunk(smollm2):
     assert calls == [(min(done, total), total) for done in range(n_batch, total + n_batch, n_batch)]
 
 
-def test_add_manual_draws_nothing_when_stderr_is_not_a_terminal_and_refuses_a_taken_name(runner, home, tmp_path):
+def test_add_manual_writes_one_final_line_when_stderr_is_not_a_terminal_and_refuses_a_taken_name(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
     added = runner.invoke(cli, ["add-manual", "git-squash", str(manual)])
     assert added.exit_code == 0, added.output
-    assert added.stderr == ""
+    assert re.fullmatch(r"capture git-squash: (\d+)/\1 tok in \d+\.\d s\n", added.stderr), added.stderr
     manual.write_text("Skill manual: bake sourdough bread at 250 C in a covered pot.")
     taken = runner.invoke(cli, ["add-manual", "git-squash", str(manual)])
     assert taken.exit_code == 1 and "git-squash" in taken.stderr and "taken" in taken.stderr

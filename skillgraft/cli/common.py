@@ -97,12 +97,14 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class Activity:
-    """What a long command is doing, drawn on stderr only when stderr is a terminal.
+    """What a long command is doing, on stderr: drawn live on a terminal, one final line otherwise.
 
-    While ``status`` is set and no progress has come, a spinner shows it with the seconds
-    elapsed (the model and embedder load takes 6-30 s); the first ``activity(done, total)``
-    call turns it into a bar that counts ``done`` of ``total``. ``say(line)`` replaces the
-    status. Everything it draws is erased when it ends, so nothing is printed twice.
+    On a terminal, while ``status`` is set and no progress has come, a spinner shows it with
+    the seconds elapsed (the model and embedder load takes 6-30 s); the first
+    ``activity(done, total)`` call turns it into a bar that counts ``done`` of ``total``.
+    ``say(line)`` replaces the status. Everything it draws is erased when it ends, so nothing
+    is printed twice. When stderr is not a terminal (a pipe, a log file, an agent) nothing is
+    drawn; a command that ends normally writes one line saying what it did and how long it took.
     """
 
     FRAMES = "|/-\\"
@@ -119,6 +121,7 @@ class Activity:
         self._stop = threading.Event()
         self._spinner: Optional[threading.Thread] = None
         self._started = time.monotonic()
+        self._done, self._total = 0, 0
 
     def __enter__(self) -> "Activity":
         self._started = time.monotonic()
@@ -126,13 +129,24 @@ class Activity:
             self._spin()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         self._halt_spinner()
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        if not self.enabled and exc_type is None:
+            self.stream.write(self.summary() + "\n")
+            self.stream.flush()
+
+    def summary(self) -> str:
+        """One line: what was done and in how long."""
+        elapsed = time.monotonic() - self._started
+        if self._total:
+            return f"{self.label}: {self._done:,}/{self._total:,} {self.unit} in {elapsed:.1f} s"
+        return f"{self.label}: done in {elapsed:.1f} s"
 
     def __call__(self, done: int, total: int) -> None:
+        self._done, self._total = done, total
         if not self.enabled:
             return
         self._halt_spinner()
@@ -189,7 +203,8 @@ def _width() -> int:
 
 
 def progress_bar(label: str, enabled: bool = True) -> Activity:
-    """A ``progress(done, total)`` callback drawing a bar on stderr when it is a terminal."""
+    """A ``progress(done, total)`` callback: a bar on stderr when it is a terminal (and
+    ``enabled``), else one final line."""
     return Activity(label, enabled=enabled and is_terminal(sys.stderr))
 
 

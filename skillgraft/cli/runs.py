@@ -44,7 +44,7 @@ def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_j
     from ..config import default_model
 
     model = model or default_model()
-    with Activity("verify", f"loading {model}") as progress:
+    with Activity("verify", f"loading {model}", unit="samples") as progress:
         if engine_kind == "server":
             from ..engine.llama import Engine
             from ..server.checks import verify_server
