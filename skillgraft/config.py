@@ -2,7 +2,8 @@
 
 Every default is defined here once. Environment variables start with ``SKILLGRAFT_``:
 ``SKILLGRAFT_HOME`` (store folder, default ``~/.skillgraft``), ``SKILLGRAFT_MODEL``
-(model name or GGUF path, default ``smollm2-135m``) and ``SKILLGRAFT_THREADS``.
+(model name or GGUF path, default ``smollm2-135m``), and the engine settings
+``SKILLGRAFT_THREADS``, ``SKILLGRAFT_N_CTX`` and ``SKILLGRAFT_N_GPU_LAYERS``.
 """
 
 from __future__ import annotations
@@ -52,15 +53,20 @@ class EngineSettings(BaseModel):
         return value
 
 
+# Engine settings an environment variable may give (every door reads them: CLI, gateway, MCP, API).
+SETTINGS_ENV = {"SKILLGRAFT_THREADS": "n_threads", "SKILLGRAFT_N_CTX": "n_ctx", "SKILLGRAFT_N_GPU_LAYERS": "n_gpu_layers"}
+
+
 def engine_settings(**overrides) -> EngineSettings:
     """Engine settings from the environment and keyword overrides, with a clear error."""
     values: dict = {}
-    threads = os.environ.get("SKILLGRAFT_THREADS")
-    if threads:
-        try:
-            values["n_threads"] = int(threads)
-        except ValueError:
-            raise ConfigError(f"SKILLGRAFT_THREADS must be an integer, got {threads!r}") from None
+    for variable, name in SETTINGS_ENV.items():
+        given = os.environ.get(variable)
+        if given:
+            try:
+                values[name] = int(given)
+            except ValueError:
+                raise ConfigError(f"{variable} must be an integer, got {given!r}") from None
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return EngineSettings(**values)
