@@ -56,10 +56,12 @@ class InputError(SkillgraftError, ValueError):
 class ContextOverflowError(InputError):
     """A text does not fit the context window."""
 
-    def __init__(self, n_tokens: int, n_ctx: int, what: str = "text") -> None:
+    def __init__(self, n_tokens: int, n_ctx: int, what: str = "text", *, hint: str = "") -> None:
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx
-        super().__init__(f"{what} is {n_tokens} tokens but the context holds {n_ctx}")
+        self.what = what
+        self.hint = hint
+        super().__init__(f"{what} is {n_tokens} tokens but the context holds {n_ctx}" + (f": {hint}" if hint else ""))
 
 
 class SlotFileError(InputError):

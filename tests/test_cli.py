@@ -317,3 +317,34 @@ def test_memory_verbs(runner, stocked, tmp_path):
     assert nothing.exit_code == 2 and "nothing to update" in nothing.output
     report = invoke_json(runner, *home, "recapture")
     assert report == {"recaptured": [], "unchanged": report["unchanged"], "failed": []} and len(report["unchanged"]) == 2
+
+
+# -- a manual too long for one block ----------------------------------------------------------
+
+
+SECTIONS = {
+    "Rebasing": "Run git fetch, then git rebase origin/main; fix each conflict, git add the file and continue. ",
+    "Squashing": "Run git rebase -i HEAD~N, keep the first commit as pick and mark the others as squash. ",
+    "Pushing": "After a rebase, push with git push --force-with-lease so nobody else's work is lost. ",
+}
+
+
+def test_a_manual_too_long_says_how_to_split_and_split_stores_one_block_per_heading(runner, home, tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_N_CTX", "512")  # 256 tokens of room for a block: a small manual overflows
+    manual = tmp_path / "git.md"
+    manual.write_text("A git guide.\n\n" + "".join(f"## {title}\n{text * 6}\n\n" for title, text in SECTIONS.items()))
+    refused = runner.invoke(cli, ["add-manual", "git-guide", str(manual)])
+    assert refused.exit_code == 1 and invoke_json(runner, "list")["rows"] == []
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1 and "tokens but the context holds 256" in message
+    assert "skillgraft add-manual git-guide FILE --split" in message, message
+    both = runner.invoke(cli, ["add-manual", "git-guide", str(manual), "--split", "-e", "squash?"])
+    assert both.exit_code == 2 and "--example cannot go with --split" in both.output
+    parts = invoke_json(runner, "add-manual", "git-guide", str(manual), "--split", "-d", "Git")["parts"]
+    assert [(p["name"], p["title"]) for p in parts] == [
+        ("git-guide-1", ""), ("git-guide-2", "Rebasing"), ("git-guide-3", "Squashing"), ("git-guide-4", "Pushing")]
+    assert all(p["tokens"] <= 256 for p in parts)
+    assert invoke_json(runner, "show", "git-guide-3")["description"] == "Git - Squashing"
+    assert invoke_json(runner, "route", "how do I mark commits as squash in an interactive rebase")["block_name"] == "git-guide-3"
+    again = invoke_json(runner, "add-manual", "git-guide", str(manual), "--split", "-d", "Git")["parts"]
+    assert [p["block_id"] for p in again] == [p["block_id"] for p in parts]  # the same parts: nothing new

@@ -27,22 +27,65 @@ from .common import (
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--example", "-e", "examples", multiple=True, help="An example query that should reach this manual.")
 @click.option("--description", "-d", default="", help="One sentence saying what the skill is for.")
+@click.option("--split", is_flag=True, help="One block per heading (NAME-1, NAME-2, ...), for a manual too long for one.")
 @model_option
 @json_option
 @click.pass_context
-def add_manual(ctx, name, file, examples, description, model, as_json) -> None:
+def add_manual(ctx, name, file, examples, description, split, model, as_json) -> None:
     """Capture the skill manual in FILE as a block named NAME.
 
     The manual is prefilled once and its KV state stored; NAME, the description,
     every --example and the manual's own sentences become routing keys. Use - as FILE to read standard input. A name
     that is taken, or a text already stored under another name, is refused before any
     capture.
+
+    A manual longer than the context can hold is refused, unless --split is given: then
+    each Markdown heading (a line starting with #) starts a block of its own, named
+    NAME-1, NAME-2, ... with the heading as its description; a section still too long is
+    cut at blank lines. Give examples to a part afterwards with `skillgraft update NAME-2 -e ...`.
     """
+    from ..errors import ContextOverflowError
+
     text = read_text_file(file, "manual")
+    if split:
+        if examples:
+            raise click.UsageError("--example cannot go with --split: give a part its examples with `skillgraft update`")
+        return _add_split_manual(ctx, name, text, description, model, as_json)
     memory = open_memory(ctx, model)
     with Activity(f"capture {name}", f"loading {memory.model}", unit="tok") as progress:
-        block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
+        try:
+            block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
+        except ContextOverflowError as exc:
+            from ..core.manual_split import with_split_hint
+
+            how = f"`skillgraft add-manual {name} FILE --split` stores one block per heading (a line starting with #)"
+            raise with_split_hint(exc, how) from None
     emit(_block_result(block), as_json)
+
+
+def _add_split_manual(ctx, name: str, text: str, description: str, model, as_json: bool) -> None:
+    """``add-manual --split``: every part is planned (and must fit) before the first capture."""
+    from ..core.chat_layout import block_tokens
+    from ..core.manual_split import split_manual
+    from ..errors import NameTakenError
+    from ..store.deposits import QUERY_ROOM_TOKENS
+
+    memory = open_memory(ctx, model)
+    with Activity(f"capture {name}", f"loading {memory.model}, then splitting", unit="part") as progress:
+        engine = memory.engine
+        parts = split_manual(text, lambda part: len(block_tokens(engine, part)), engine.n_ctx - QUERY_ROOM_TOKENS)
+        names = [f"{name}-{number}" for number in range(1, len(parts) + 1)]
+        stored = {block.name: block for block in memory.list(include_quarantined=True)}
+        for part_name, part in zip(names, parts):  # the same part stored already is no clash
+            if part_name in stored and stored[part_name].source != part.text:
+                raise NameTakenError(part_name, stored[part_name].id)
+        blocks = []
+        for done, (part_name, part) in enumerate(zip(names, parts), 1):
+            about = " - ".join(filter(None, [description, part.title]))
+            blocks.append(memory.add_manual(part_name, part.text, description=about))
+            progress(done, len(parts))
+    emit({"parts": [_block_result(block, title=part.title) for block, part in zip(blocks, parts)]}, as_json,
+         lambda d: "\n".join(f"{p['block_id']}  {p['tokens']:>6} tok  {p['name']}  {p['title']}" for p in d["parts"]))
 
 
 def _block_result(block, **extra) -> dict:
