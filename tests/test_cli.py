@@ -139,6 +139,7 @@ def test_calibrate_from_files(runner, home, tmp_path):
 READ_COMMANDS = (
     ["list"], ["show", "x"], ["get", "x"], ["route", "squash"], ["ask", "squash"], ["ledger"], ["check"],
     ["export", "bundle.tar"], ["rm", "x"], ["rename", "x", "y"], ["update", "x", "-d", "new"], ["recapture"],
+    ["serve", "--port", "0"], ["mcp"],
 )
 
 

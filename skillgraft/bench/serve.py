@@ -142,7 +142,7 @@ def bench_serve(
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-serve-"))
     home = workdir / "store"
     gateway = GatewayProcess(home, servers=servers, model=model, log_path=workdir / "gateway.log",
-                             extra_args=["--allow-deposits"])  # the bench stocks its store over HTTP
+                             extra_args=["--allow-deposits", "--create"])  # a fresh store, stocked over HTTP
     outcomes: list[Outcome] = []
     killed_pid = None
     try:

@@ -15,8 +15,9 @@ import click
 
 from ..errors import SkillgraftError, StoreError
 
-# The commands that may create the store folder; every other one needs an existing store.
-ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate", "serve", "mcp"})
+# The commands that may create the store folder; every other one needs an existing store
+# (serve and mcp create one only when given --create).
+ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate"})
 HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
 DEBUG_HELP = "Show tracebacks for errors."
 # The most a text file given to a command (a manual, a method, a list of queries) may hold.
@@ -216,8 +217,9 @@ model_option = click.option(
 )
 
 
-def store_home(ctx: click.Context) -> Path:
-    """The store folder the options name; it must hold a catalog unless the command adds."""
+def store_home(ctx: click.Context, *, create: bool = False) -> Path:
+    """The store folder the options name; it must hold a catalog unless the command adds
+    (or ``create`` is set: ``serve --create``, ``mcp --create``)."""
     from ..config import default_home
 
     given = (ctx.obj or {}).get("home")
@@ -225,10 +227,12 @@ def store_home(ctx: click.Context) -> Path:
     from ..store.backends import catalog_url
 
     shared = catalog_url((ctx.obj or {}).get("catalog")) is not None
-    if ctx.command.name not in ADDING_COMMANDS and not shared and not (home / "catalog.db").is_file():
+    adds = create or ctx.command.name in ADDING_COMMANDS
+    if not adds and not shared and not (home / "catalog.db").is_file():
         raise StoreError(
             f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
-            f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store"
+            f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store, "
+            f"and so do serve --create and mcp --create"
         )
     return home
 

@@ -10,6 +10,10 @@ import click
 
 from .common import model_option, store_home
 
+create_option = click.option(
+    "--create", is_flag=True, help="Create the store when --home holds none (otherwise a missing store is an error)."
+)
+
 
 def _serve_extra() -> None:
     from ..errors import ConfigError
@@ -46,10 +50,11 @@ def _serve_extra() -> None:
               help="Open connections from one client address.")
 @click.option("--slot-wait", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a request waits for a free slot before a 503 (default 30).")
+@create_option
 @model_option
 @click.pass_context
 def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
-                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, model) -> None:
+                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, create, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
@@ -61,7 +66,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
 
     _serve_extra()
     config = GatewayConfig(
-        home=store_home(ctx), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
+        home=store_home(ctx, create=create), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
         api_key=api_key, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
@@ -102,13 +107,21 @@ def ui_command(ctx, host, port, model) -> None:
 @click.option("--allow-deposits", is_flag=True, help="Offer the add_manual and add_solution tools; off by default.")
 @click.option("--deposits-per-minute", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Deposits the client may make a minute (a burst of as many).")
+@create_option
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              default="warning", show_default=True, help="What the MCP server logs on stderr.")
 @model_option
 @click.pass_context
-def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, model: Optional[str]) -> None:
-    """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts)."""
+def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, create: bool, log_level: str,
+                model: Optional[str]) -> None:
+    """Serve the skill memory as MCP tools over stdin/stdout (for MCP hosts).
+
+    Logs only warnings and errors on stderr unless --log-level says otherwise.
+    """
     from ..gateway.access import DepositPolicy
     from ..gateway.mcp import run_stdio
 
     _serve_extra()
-    run_stdio(store_home(ctx), model=model, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
-              deposits=DepositPolicy(allow_deposits, None, deposits_per_minute))
+    obj = ctx.obj or {}
+    run_stdio(store_home(ctx, create=create), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
+              deposits=DepositPolicy(allow_deposits, None, deposits_per_minute), log_level=log_level.upper())

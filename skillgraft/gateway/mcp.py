@@ -64,13 +64,13 @@ class SkillInfo(BaseModel):
         )
 
 
-def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy()):
+def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(), *, log_level: str = "WARNING"):
     """An :class:`mcp.server.MCPServer` whose tools use ``memory``; the deposit tools only
-    when ``deposits`` allows them."""
+    when ``deposits`` allows them. The SDK logs at ``log_level``."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer("skillgraft", instructions=INSTRUCTIONS)
+    server = MCPServer("skillgraft", instructions=INSTRUCTIONS, log_level=log_level)
     lock = threading.Lock()
 
     @contextmanager
@@ -149,10 +149,10 @@ def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, Too
 
 def run_stdio(
     home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None,
-    deposits: DepositPolicy = DepositPolicy(),
+    deposits: DepositPolicy = DepositPolicy(), log_level: str = "WARNING",
 ) -> None:
     """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
     stdin/stdout until the client disconnects."""
     deposits.check(None)
     with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks) as memory:
-        build_server(memory, deposits).run("stdio")
+        build_server(memory, deposits, log_level=log_level).run("stdio")
