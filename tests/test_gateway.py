@@ -405,3 +405,45 @@ def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
     assert answer["skillgraft"]["block_id"] == block.id and answer["skillgraft"]["routed"] == "graft"
     assert "cannot be read" in answer["skillgraft"]["reason"] and block.id in answer["skillgraft"]["reason"]
     assert not path.exists()  # moved to quarantine
+
+
+# -- the skills API for hosts with their own model ---------------------------------------------
+
+
+def test_a_host_reads_a_skills_text_and_recalls_over_http(gateway, store):
+    from urllib.parse import quote
+
+    _, blocks = store
+    url = gateway.url + "/v1/skills"
+    manual = httpx.get(f"{url}/git-squash", trust_env=False).json()
+    assert (manual["object"], manual["id"], manual["text"]) == ("skill", blocks["git-squash"].id, GIT_MANUAL)
+    assert "how do I squash my last commits?" in manual["examples"]
+    solution = httpx.get(f"{url}/{quote('What is 17 * 23?')}", trust_env=False).json()
+    assert (solution["answer"], solution["method"], solution["verifier"]) == ("391", "print(17 * 23)", "python")
+    missing = httpx.get(f"{url}/no-such-skill", trust_env=False)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "skill_not_found"
+
+    graft = httpx.post(f"{url}/recall", json={"query": IN_DOMAIN}, trust_env=False)
+    found = graft.json()
+    assert graft.status_code == 200 and found["object"] == "skill.recall"
+    assert found["decision"] == "graft" and found["skill"]["text"] == GIT_MANUAL and found["answer"] is None
+    assert graft.headers["x-skillgraft-decision"] == "graft"
+    assert graft.headers["x-skillgraft-block"] == blocks["git-squash"].id
+    assert graft.headers["x-skillgraft-block-name"] == "git-squash"
+    exact = httpx.post(f"{url}/recall", json={"query": "what is 17*23"}, trust_env=False)
+    assert exact.json()["answer"] == "391" and exact.headers["x-skillgraft-decision"] == "exact"
+    abstain = httpx.post(f"{url}/recall", json={"query": OFF_TOPIC}, trust_env=False)
+    assert abstain.json()["skill"] is None and abstain.headers["x-skillgraft-decision"] == "abstain"
+    assert "x-skillgraft-block" not in abstain.headers
+
+
+@pytest.mark.parametrize("body", [{"query": ""}, {"query": "   "}, {"query": "a\x00b"}, {"question": "hi"}, {"query": 7}, [1]])
+def test_a_bad_recall_is_a_400(gateway, body):
+    response = httpx.post(gateway.url + "/v1/skills/recall", json=body, trust_env=False)
+    assert response.status_code == 400 and response.json()["error"]["message"]
+
+
+def test_a_recall_body_that_is_not_json_is_a_400(gateway):
+    response = httpx.post(gateway.url + "/v1/skills/recall", content=b"\xff{", trust_env=False,
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 400

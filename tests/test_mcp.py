@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("mcp")
 
 ROOT = Path(__file__).resolve().parents[1]
+KEPT_ENV = {"PATH", "HOME", "PYTHONPATH", "SKILLGRAFT_LLAMA_SERVER", "SKILLGRAFT_CACHE_DIR"}
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +28,18 @@ def mcp_home(tmp_path_factory, smollm2, embedder):
     return home
 
 
-def _call_tools(home: Path, calls: list[tuple[str, dict]], options: tuple[str, ...] = ("--allow-deposits",)) -> tuple[set[str], list]:
+def call_tools(home: Path, calls: list[tuple[str, dict]], options: tuple[str, ...] = ("--allow-deposits",), *,
+               errlog=None) -> tuple[set[str], list]:
+    """Start `skillgraft mcp --home HOME OPTIONS...` as an MCP host would and make the calls."""
     from mcp.client import Client
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "PYTHONPATH", "SKILLGRAFT_LLAMA_SERVER", "SKILLGRAFT_CACHE_DIR"}}
+    env = {key: value for key, value in os.environ.items() if key in KEPT_ENV}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
     params = StdioServerParameters(command=sys.executable, args=["-m", "skillgraft", "mcp", "--home", str(home), *options], env=env)
 
     async def run():
-        async with Client(params) as client:
+        async with Client(stdio_client(params, errlog=errlog or sys.stderr)) as client:
             tools = {tool.name for tool in (await client.list_tools()).tools}
             results = [await client.call_tool(name, arguments) for name, arguments in calls]
             return tools, results
@@ -44,26 +47,50 @@ def _call_tools(home: Path, calls: list[tuple[str, dict]], options: tuple[str, .
     return anyio.run(run)
 
 
-def test_mcp_tools_answer_the_sdk_client(mcp_home):
-    tools, (recall, exact, listing, refused) = _call_tools(mcp_home, [
-        ("recall", {"question": "How do I squash my last three commits with git?"}),
-        ("ask", {"question": "what is 17*23"}),
-        ("list_skills", {}),
-        ("add_solution", {"question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}),
-    ])
-    assert tools == {"recall", "ask", "add_manual", "add_solution", "list_skills"}
+def test_mcp_tools_answer_the_sdk_client(mcp_home, tmp_path):
+    from tests.conftest import GIT_MANUAL
+
+    with open(tmp_path / "stderr.txt", "w+") as errlog:
+        tools, (recall, exact, listing, refused, method) = call_tools(mcp_home, [
+            ("recall", {"question": "How do I squash my last three commits with git?"}),
+            ("ask", {"question": "what is 17*23"}),
+            ("list_skills", {}),
+            ("add_solution", {"question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}),
+            ("read_skill", {"ref": "What is 17 * 23?"}),
+        ], errlog=errlog)
+        errlog.seek(0)
+        logged = errlog.read()
+    assert tools == {"recall", "read_skill", "ask", "add_manual", "add_solution", "list_skills"}
     assert not recall.is_error
-    assert recall.structured_content["decision"] == "graft"
-    assert recall.structured_content["block_name"] == "git-squash"
+    found = recall.structured_content
+    assert found["decision"] == "graft" and found["block_name"] == "git-squash"
+    assert found["skill"]["text"] == GIT_MANUAL and found["skill"]["examples"] == ["how do I squash my last commits?"]
+    assert found["score"] >= found["threshold"] and found["reason"] and found["use"]
     assert exact.structured_content["decision"] == "exact" and exact.structured_content["text"] == "391"
     names = {skill["name"] for skill in listing.structured_content["result"]}
     assert "git-squash" in names and len(names) == 2
     assert refused.is_error  # a wrong answer is verified and refused, never stored
+    solution = method.structured_content
+    assert (solution["answer"], solution["method"], solution["verifier"]) == ("391", "print(17 * 23)", "python")
+    assert "INFO" not in logged and "Processing request" not in logged, logged  # quiet by default
+
+
+def test_mcp_refuses_a_missing_store_unless_asked_to_create_it(tmp_path):
+    from click.testing import CliRunner
+
+    from skillgraft.cli.main import cli
+
+    typo = tmp_path / "stor"
+    refused = CliRunner().invoke(cli, ["mcp", "--home", str(typo)])
+    assert refused.exit_code == 1 and "--create" in refused.stderr and not typo.exists()
+    tools, (listing,) = call_tools(typo, [("list_skills", {})], ("--create",))
+    assert "recall" in tools and listing.structured_content["result"] == []
+    assert (typo / "catalog.db").is_file()
 
 
 def test_deposits_are_off_by_default(mcp_home):
-    tools, (refused,) = _call_tools(mcp_home, [("add_solution", {"question": "q", "answer": "1", "method": "print(1)"})], ())
-    assert tools == {"recall", "ask", "list_skills"}
+    tools, (refused,) = call_tools(mcp_home, [("add_solution", {"question": "q", "answer": "1", "method": "print(1)"})], ())
+    assert tools == {"recall", "read_skill", "ask", "list_skills"}
     assert refused.is_error
 
 
@@ -78,7 +105,7 @@ def test_an_mcp_deposit_cannot_read_the_host(mcp_home):
         "    try:\n        seen.append(open(path, 'rb').read(8))\n    except OSError:\n        pass\n"
         "print('hidden' if not seen else seen)\n"
     )
-    _, (stored, rated) = _call_tools(mcp_home, [
+    _, (stored, rated) = call_tools(mcp_home, [
         ("add_solution", {"question": "Which host files can a method read?", "answer": "hidden", "method": method}),
         ("add_solution", {"question": "What is 5 + 5?", "answer": "10", "method": "print(10)"}),
     ], ("--allow-deposits", "--deposits-per-minute", "1"))

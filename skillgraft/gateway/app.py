@@ -42,6 +42,7 @@ from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
 from .service import Gateway
+from .skills_api import register_skill_routes
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -249,6 +250,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
     mount_inspector(app, GatewaySource(gateway), api_key=api_key)
+    register_skill_routes(app, gateway, in_thread)
     return guard(app, api_key=api_key, allowed_hosts=allowed_hosts, deposits=deposits)
 
 

@@ -1,11 +1,14 @@
 """``skillgraft mcp``: the skill memory as MCP tools over stdio (the ``mcp`` SDK).
 
-Tools: ``recall`` (what the memory would do for a question), ``ask`` (answer it: the
-verified answer, a grafted block, or plain generation) and ``list_skills``; with deposits
-allowed (``--allow-deposits``, rate-limited) also ``add_manual`` and ``add_solution`` (verified
-here by running its method in the sandbox; nothing the client says is trusted). Results are typed (pydantic), so MCP hosts see their schemas. The
-memory is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns
-its message as the tool's error, except what a refused method printed. Needs the ``serve`` extra.
+Tools: ``recall`` (what the memory would do for a question, with the routed skill's text
+for the host's own model), ``read_skill`` (one skill's text, examples and, for a solution,
+its answer, method and verifier), ``ask`` (answer it: the verified answer, a grafted block,
+or plain generation) and ``list_skills``; with deposits allowed (``--allow-deposits``,
+rate-limited) also ``add_manual`` and ``add_solution`` (verified here by running its method in
+the sandbox; nothing the client says is trusted). Results are typed (pydantic), so MCP hosts
+see their schemas. The memory is used by one tool call at a time; a refused call (a
+:class:`SkillgraftError`) returns its message as the tool's error, except what a refused method
+printed. Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
@@ -18,25 +21,18 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel
 
 from ..core.blocks import Block
-from ..errors import ConflictError, SkillgraftError, VerificationError
+from ..core.manual_split import with_split_hint
+from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
+from ..errors import ConflictError, ContextOverflowError, SkillgraftError, VerificationError
 from ..memory import SkillMemory
 from ..verify.verifiers import withheld_refusal
 from .access import DepositPolicy, DepositRate
 
 INSTRUCTIONS = (
-    "A verified memory of skills. Call recall or ask before answering a question in one of the "
-    "skills listed by list_skills; add_solution stores an answer only after its method is run and checked."
+    "A verified memory of skills. Call recall before answering a question in one of the skills listed "
+    "by list_skills: it returns the skill's text (or a verified answer) and how to use it; ask answers "
+    "with the memory's own model; add_solution stores an answer only after its method is run and checked."
 )
-
-
-class RecallResult(BaseModel):
-    decision: Literal["exact", "graft", "abstain"]
-    block_id: Optional[str]
-    block_name: Optional[str]
-    score: float
-    threshold: float
-    reason: str
-    answer: Optional[str] = None
 
 
 class AskResult(BaseModel):
@@ -83,16 +79,18 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
                 raise ToolError(str(exc)) from None
 
     @server.tool()
-    def recall(question: str) -> RecallResult:
-        """What the memory would do for this question: exact (a verified answer), graft (a skill) or abstain."""
+    def recall(question: str) -> SkillRecall:
+        """What the memory would do for this question — exact (a verified answer), graft (a skill) or
+        abstain — with the skill's text for your own model, the score, the reasons and how to use it."""
         with one_call():
-            found = memory.recall(question)
-        block = found.block
-        return RecallResult(
-            decision=found.decision, block_id=found.block_id, block_name=block.name if block else None,
-            score=round(float(found.score), 6), threshold=float(found.threshold), reason=found.reason,
-            answer=block.answer if found.decision == "exact" else None,
-        )
+            return recall_text(memory, question)
+
+    @server.tool()
+    def read_skill(ref: str) -> SkillText:
+        """One skill's text and examples (for a verified solution also its question, answer, method
+        and verifier), by id, name or a solution's question."""
+        with one_call():
+            return skill_text(memory, ref)
 
     @server.tool()
     def ask(question: str, system: Optional[str] = None, max_tokens: int = 128) -> AskResult:
@@ -130,7 +128,10 @@ def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, Too
         """Capture a skill manual once, so later questions on it graft it instead of re-reading it."""
         take()
         with one_call():
-            return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
+            try:
+                return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
+            except ContextOverflowError as exc:
+                raise with_split_hint(exc, "add it as several manuals, one per section") from None
 
     @server.tool()
     def add_solution(question: str, answer: str, method: str, name: Optional[str] = None) -> SkillInfo:

@@ -12,7 +12,7 @@ from skillgraft.gateway.mcp import build_server  # noqa: E402
 from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
 from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
 
-from .conftest import GIT_MANUAL  # noqa: E402
+from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, QUESTION  # noqa: E402
 
 
 ALLOWED = DepositPolicy(allowed=True)
@@ -39,6 +39,8 @@ def _call(memory, name: str, arguments: dict):
         ("recall", {"question": "a\x00b"}, "NUL"),
         ("ask", {"question": "hi", "system": "x" * 20_000}, "tokens but the context holds"),
         ("add_manual", {"name": "big", "text": "x" * 100_000}, "manual 'big'"),
+        ("add_manual", {"name": "big", "text": "x" * 100_000}, "split it into parts that fit"),
+        ("read_skill", {"ref": "no-such-skill"}, "no-such-skill"),
         ("add_manual", {"name": "git-squash", "text": "other text"}, "is taken by block"),
         ("add_solution", {"question": "What is 2+2?", "answer": " ", "method": "print(4)"}, "the answer is empty"),
     ],
@@ -68,10 +70,10 @@ def test_a_refused_solution_never_shows_the_client_what_its_method_printed(fake_
 
 def test_deposit_tools_are_offered_only_when_deposits_are_allowed(fake_memory):
     tools, (refused,) = _calls(fake_memory, [("add_manual", {"name": "n", "text": GIT_MANUAL})], DepositPolicy())
-    assert tools == {"recall", "ask", "list_skills"}
+    assert tools == {"recall", "read_skill", "ask", "list_skills"}
     assert refused.is_error and fake_memory.list() == []
     tools, _ = _calls(fake_memory, [])
-    assert tools == {"recall", "ask", "list_skills", "add_manual", "add_solution"}
+    assert tools == {"recall", "read_skill", "ask", "list_skills", "add_manual", "add_solution"}
 
 
 def test_deposits_are_rate_limited_per_client(fake_memory):
@@ -80,3 +82,15 @@ def test_deposits_are_rate_limited_per_client(fake_memory):
     assert [result.is_error for result in results] == [False, False, True]
     assert "deposits a minute" in results[2].content[0].text
     assert sorted(b.name for b in fake_memory.list()) == ["manual-0", "manual-1"]
+
+
+def test_a_host_reads_a_skills_text_and_the_recalled_skill(fake_stocked):
+    manual = _call(fake_stocked, "read_skill", {"ref": "git-squash"}).structured_content
+    assert (manual["kind"], manual["text"]) == ("manual", GIT_MANUAL)
+    solution = _call(fake_stocked, "read_skill", {"ref": QUESTION}).structured_content
+    assert (solution["answer"], solution["method"], solution["verifier"]) == (ANSWER, "17 * 23", "exact")
+    recalled = _call(fake_stocked, "recall", {"question": GIT_QUERY}).structured_content
+    assert recalled["decision"] == "graft" and recalled["skill"]["text"] == GIT_MANUAL
+    assert recalled["block_name"] == "git-squash" and recalled["use"] and recalled["reason"]
+    exact = _call(fake_stocked, "recall", {"question": "what is 17*23"}).structured_content
+    assert exact["decision"] == "exact" and exact["answer"] == ANSWER
