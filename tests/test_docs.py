@@ -96,3 +96,48 @@ def test_the_inspector_page_states_the_current_limits_and_shows_the_screenshots(
     assert views.BUCKET_SECONDS[-1] == 7 * 86400
     images = re.findall(r"\]\((img/inspector_\w+\.png)\)", text)
     assert len(images) == 4 and all((DOCS / image).is_file() for image in images)
+
+
+def _commands_in_docs():
+    """Every `skillgraft ...` command line in the code blocks of the docs and the README."""
+    import shlex
+
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"^```[^\n]*\n(.*?)^```", text, re.M | re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                try:
+                    lexer = shlex.shlex(line.split(" #")[0].removeprefix("$ "), posix=True, punctuation_chars=";&|")
+                    lexer.whitespace_split = True
+                    tokens = list(lexer)
+                except ValueError:  # not shell (JSON, Python)
+                    continue
+                segment: list[str] = []
+                for token in [*tokens, ";"]:
+                    if token not in {";", "&&", "|", "||", "&"}:
+                        segment.append(token)
+                        continue
+                    words = [word for word in segment if "=" not in word or word.startswith("-")]  # no VAR=value
+                    if words and (words[0] == "skillgraft" or words[0].endswith("bin/skillgraft")):
+                        yield page.name, words[1:]
+                    elif words[1:3] == ["-m", "skillgraft"]:
+                        yield page.name, words[3:]
+                    segment = []
+
+
+def test_every_command_line_in_the_docs_names_options_that_exist():
+    group_options = {opt for param in cli.params for opt in param.opts}
+    seen = 0
+    for page, args in _commands_in_docs():
+        words = [arg for arg in args if not arg.startswith("-")]
+        name = next((word for word in words if word in cli.commands), None)
+        assert name is not None or not words or args[0].startswith("-"), f"{page}: no command in `skillgraft {' '.join(args)}`"
+        if name is None:
+            continue
+        command = cli.commands[name]
+        known = group_options | {opt for param in command.params for opt in param.opts + param.secondary_opts}
+        for arg in args:
+            if arg.startswith("--"):
+                assert arg.split("=")[0] in known, f"{page}: `skillgraft {name}` has no option {arg.split('=')[0]}"
+        seen += 1
+    assert seen > 20
