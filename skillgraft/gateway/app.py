@@ -18,7 +18,7 @@ from typing import AsyncIterator, Iterator, Optional
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -42,7 +42,7 @@ from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
 from .service import Gateway
-from .skills_api import register_skill_routes
+from .skills_api import decision_headers, register_skill_routes
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -209,7 +209,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                 answer = await holding_slot(gateway.chat, prepared, options)
             else:
                 answer = await in_thread(gateway.chat, prepared, options)
-            return _completion(answer, completion_id, model_id)
+            return JSONResponse(_completion(answer, completion_id, model_id), headers=decision_headers(answer.note))
         if prepared.needs_model:
             await slots.acquire()
         release = slots.release if prepared.needs_model else (lambda: None)
@@ -222,7 +222,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         usage = bool(body.stream_options and body.stream_options.include_usage)
         sse = _SseWriter(completion_id, model_id, usage)
         cleanup = _Cleanup(events, release)
-        return _ClosingStream(_relay(events, first, sse, cleanup, gateway), cleanup, media_type="text/event-stream")
+        return _ClosingStream(_relay(events, first, sse, cleanup, gateway), cleanup, media_type="text/event-stream",
+                              headers=decision_headers(first))
 
     @app.get("/v1/skills")
     async def list_skills(kind: Optional[str] = None):

@@ -41,8 +41,10 @@ class Deposits:
         tokens = self._source_tokens(text)
         room = self.engine.n_ctx - QUERY_ROOM_TOKENS
         if len(tokens) > room:
+            hint = "split it into several manuals, say one per heading (skillgraft add-manual NAME FILE --split)"
             raise ContextOverflowError(
-                len(tokens), room, f"{kind} {name!r} (the context keeps {QUERY_ROOM_TOKENS} tokens free for questions)"
+                len(tokens), room, f"{kind} {name!r} (the context keeps {QUERY_ROOM_TOKENS} tokens free for questions)",
+                hint=hint if kind == "manual" else "",
             )
         return tokens
 

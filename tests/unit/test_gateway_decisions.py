@@ -107,3 +107,15 @@ def test_a_bad_chat_is_a_400(client, messages):
     response = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 400, response.text
     assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_decision_is_in_the_response_headers_streamed_or_not(client, fake_stocked):
+    http, _ = client
+    block = fake_stocked.get("git-squash")
+    whole = _chat(http, [("user", GIT_QUERY)])
+    assert whole.headers["x-skillgraft-decision"] == "graft" and whole.headers["x-skillgraft-block"] == block.id
+    assert int(whole.headers["x-skillgraft-cache-n"]) == whole.json()["skillgraft"]["cache_n"] > 0
+    with http.stream("POST", "/v1/chat/completions", json={
+        "model": "fake-chatml", "stream": True, "messages": [{"role": "user", "content": OUT_OF_DOMAIN}],
+    }) as response:
+        assert response.headers["x-skillgraft-decision"] == "abstain" and "x-skillgraft-block" not in response.headers
