@@ -379,6 +379,11 @@ def test_langchain_chat_openai_talks_to_the_gateway(gateway, model_id):
     assert reply.content.strip()
     streamed = "".join(chunk.content for chunk in llm.stream(messages))
     assert streamed == reply.content
+    # The decision, as docs/gateway.md shows a ChatOpenAI user reading it.
+    headed = ChatOpenAI(base_url=gateway.url + "/v1", api_key="unused", model=model_id, temperature=0, max_tokens=16,
+                        max_retries=0, include_response_headers=True)
+    headers = headed.invoke(messages).response_metadata["headers"]
+    assert headers["x-skillgraft-decision"] == "graft" and headers["x-skillgraft-block-name"] == "git-squash"
 
 
 def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
