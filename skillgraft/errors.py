@@ -8,6 +8,7 @@ The tree::
     │   └── ServerBuildError           llama-server could not be built or found
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
+    │   ├── FormatError                tools or a response format that cannot be honoured
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -62,6 +63,15 @@ class ContextOverflowError(InputError):
         self.what = what
         self.hint = hint
         super().__init__(f"{what} is {n_tokens} tokens but the context holds {n_ctx}" + (f": {hint}" if hint else ""))
+
+
+class FormatError(InputError):
+    """Tools, a tool choice or a response format that cannot be honoured as given; ``field``
+    names the request field (``tools``, ``tool_choice``, ``response_format``, ...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
 
 
 class SlotFileError(InputError):

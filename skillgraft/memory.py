@@ -34,6 +34,7 @@ from .core.sampling import SamplingOptions
 from .core.states import TokenStep
 from .core.text_checks import clean_query, require_text
 from .core.timings import Timings
+from .core.tools import OutputFormat
 from .errors import BlockNotFoundError, InputError, StoreError
 from .routing.calibration import RouterCalibration
 from .routing.router import DEFAULT_EMBEDDER, Embedder, Router
@@ -191,12 +192,24 @@ class SkillMemory(Deposits, Upkeep):
         stored = self.store.setting(GATE_SETTING)
         return float(stored) if stored is not None else DEFAULT_GATE_LOGPROB
 
-    def plan(self, messages: Sequence[tuple[str, str]], *, voice: bool = False, recall: Optional[Recall] = None) -> AnswerPlan:
+    def plan(self, messages: Sequence[tuple[str, str]], *, voice: bool = False, recall: Optional[Recall] = None,
+             format: Optional[OutputFormat] = None) -> AnswerPlan:
         """Check a chat and recall for its last user message; for a graft, read and verify
-        the block's state. :class:`InputError` for an unusable chat."""
+        the block's state. :class:`InputError` for an unusable chat, :class:`FormatError` for
+        a ``format`` this model cannot be held to.
+
+        A verified answer is returned as it is (``exact``) unless ``format`` demands JSON or
+        a tool call: the verified solution is then grafted, and the model writes the answer
+        in that format."""
         chat, query = check_chat(messages)
+        if format is not None:
+            self.engine.check_grammar(format.grammar)
         started = time.perf_counter()
         recall = recall or self.recall(query, log=False)
+        if recall.decision == "exact" and format is not None and format.demands_structure:
+            recall = dataclasses.replace(recall, decision="graft", reason=(
+                f"{recall.reason}; the answer must be {'JSON' if format.schema is not None else 'a tool call'}: "
+                "the verified solution is grafted and the model writes it so"))
         timings = Timings(recall_s=time.perf_counter() - started)
         block = recall.block
         if not (recall.decision == "graft" or (voice and recall.decision == "exact")):
@@ -222,7 +235,7 @@ class SkillMemory(Deposits, Upkeep):
         """Answer a chat of ``[(role, content), ...]`` (the last message the user's) through
         the answer pipeline: exact, graft, fallback or abstain, as every door does."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=recall)
+        plan = self.plan(messages, voice=options.voice, recall=recall, format=options.format)
         with self._slot(plan, options) as slot:
             return self.pipeline(gate).answer(plan, slot, options)
 
@@ -231,7 +244,7 @@ class SkillMemory(Deposits, Upkeep):
         """The answer as events: an :class:`AnswerNote`, text deltas (``str``), then an
         ``AnswerEnd``. The chat is checked and recalled before this returns."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=recall)
+        plan = self.plan(messages, voice=options.voice, recall=recall, format=options.format)
         pipeline = self.pipeline(gate)
 
         def events() -> Iterator[Event]:

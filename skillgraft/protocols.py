@@ -98,6 +98,11 @@ class CaptureEngine(ChatText, Protocol):
         """A context for one answer, held until the ``with`` block ends."""
         ...
 
+    def check_grammar(self, gbnf: str) -> None:
+        """Raise :class:`~skillgraft.errors.FormatError` unless a GBNF grammar (an answer's
+        :class:`~skillgraft.core.tools.OutputFormat`) can constrain this model's tokens."""
+        ...
+
     def close(self) -> None:
         ...
 
@@ -164,8 +169,9 @@ class GraftEngine(Protocol):
         seed: int = 0,
         repeat_penalty: float = 1.0,
         penalty_last_n: int = 64,
+        grammar: Optional[str] = None,
     ) -> Iterator[TokenStep]:
-        """Sample up to ``max_tokens`` after what the context holds."""
+        """Sample up to ``max_tokens`` after what the context holds (``grammar``: GBNF text it must fit)."""
         ...
 
     def logits(self) -> np.ndarray:

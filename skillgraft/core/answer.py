@@ -12,9 +12,12 @@ from .sampling import SamplingOptions
 from .states import KVState, TokenStep
 from .text_checks import clean_query, require_text
 from .timings import Timings
+from .tools import OutputFormat, ToolCall
 
 AnswerDecision = Literal["exact", "graft", "abstain", "fallback"]
-ROLES = ("system", "user", "assistant")
+# A ``tool`` turn is a tool's result (see :func:`~skillgraft.core.tools.tool_result_turn`):
+# rendered as the user's, never the query.
+ROLES = ("system", "user", "assistant", "tool")
 DEFAULT_MAX_TOKENS = 256
 
 
@@ -25,7 +28,8 @@ class AnswerOptions:
     ``temperature`` 0 is greedy (the same text through every door); ``stop`` strings end
     the answer (the text from the first one on is dropped); ``repeat_penalty`` 1 (off) by
     default, as llama-server's penalty also counts prompt tokens and the engines would
-    disagree; ``voice`` lets the model voice a verified answer in a few tokens (in-process).
+    disagree; ``voice`` lets the model voice a verified answer in a few tokens (in-process);
+    ``format`` holds the answer to tool calls or JSON (:mod:`skillgraft.core.tools`).
     """
 
     max_tokens: int = DEFAULT_MAX_TOKENS
@@ -35,6 +39,7 @@ class AnswerOptions:
     stop: tuple[str, ...] = ()
     repeat_penalty: float = 1.0
     voice: bool = False
+    format: Optional[OutputFormat] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
@@ -52,26 +57,39 @@ class AnswerOptions:
         """The sampler's options for an answer with ``room`` tokens of context left."""
         return SamplingOptions(
             max(1, min(self.max_tokens, room)), float(self.temperature), float(self.top_p), self.seed,
-            float(self.repeat_penalty),
+            float(self.repeat_penalty), grammar=self.format.grammar if self.format else None,
         )
 
 
 def check_chat(messages: Sequence[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], str]:
     """The chat as ``((role, content), ...)`` and its last user message (the query), or
-    :class:`InputError`: every door checks a chat with this."""
+    :class:`InputError`: every door checks a chat with this.
+
+    The chat ends with the user's message or a tool's result; tool results are rendered as
+    user turns (consecutive ones as one) and are never the query.
+    """
     if not messages:
         raise InputError("the chat has no messages")
-    chat = []
+    chat: list[tuple[str, str]] = []
+    query = None
     for message in messages:
         if not isinstance(message, (tuple, list)) or len(message) != 2:
             raise InputError(f"a message must be a (role, content) pair, got {type(message).__name__}")
         role, content = message
         if role not in ROLES:
             raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
-        chat.append((role, require_text(content, f"a {role} message")))
-    if chat[-1][0] != "user":
-        raise InputError("the last message must be the user's")
-    return tuple(chat), clean_query(chat[-1][1])
+        content = require_text(content, f"a {role} message")
+        if role == "user":
+            query = content
+        if role == "tool" and chat and chat[-1][0] == "tool":
+            chat[-1] = ("tool", f"{chat[-1][1]}\n{content}")
+        else:
+            chat.append((role, content))
+    if chat[-1][0] not in ("user", "tool"):
+        raise InputError("the last message must be the user's (or a tool's result)")
+    if query is None:
+        raise InputError("the chat has no user message")
+    return tuple(("user" if role == "tool" else role, content) for role, content in chat), clean_query(query)
 
 
 @dataclass(frozen=True)
@@ -126,14 +144,16 @@ class AnswerNote:
 
 @dataclass(frozen=True)
 class AnswerEnd:
-    """The last event of an answer: why it ended (``stop`` or ``length``), its size, the
-    generated steps and where the time went."""
+    """The last event of an answer: why it ended (``stop``, ``length``, or ``tool_calls``
+    when the answer is the ``tool_calls`` it makes), its size, the generated steps and where
+    the time went."""
 
     finish_reason: str
     completion_tokens: int
     prompt_tokens: int
     steps: tuple[TokenStep, ...] = field(default=(), repr=False)
     timings: Timings = field(default_factory=Timings)
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,3 +164,7 @@ class Answer:
     note: AnswerNote
     end: AnswerEnd
     recall: Optional[Recall] = field(default=None, repr=False)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return self.end.tool_calls

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
 from .blocks import Block
+from .questions import normalize_question
 from ..errors import InputError
 from .states import TokenStep
 
@@ -83,11 +84,13 @@ def graft_verdict(block: Block, text: str, confident: Confidence, *, enforce: bo
 
     ``confident`` is :func:`confidence` of the answer's steps. The verdict has ``fell_back``
     set when the answer must be generated again plainly: always when a solution's stored
-    answer is repeated for another question (``query``: a near miss), and when the gate is
+    answer is repeated for another question (``query``: a near miss; the solution's own
+    question may repeat it, as when a response format needs it written), and when the gate is
     enforced and the first tokens are not confident; ``reason`` says which.
     """
     verdict = GateVerdict(**asdict(confident))
-    if block.kind == "solution" and repeats_answer(text, block.answer, query):
+    own_question = bool(query) and block.question_key == normalize_question(query)
+    if block.kind == "solution" and not own_question and repeats_answer(text, block.answer, query):
         return replace(verdict, fell_back=True, reason=(
             f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "
             f"({block.question!r}); generated plainly"

@@ -21,6 +21,7 @@ retried before anything is sent.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Iterator, Optional, Union
 
@@ -32,6 +33,7 @@ from .gate import GATE_TOKENS, confidence, gate_policy, graft_verdict
 from .states import TokenStep
 from .stops import StopCutter
 from .timings import Timings
+from .tools import OutputFormat
 
 MAX_VOICE_TOKENS = 8
 VOICE_PROMPT = "{query}\nReply with the verified answer only."
@@ -64,10 +66,14 @@ class AnswerPipeline:
         """The note, the text deltas and the end of the answer to ``plan`` in ``slot``
         (None for an exact answer that is not voiced)."""
         started = time.perf_counter()
-        recall = plan.recall
-        if recall.decision == "exact":
+        if plan.recall.decision == "exact":
             yield from self._exact(plan, slot, options, started)
             return
+        events = self._generated(plan, slot, options, started)
+        yield from events if options.format is None else _formatted(events, options.format)
+
+    def _generated(self, plan: AnswerPlan, slot, options: AnswerOptions, started: float) -> Iterator[Event]:
+        recall = plan.recall
         note = self._note(plan, "abstain")
         if recall.decision == "graft":
             if plan.unusable:
@@ -100,7 +106,7 @@ class AnswerPipeline:
         block = plan.recall.block
         prefix = block_tokens(self.engine, block.source) if plan.reprefill else None
         try:
-            keep, after = continuation(self.engine, block, plan.chat, prefix=prefix)
+            keep, after = continuation(self.engine, block, _chat(plan, options), prefix=prefix)
         except InputError as exc:
             return self._note(plan, "fallback", reason=str(exc))
         n_prompt = keep + len(after)
@@ -152,7 +158,7 @@ class AnswerPipeline:
         return None
 
     def _plain(self, plan: AnswerPlan, slot, options: AnswerOptions, note: AnswerNote, started: float) -> Iterator[Event]:
-        tokens = chat_tokens(self.engine, plan.chat)
+        tokens = chat_tokens(self.engine, _chat(plan, options))
         sampling = options.sampling(self._room(len(tokens), "the chat"))
         prefill_started = time.perf_counter()
         slot.prefill(tokens)
@@ -243,6 +249,45 @@ def collect(plan: AnswerPlan, events: Iterator[Event]) -> Answer:
         else:
             pieces.append(event)
     return Answer("".join(pieces).strip(), note, end, plan.recall)
+
+
+def collect_choices(plan: AnswerPlan, events: Iterator[Event]) -> list[Answer]:
+    """Whole answers from the events of several answers one after the other (each begins
+    with its note), as :func:`collect` makes one."""
+    answers, current = [], []
+    for event in events:
+        if isinstance(event, AnswerNote) and current:
+            answers.append(collect(plan, current))
+            current = []
+        current.append(event)
+    return [*answers, collect(plan, current)]
+
+
+def _chat(plan: AnswerPlan, options: AnswerOptions) -> list:
+    """The chat the model reads: with a format, its instructions lead the first user message."""
+    return options.format.lead(plan.chat) if options.format is not None else list(plan.chat)
+
+
+def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
+    """A generated answer read against its format. JSON is the text as it streams; with
+    tools the text is held until it ends and is then the reply or the tool calls it makes
+    (``finish_reason`` ``tool_calls``)."""
+    if not form.tools:
+        yield from events
+        return
+    pieces = []
+    for event in events:
+        if isinstance(event, str):
+            pieces.append(event)
+        elif isinstance(event, AnswerEnd):
+            parsed = form.parse("".join(pieces))
+            if parsed.content:
+                yield parsed.content
+            if parsed.tool_calls:
+                event = dataclasses.replace(event, finish_reason="tool_calls", tool_calls=parsed.tool_calls)
+            yield event
+        else:
+            yield event
 
 
 def _close(source) -> None:

@@ -9,7 +9,7 @@ repeat penalty. No llama.cpp, no torch.
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
@@ -24,7 +24,8 @@ class SamplingOptions:
 
     ``temperature`` 0 is greedy; ``top_p`` keeps the smallest set of tokens whose probability
     reaches it; ``seed`` makes a sampled run reproducible; ``repeat_penalty`` > 1 discourages
-    the last ``penalty_last_n`` generated tokens, as llama.cpp's sampler does.
+    the last ``penalty_last_n`` generated tokens, as llama.cpp's sampler does; ``grammar``
+    (GBNF) allows only the tokens that keep the text inside it.
     """
 
     max_tokens: int
@@ -33,6 +34,7 @@ class SamplingOptions:
     seed: int = 0
     repeat_penalty: float = 1.0
     penalty_last_n: int = 64
+    grammar: Optional[str] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 0:
@@ -54,6 +56,18 @@ class Decoder(Protocol):
     def append(self, tokens: Sequence[int]) -> None: ...
 
 
+class Constraint(Protocol):
+    """A grammar the sampled text must stay inside (the engine compiles it for its vocabulary)."""
+
+    def allows(self, token: int) -> bool: ...
+
+    def mask(self, logits: np.ndarray) -> np.ndarray:
+        """``logits`` with every token the grammar refuses here set to ``-inf``."""
+        ...
+
+    def accept(self, token: int) -> None: ...
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Log-probabilities in float64 from raw logits."""
     values = logits.astype(np.float64)
@@ -73,13 +87,28 @@ def pick(logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.
     return int(rng.choice(keep, p=probs[keep] / probs[keep].sum()))
 
 
+def constrained(logprobs: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator,
+                constraint: Constraint) -> int:
+    """:func:`pick` among the tokens ``constraint`` allows. At temperature 0 the argmax is
+    tried first and the whole vocabulary masked only when the grammar refuses it (as
+    llama.cpp's own sampler does), which picks the same token."""
+    if temperature <= 0:
+        token = int(np.argmax(logprobs))
+        if constraint.allows(token):
+            return token
+    return pick(log_softmax(constraint.mask(logprobs)), temperature, top_p, rng)
+
+
 def sample(
-    engine: Decoder, options: SamplingOptions, logits: Optional[Callable[[int], np.ndarray]] = None
+    engine: Decoder, options: SamplingOptions, logits: Optional[Callable[[int], np.ndarray]] = None,
+    constraint: Optional[Constraint] = None,
 ) -> Iterator[TokenStep]:
     """Draw up to ``options.max_tokens`` tokens after what ``engine`` holds, evaluating each.
 
     Stops at an end-of-generation token or when the context is full. ``logits(step)``
-    replaces ``engine.logits()`` (a fake engine biases it towards a scripted reply).
+    replaces ``engine.logits()`` (a fake engine biases it towards a scripted reply);
+    ``constraint`` is ``options.grammar`` compiled by the engine. The log-probability and
+    entropy of each step are the model's own, before the grammar too.
     """
     rng = np.random.default_rng(options.seed)
     recent: list[int] = []
@@ -89,15 +118,20 @@ def sample(
         raw = logits(step) if logits else engine.logits()
         logprobs = log_softmax(raw)
         entropy = float(-(np.exp(logprobs) * logprobs).sum())
+        candidates = logprobs
         if options.repeat_penalty != 1.0 and recent:
             penalty = options.repeat_penalty
             seen = np.fromiter(set(recent[-options.penalty_last_n :]), dtype=np.int64)
             raw[seen] = np.where(raw[seen] > 0, raw[seen] / penalty, raw[seen] * penalty)
-            token = pick(log_softmax(raw), options.temperature, options.top_p, rng)
+            candidates = log_softmax(raw)
+        if constraint is None:
+            token = pick(candidates, options.temperature, options.top_p, rng)
         else:
-            token = pick(logprobs, options.temperature, options.top_p, rng)
+            token = constrained(candidates, options.temperature, options.top_p, rng, constraint)
         if engine.is_end_of_generation(token):
             return
+        if constraint is not None:
+            constraint.accept(token)
         piece = text.decode(engine.piece(token))
         if engine.n_past + 1 > engine.n_ctx:
             return

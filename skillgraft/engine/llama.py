@@ -373,13 +373,24 @@ class Engine:
         seed: int = 0,
         repeat_penalty: float = 1.0,
         penalty_last_n: int = 64,
+        grammar: Optional[str] = None,
     ) -> Iterator[TokenStep]:
         """Sample up to ``max_tokens`` after what the context holds; stops at end of generation.
 
         ``temperature`` 0 is greedy. Sampling is seeded, so a seed reproduces a run.
         ``repeat_penalty`` > 1 discourages the last ``penalty_last_n`` generated tokens (as
-        llama.cpp's sampler does). Each step's log-probability and entropy are those of the
-        model's own distribution, before the penalty (see :mod:`skillgraft.core.sampling`).
+        llama.cpp's sampler does); ``grammar`` (GBNF) constrains the text. Each step's
+        log-probability and entropy are those of the model's own distribution, before the
+        penalty and the grammar (see :mod:`skillgraft.core.sampling`).
         """
         options = SamplingOptions(max_tokens, temperature, top_p, seed, repeat_penalty, penalty_last_n)
-        yield from sample(self, options)
+        constraint = self.text.grammar(grammar) if grammar else None
+        try:
+            yield from sample(self, options, constraint=constraint)
+        finally:
+            if constraint is not None:
+                constraint.close()
+
+    def check_grammar(self, gbnf: str) -> None:
+        """Raise :class:`~skillgraft.errors.FormatError` unless llama.cpp parses ``gbnf``."""
+        self.text.check_grammar(gbnf)

@@ -88,6 +88,17 @@ class LlamaText:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
+    def grammar(self, gbnf: str):
+        """``gbnf`` compiled for this vocabulary (a :class:`~skillgraft.engine.grammar.NativeGrammar`);
+        :class:`~skillgraft.errors.FormatError` when llama.cpp cannot parse it."""
+        from .grammar import NativeGrammar
+
+        return NativeGrammar(self._vocab, self.n_vocab, gbnf)
+
+    def check_grammar(self, gbnf: str) -> None:
+        """Raise :class:`~skillgraft.errors.FormatError` unless llama.cpp parses ``gbnf``."""
+        self.grammar(gbnf).close()
+
     def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
         """Render ``[(role, content), ...]`` with the model's own chat template."""
         template = llama_cpp.llama_model_chat_template(self._model, None)

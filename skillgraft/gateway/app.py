@@ -28,6 +28,7 @@ from ..errors import (
     ContextOverflowError,
     DuplicateBlockError,
     FingerprintMismatchError,
+    FormatError,
     InputError,
     NameTakenError,
     ServerError,
@@ -59,6 +60,8 @@ def api_error(exc: BaseException) -> ApiError:
     message = str(exc)
     if isinstance(exc, ContextOverflowError):
         return ApiError(400, message, code="context_length_exceeded", param="messages")
+    if isinstance(exc, FormatError):
+        return ApiError(400, message, code="unsupported_format", param=exc.field)
     if isinstance(exc, InputError):
         return ApiError(400, message)
     if isinstance(exc, BlockNotFoundError):
@@ -200,27 +203,28 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
             temperature=body.temperature if body.temperature is not None else 0.0,
             top_p=body.top_p if body.top_p is not None else 1.0,
-            seed=body.seed or 0, stop=body.stop_strings(),
+            seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
         ))
-        prepared = await in_thread(gateway.prepare, [message.pair() for message in body.messages])
+        n = body.n or 1
+        prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         if not body.stream:
             if prepared.needs_model:
-                answer = await holding_slot(gateway.chat, prepared, options)
+                answers = await holding_slot(gateway.chat, prepared, options, n)
             else:
-                answer = await in_thread(gateway.chat, prepared, options)
-            return JSONResponse(_completion(answer, completion_id, model_id), headers=decision_headers(answer.note))
+                answers = await in_thread(gateway.chat, prepared, options, n)
+            return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
         if prepared.needs_model:
             await slots.acquire()
         release = slots.release if prepared.needs_model else (lambda: None)
         try:
-            events = gateway.stream(prepared, options)
+            events = gateway.stream(prepared, options, n)
             first = await in_thread(next, events)  # errors before the first event get a status code
         except BaseException:
             release()
             raise
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        sse = _SseWriter(completion_id, model_id, usage)
+        sse = _SseWriter(completion_id, model_id, usage, n)
         cleanup = _Cleanup(events, release)
         return _ClosingStream(_relay(events, first, sse, cleanup, gateway), cleanup, media_type="text/event-stream",
                               headers=decision_headers(first))
@@ -255,34 +259,44 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     return guard(app, api_key=api_key, allowed_hosts=allowed_hosts, deposits=deposits)
 
 
-def _completion(answer: Answer, completion_id: str, model_id: str) -> dict:
+def _message(answer: Answer) -> dict:
+    """An answer as OpenAI's assistant message: its text, or the tool calls it makes."""
+    message = {"role": "assistant", "content": answer.text if answer.text or not answer.tool_calls else None}
+    if answer.tool_calls:
+        message["tool_calls"] = [call.as_openai() for call in answer.tool_calls]
+    return message
+
+
+def _completion(answers: list[Answer], completion_id: str, model_id: str) -> dict:
+    prompt = answers[0].end.prompt_tokens
+    completion = sum(answer.end.completion_tokens for answer in answers)
     return {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model_id,
         "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": answer.text},
+            "index": index,
+            "message": _message(answer),
             "finish_reason": answer.end.finish_reason,
             "logprobs": None,
-        }],
-        "usage": {
-            "prompt_tokens": answer.end.prompt_tokens,
-            "completion_tokens": answer.end.completion_tokens,
-            "total_tokens": answer.end.prompt_tokens + answer.end.completion_tokens,
-        },
-        "skillgraft": answer.note.as_dict(),
+            "skillgraft": answer.note.as_dict(),
+        } for index, answer in enumerate(answers)],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "skillgraft": answers[0].note.as_dict(),
     }
 
 
 class _SseWriter:
-    """Server-sent events in OpenAI's ``chat.completion.chunk`` shape."""
+    """Server-sent events in OpenAI's ``chat.completion.chunk`` shape, for ``n`` choices sent
+    one after the other (each begins with its note)."""
 
-    def __init__(self, completion_id: str, model_id: str, include_usage: bool) -> None:
-        self.completion_id, self.model_id, self.include_usage = completion_id, model_id, include_usage
+    def __init__(self, completion_id: str, model_id: str, include_usage: bool, n: int = 1) -> None:
+        self.completion_id, self.model_id, self.include_usage, self.n = completion_id, model_id, include_usage, n
         self.created = int(time.time())
         self.note: Optional[AnswerNote] = None
+        self.index = -1
+        self.prompt_tokens = self.completion_tokens = 0
 
     def _chunk(self, choices: list, **extra) -> str:
         body = {
@@ -291,18 +305,30 @@ class _SseWriter:
         }
         return f"data: {json.dumps(body)}\n\n"
 
+    def _choice(self, delta: dict, finish_reason: Optional[str] = None) -> list:
+        return [{"index": self.index, "delta": delta, "finish_reason": finish_reason}]
+
     def event(self, event: object) -> str:
         if isinstance(event, AnswerNote):
             self.note = event
-            return self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            self.index += 1
+            return self._chunk(self._choice({"role": "assistant", "content": ""}))
         if isinstance(event, AnswerEnd):
-            text = self._chunk([{"index": 0, "delta": {}, "finish_reason": event.finish_reason}])
+            text = ""
+            if event.tool_calls:
+                calls = [{"index": i, **call.as_openai()} for i, call in enumerate(event.tool_calls)]
+                text += self._chunk(self._choice({"tool_calls": calls}))
+            text += self._chunk(self._choice({}, event.finish_reason))
+            self.prompt_tokens = event.prompt_tokens
+            self.completion_tokens += event.completion_tokens
+            if self.index + 1 < self.n:
+                return text
             if self.include_usage:
-                usage = {"prompt_tokens": event.prompt_tokens, "completion_tokens": event.completion_tokens,
-                         "total_tokens": event.prompt_tokens + event.completion_tokens}
+                usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                         "total_tokens": self.prompt_tokens + self.completion_tokens}
                 text += self._chunk([], usage=usage)
             return text + "data: [DONE]\n\n"
-        return self._chunk([{"index": 0, "delta": {"content": event}, "finish_reason": None}])
+        return self._chunk(self._choice({"content": event}))
 
 
 class _Cleanup:

@@ -42,6 +42,9 @@ class PooledEngine:
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
         return split_chat(self, system, user)
 
+    def check_grammar(self, gbnf: str) -> None:
+        self.text.check_grammar(gbnf)
+
     def piece(self, token: int) -> bytes:
         return self.text.piece(token)
 

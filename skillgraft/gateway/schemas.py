@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.tools import MAX_TOOLS, OutputFormat, output_format, tool_calls_turn, tool_result_turn
+from ..errors import FormatError
+
 MAX_MESSAGES = 256
 MAX_TEXT_CHARS = 200_000
 MAX_STOP_STRINGS = 4
+MAX_CHOICES = 8
 
 
 class TextPart(BaseModel):
@@ -18,20 +23,98 @@ class TextPart(BaseModel):
     text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 
 
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+
+class CalledFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: ToolName
+    arguments: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+
+
+class CalledTool(BaseModel):
+    """A tool call an assistant message made earlier in the chat."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: Annotated[str, Field(min_length=1, max_length=200)]
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    role: Literal["system", "developer", "user", "assistant"]
-    content: Union[Annotated[str, Field(max_length=MAX_TEXT_CHARS)], list[TextPart]]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Union[None, Annotated[str, Field(max_length=MAX_TEXT_CHARS)], list[TextPart]] = None
     name: Optional[str] = None
+    tool_calls: Optional[Annotated[list[CalledTool], Field(max_length=MAX_TOOLS)]] = None
+    tool_call_id: Optional[Annotated[str, Field(max_length=200)]] = None
 
     def text(self) -> str:
+        if self.content is None:
+            return ""
         if isinstance(self.content, str):
             return self.content
         return "".join(part.text for part in self.content)
 
     def pair(self) -> tuple[str, str]:
         return ("system" if self.role == "developer" else self.role, self.text())
+
+
+class FunctionSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: ToolName
+    description: Optional[Annotated[str, Field(max_length=4_000)]] = None
+    parameters: Optional[dict] = None
+    strict: Optional[bool] = None
+
+
+class ToolSpec(BaseModel):
+    """A tool the model may call (OpenAI's function tool)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class ChosenFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: ToolName
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["function"]
+    function: ChosenFunction
+
+
+class JsonSchemaSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: Optional[str] = None
+    json_schema: dict = Field(alias="schema")
+    strict: Optional[bool] = None
+
+
+class ResponseFormat(BaseModel):
+    """``{"type": "text" | "json_object"}`` or ``{"type": "json_schema", "json_schema": {...}}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: Optional[JsonSchemaSpec] = None
+
+    def as_dict(self) -> dict:
+        if self.json_schema is None:
+            return {"type": self.type}
+        return {"type": self.type, "json_schema": {"name": self.json_schema.name, "schema": self.json_schema.json_schema}}
 
 
 class StreamOptions(BaseModel):
@@ -45,11 +128,7 @@ class StreamOptions(BaseModel):
 NO_OP_VALUES: dict[str, tuple] = {
     "frequency_penalty": (0.0,),
     "presence_penalty": (0.0,),
-    "tools": ([],),
     "functions": ([],),
-    "tool_choice": ("none", "auto"),
-    "parallel_tool_calls": (True, False),
-    "response_format": ({"type": "text"},),
     "logprobs": (False,),
     "top_logprobs": (0,),
     "logit_bias": ({},),
@@ -74,16 +153,16 @@ class ChatCompletionRequest(BaseModel):
     stop: Union[None, Annotated[str, Field(max_length=200)], Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=MAX_STOP_STRINGS)]] = None
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
-    n: Optional[Annotated[int, Field(ge=1, le=1)]] = None
+    n: Optional[Annotated[int, Field(ge=1, le=MAX_CHOICES)]] = None
     user: Optional[str] = None
     top_p: Optional[Annotated[float, Field(gt=0.0, le=1.0)]] = None
     frequency_penalty: Optional[float] = None
     presence_penalty: Optional[float] = None
-    tools: Optional[list] = None
+    tools: Optional[Annotated[list[ToolSpec], Field(max_length=MAX_TOOLS)]] = None
     functions: Optional[list] = None
-    tool_choice: Union[None, str, dict] = None
+    tool_choice: Union[None, Literal["none", "auto", "required"], NamedToolChoice] = None
     parallel_tool_calls: Optional[bool] = None
-    response_format: Optional[dict] = None
+    response_format: Optional[ResponseFormat] = None
     logprobs: Optional[bool] = None
     top_logprobs: Optional[int] = None
     logit_bias: Optional[dict] = None
@@ -100,11 +179,48 @@ class ChatCompletionRequest(BaseModel):
                 return name
         return None
 
+    def chat(self) -> list[tuple[str, str]]:
+        """The messages as ``(role, content)`` pairs: an assistant's tool calls and the tools'
+        results written as :mod:`skillgraft.core.tools` renders them."""
+        chat, called = [], {}
+        for index, message in enumerate(self.messages):
+            if message.role == "assistant" and message.tool_calls:
+                calls = [(call.function.name, _arguments(call, index)) for call in message.tool_calls]
+                called.update((call.id, call.function.name) for call in message.tool_calls)
+                chat.append(("assistant", tool_calls_turn(calls, message.text())))
+            elif message.role == "tool":
+                name = message.name or called.get(message.tool_call_id or "")
+                if name is None:
+                    raise FormatError(f"messages.{index}.tool_call_id",
+                                      f"{message.tool_call_id!r} answers no tool call of an earlier assistant message")
+                chat.append(("tool", tool_result_turn(name, message.text())))
+            else:
+                chat.append(message.pair())
+        return chat
+
+    def output_format(self) -> Optional[OutputFormat]:
+        """What the answer must look like (tools or JSON), or None for text; :class:`FormatError`
+        names the field that cannot be honoured."""
+        tools = [tool.function.model_dump(exclude_none=True) for tool in self.tools or ()]
+        choice = self.tool_choice.model_dump() if isinstance(self.tool_choice, NamedToolChoice) else self.tool_choice
+        form = self.response_format.as_dict() if self.response_format is not None else None
+        return output_format(tools, choice, self.parallel_tool_calls, form)
+
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
             return ()
         stops = [self.stop] if isinstance(self.stop, str) else self.stop
         return tuple(s for s in stops if s)
+
+
+def _arguments(call: CalledTool, index: int) -> dict:
+    try:
+        arguments = json.loads(call.function.arguments)
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        raise FormatError(f"messages.{index}.tool_calls", f"the arguments of call {call.id!r} are not a JSON object")
+    return arguments
 
 
 class ManualSkill(BaseModel):

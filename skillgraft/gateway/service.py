@@ -15,6 +15,7 @@ capture never stalls recalls.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,7 +24,8 @@ from typing import Iterator, Optional, Sequence, Union
 
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
-from ..core.pipeline import AnswerPipeline, Event, collect
+from ..core.pipeline import AnswerPipeline, Event, collect_choices
+from ..core.tools import OutputFormat
 from ..errors import ServerError
 from ..memory import SkillMemory
 from .metrics import GatewayMetrics
@@ -83,24 +85,32 @@ class Gateway:
 
     # -- answers ---------------------------------------------------------------------------
 
-    def prepare(self, messages: Sequence[tuple[str, str]]) -> AnswerPlan:
-        """Check the chat and recall for its last user message; :class:`InputError` if unusable."""
+    def prepare(self, messages: Sequence[tuple[str, str]], format: Optional[OutputFormat] = None) -> AnswerPlan:
+        """Check the chat (and the grammar of ``format``) and recall for its last user message;
+        :class:`InputError` if unusable."""
         with self.memory_lock:
-            return self.memory.plan(messages)
+            return self.memory.plan(messages, format=format)
 
-    def chat(self, plan: AnswerPlan, options: AnswerOptions) -> Answer:
-        """Answer a chat (not streamed) that :meth:`prepare` planned."""
-        return collect(plan, self.stream(plan, options))
+    def chat(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1) -> list[Answer]:
+        """The ``n`` answers (choices) to a chat that :meth:`prepare` planned, not streamed."""
+        return collect_choices(plan, self.stream(plan, options, n))
 
-    def stream(self, plan: AnswerPlan, options: AnswerOptions) -> Iterator[Event]:
-        """The pipeline's events for a chat :meth:`prepare` planned: an :class:`AnswerNote`,
-        text deltas (``str``), then an :class:`AnswerEnd`. The note comes only once the
-        server has answered, so a failure before it is retried or raised before anything
-        is sent."""
+    def stream(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1) -> Iterator[Event]:
+        """The pipeline's events for a chat :meth:`prepare` planned: per choice an
+        :class:`AnswerNote`, text deltas (``str``), then an :class:`AnswerEnd`; ``n`` choices
+        one after the other (choice ``i`` sampled with ``seed + i``) in one lease. The note
+        comes only once the server has answered, so a failure before it is retried or raised
+        before anything is sent."""
         started = time.perf_counter()
         if not plan.needs_model:
-            return self._metered(self.pipeline.events(plan, None, options), started)
-        return self._metered(self._leased(plan, options), started)
+            return self._metered(self._choices(plan, lambda: None, options, n), started)
+        return self._metered(self._leased(plan, options, n), started)
+
+    def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int) -> Iterator[Event]:
+        """The events of ``n`` answers, each in a fresh ``slot()`` of the same lease."""
+        for index in range(n):
+            seeded = dataclasses.replace(options, seed=(options.seed + index) % 2**31) if index else options
+            yield from self.pipeline.events(plan, slot(), seeded)
 
     def _metered(self, events: Iterator[Event], started: float) -> Iterator[Event]:
         for event in events:
@@ -108,14 +118,14 @@ class Gateway:
                 self.metrics.request(event.decision, time.perf_counter() - started)
             yield event
 
-    def _leased(self, plan: AnswerPlan, options: AnswerOptions) -> Iterator[Event]:
+    def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int) -> Iterator[Event]:
         failed: list[int] = []
         for round_ in range(2):
             with self.pool.lease(avoid=failed) as lease:
                 generation = lease.engine.restarts
                 sent = False
                 try:
-                    for event in self.pipeline.events(plan, lease.answer_slot(), options):
+                    for event in self._choices(plan, lease.answer_slot, options, n):
                         sent = True
                         yield event
                     return

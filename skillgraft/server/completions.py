@@ -89,6 +89,8 @@ class ServerCompletions:
             "return_tokens": True,
             "stream": stream,
         }
+        if options.grammar:
+            request["grammar"] = options.grammar
         if stream:
             request["timings_per_token"] = True
         if slot is not None:

@@ -333,6 +333,11 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         """``(prefix, turn)``: see :func:`skillgraft.core.chat_layout.split_chat`."""
         return split_chat(self, system, user)
 
+    def check_grammar(self, gbnf: str) -> None:
+        """Raise :class:`~skillgraft.errors.FormatError` unless llama.cpp parses ``gbnf`` (checked
+        here, with the model's vocabulary, before the server is asked)."""
+        self.text.check_grammar(gbnf)
+
     def answer_slot(self, slot: int = 0):
         """Slot ``slot`` held for one answer (callers serialise answers on one slot)."""
         return nullcontext(ServerSlot(self, self._check_slot(slot)))

@@ -152,6 +152,9 @@ class FakeEngine:
         """``(prefix, turn)``: see :func:`skillgraft.core.chat_layout.split_chat`."""
         return split_chat(self, system, user)
 
+    def check_grammar(self, gbnf: str) -> None:
+        """Grammars are not compiled by the fake: every one passes."""
+
     # -- the context -------------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -304,8 +307,10 @@ class FakeEngine:
         seed: int = 0,
         repeat_penalty: float = 1.0,
         penalty_last_n: int = 64,
+        grammar: Optional[str] = None,
     ) -> Iterator[TokenStep]:
-        """Sample up to ``max_tokens`` after the context, as :meth:`Engine.generate` does."""
+        """Sample up to ``max_tokens`` after the context, as :meth:`Engine.generate` does. A
+        ``grammar`` is not enforced: a scripted ``reply`` stands for the constrained text."""
         self.calls["generate"] += 1
         options = SamplingOptions(max_tokens, temperature, top_p, seed, repeat_penalty, penalty_last_n)
         script = self._script()
