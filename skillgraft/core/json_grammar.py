@@ -21,6 +21,11 @@ from ..errors import FormatError
 
 MAX_SCHEMA_CHARS = 64_000
 MAX_GRAMMAR_CHARS = 256_000
+MAX_DEPTH = 64
+# llama.cpp's grammar parser refuses repetitions above 2,000; the converter would first spell
+# a large minItems out in full (a hostile one would exhaust memory), so it is refused before.
+MAX_REPETITION = 2_000
+BOUNDS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
 
 _converter: Optional[ModuleType] = None
 _lock = threading.Lock()
@@ -45,6 +50,7 @@ def _load() -> ModuleType:
 def schema_grammar(schema: dict, field: str = "response_format") -> str:
     """The GBNF grammar of the JSON values ``schema`` allows; :class:`FormatError` naming
     ``field`` (the request field it came from) when the schema cannot be converted."""
+    _check_shape(schema, field)
     try:
         text = json.dumps(schema)
     except (TypeError, ValueError) as exc:
@@ -60,3 +66,21 @@ def schema_grammar(schema: dict, field: str = "response_format") -> str:
     if len(grammar) > MAX_GRAMMAR_CHARS:
         raise FormatError(field, f"the JSON schema makes a grammar of {len(grammar):,} characters; at most {MAX_GRAMMAR_CHARS:,}")
     return grammar
+
+
+def _check_shape(schema, field: str) -> None:
+    """Refuse a schema nested deeper than :data:`MAX_DEPTH` or with a repetition bound over
+    :data:`MAX_REPETITION`, walking it without recursion."""
+    pending = [(schema, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise FormatError(field, f"the JSON schema is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            for key in BOUNDS:
+                bound = node.get(key)
+                if isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound > MAX_REPETITION:
+                    raise FormatError(field, f"{key} {bound} is above {MAX_REPETITION:,}, the most llama.cpp's grammars repeat")
+            pending.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            pending.extend((value, depth + 1) for value in node)
