@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from .config import EngineSettings, default_home, default_model
-from .core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan, check_chat
+from .core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan, check_chat, rendered
 from .core.blocks import Block
 from .core.chat_layout import continuation, with_system
 from .core.context_slot import ContextSlot
@@ -299,6 +299,7 @@ class SkillMemory(Deposits, Upkeep):
             raise InputError("the chat has no messages")
         for role, content in messages:
             require_text(content, f"a {role} message")
+        messages = list(rendered(messages))
         slot = ContextSlot(self.engine)
         if block is None:
             slot.prefill(chat_tokens(self.engine, list(messages)))
@@ -312,7 +313,7 @@ class SkillMemory(Deposits, Upkeep):
 
     def restored_tokens(self, block: Block, messages: Sequence[tuple[str, str]]) -> int:
         """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
-        return continuation(self.engine, block, messages)[0]
+        return continuation(self.engine, block, rendered(messages))[0]
 
     def confidence(self, steps: Sequence[TokenStep]) -> Confidence:
         """Mean log-probability of the first generated tokens against this store's gate threshold."""

@@ -14,7 +14,7 @@ from .text_checks import clean_query, require_text
 from .timings import Timings
 from .tools import OutputFormat, ToolCall
 
-AnswerDecision = Literal["exact", "graft", "abstain", "fallback"]
+AnswerDecision = Literal["exact", "graft", "abstain", "fallback", "text", "delegated"]
 # A ``tool`` turn is a tool's result (see :func:`~skillgraft.core.tools.tool_result_turn`):
 # rendered as the user's, never the query.
 ROLES = ("system", "user", "assistant", "tool")
@@ -71,25 +71,30 @@ def check_chat(messages: Sequence[tuple[str, str]]) -> tuple[tuple[tuple[str, st
     if not messages:
         raise InputError("the chat has no messages")
     chat: list[tuple[str, str]] = []
-    query = None
     for message in messages:
         if not isinstance(message, (tuple, list)) or len(message) != 2:
             raise InputError(f"a message must be a (role, content) pair, got {type(message).__name__}")
         role, content = message
         if role not in ROLES:
             raise InputError(f"unsupported message role {role!r}; use one of {', '.join(ROLES)}")
-        content = require_text(content, f"a {role} message")
-        if role == "user":
-            query = content
-        if role == "tool" and chat and chat[-1][0] == "tool":
-            chat[-1] = ("tool", f"{chat[-1][1]}\n{content}")
-        else:
-            chat.append((role, content))
+        chat.append((role, require_text(content, f"a {role} message")))
     if chat[-1][0] not in ("user", "tool"):
         raise InputError("the last message must be the user's (or a tool's result)")
+    query = next((content for role, content in reversed(chat) if role == "user"), None)
     if query is None:
         raise InputError("the chat has no user message")
-    return tuple(("user" if role == "tool" else role, content) for role, content in chat), clean_query(query)
+    return rendered(chat), clean_query(query)
+
+
+def rendered(chat: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The chat as templates take it: tool results as user turns, consecutive ones as one."""
+    turns: list[tuple[str, str]] = []
+    for index, (role, content) in enumerate(chat):
+        if role == "tool" and index and chat[index - 1][0] == "tool":
+            turns[-1] = ("user", f"{turns[-1][1]}\n{content}")
+        else:
+            turns.append(("user" if role == "tool" else role, content))
+    return tuple(turns)
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,10 @@ class AnswerNote:
     ``decision``: ``exact`` (the verified answer), ``graft`` (the block's state restored and
     the answer stood), ``fallback`` (a block was routed to but its graft did not stand — a
     near miss, a refused gate, or a block that cannot lead this chat — and the answer was
-    generated plainly), or ``abstain`` (routing found nothing close enough). ``routed`` is
+    generated plainly), or ``abstain`` (routing found nothing close enough). A door that
+    hands a routed skill to a model skillgraft does not run reports ``text`` (the skill's
+    text given to it as context) or ``delegated`` (passed on to a model that recalls from
+    this memory itself: the LangChain middleware with another chat model). ``routed`` is
     the router's own decision; ``block_id`` / ``block_name`` the block used or tried;
     ``cache_n`` the block cells the context reused; ``gate`` the confidence verdict.
     """

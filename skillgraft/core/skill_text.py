@@ -5,7 +5,8 @@ can read what the block holds: a manual's text, or a verified solution's questio
 method and verifier. :func:`skill_text` gives one skill's text and :func:`recall_text` the
 skill the memory routes a query to, with the memory's decision, score and reasons (the
 recall is :meth:`SkillMemory.recall`'s, ledger row included), and a sentence telling the
-host how to use it.
+host how to use it. :func:`skill_context` is a routed block's text as context for a model the
+memory does not run (LangChain's text recall).
 """
 
 from __future__ import annotations
@@ -111,3 +112,16 @@ def _text_of(memory: Memory, block: Block) -> SkillText:
         examples=examples, n_tokens=block.n_tokens, question=block.question, answer=block.answer,
         method=block.method, verifier=block.verifier,
     )
+
+
+def skill_context(block: Block, *, near_miss: bool = False) -> str:
+    """``block``'s text (a manual, or a solution's question, answer and method) as context for
+    another model, saying what it is; a near miss is marked as a worked example whose answer
+    is not to be reused (:data:`USE`)."""
+    if block.kind == "manual":
+        what = f"a skill manual ({block.name})"
+    elif near_miss:
+        what = f"{USE['near_miss']} ({block.name})"
+    else:
+        what = f"a verified solution ({block.name})"
+    return f"From memory, {what}:\n{block.source}"

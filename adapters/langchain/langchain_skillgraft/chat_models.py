@@ -8,6 +8,11 @@ or ``fallback`` when the graft did not stand) or generated plainly (``abstain``)
 decision is in ``response_metadata["skillgraft"]``. With a ``block_id`` (per call, through
 ``bind`` or set on the model) that block is grafted without a decision; with
 ``route=False`` the chat is answered plainly.
+
+Tools (:meth:`ChatSkillGraft.bind_tools`) and structured output
+(:meth:`ChatSkillGraft.with_structured_output`) go through the same pipeline as the
+gateway's: the answer is held to a grammar of tool calls or of the schema
+(:mod:`skillgraft.core.tools`), on a graft too.
 """
 
 from __future__ import annotations
@@ -16,19 +21,24 @@ from contextlib import closing
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NoReturn, Optional
+from typing import Any, Iterator, Optional, Sequence, Union
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from skillgraft import Block, Confidence, Recall, SkillMemory, TokenStep
 from skillgraft.config import default_home, default_model
 from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions
+from skillgraft.core.tools import OutputFormat, ToolCall, output_format
 
 from .messages import to_chat
+from .structured import structured
 from .shared import memory_lock, open_memory, store_key
 from skillgraft.core.stops import StopCutter
 
@@ -36,17 +46,9 @@ PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
 _PASSED_THROUGH = frozenset({"stream"})
 NO_USER_MESSAGE = "the chat does not end with a user message: answered plainly, nothing recalled"
-NO_TOOLS = (
-    "ChatSkillGraft has no tool calling: its local model (SmolLM2-135M by default) has no "
-    "tool-call format. It supports plain chat and grafting blocks (block_id=...). Build agents on it "
-    "with tools=[]; for an agent with tools, make a tool-calling chat model the agent's model and "
-    "pass chat_model=ChatSkillGraft(...) to SkillGraftMiddleware, which hands graft decisions to it"
-)
-NO_STRUCTURED_OUTPUT = (
-    "ChatSkillGraft has no structured output: its local model has neither tool calling nor a JSON "
-    "mode. It returns text: ask for the format in the prompt and parse the reply (say with "
-    "langchain_core.output_parsers.PydanticOutputParser), or use a chat model that supports "
-    "with_structured_output for that step"
+NO_FORMAT_UNROUTED = (
+    "tools and structured output go through the answer pipeline: call ChatSkillGraft with route=True "
+    "and without block_id (the memory then grafts the routed block and holds the answer to the format)"
 )
 
 
@@ -69,6 +71,7 @@ class CallOptions:
     stop: list[str]
     recall: Optional[Recall] = None
     gate: Optional[object] = None
+    format: Optional[OutputFormat] = None
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Outcome:
     steps: list[TokenStep] = field(default_factory=list, repr=False)
     note: Optional[AnswerNote] = None
     reason: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def usage(self) -> UsageMetadata:
@@ -218,9 +222,15 @@ class ChatSkillGraft(BaseChatModel):
             stop=_stops(stop if stop is not None else self.stop or []),
             recall=kwargs.pop("recall", None),
             gate=kwargs.pop("gate", None),
+            format=output_format(
+                kwargs.pop("tools", None), kwargs.pop("tool_choice", None), kwargs.pop("parallel_tool_calls", None),
+                kwargs.pop("response_format", None),
+            ),
         )
+        kwargs.pop("strict", None)  # a grammar is always strict
         if kwargs:
-            known = "block_id, max_tokens, temperature, seed, stop, recall, gate"
+            known = ("block_id, max_tokens, temperature, seed, stop, recall, gate, tools, tool_choice, "
+                     "parallel_tool_calls, response_format")
             raise TypeError(f"ChatSkillGraft got unexpected call arguments {sorted(kwargs)}; it takes {known}")
         if options.max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {options.max_tokens}")
@@ -238,22 +248,26 @@ class ChatSkillGraft(BaseChatModel):
             if options.max_tokens == 0:
                 outcome.reason = "max_tokens is 0: nothing generated"
                 return
-            if options.block_id is None and self.route and chat[-1][0] == "user":
+            if options.block_id is None and self.route and chat[-1][0] in ("user", "tool"):
                 yield from self._answered(memory, chat, options, outcome)
                 return
+            if options.format is not None:
+                raise ValueError(NO_FORMAT_UNROUTED)
             outcome.reason = "" if options.block_id or not self.route else NO_USER_MESSAGE
             yield from self._chatted(memory, chat, options, outcome)
 
     def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
         """The answer pipeline's answer, as every door makes it."""
         answer = AnswerOptions(
-            max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed, stop=tuple(options.stop)
+            max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed, stop=tuple(options.stop),
+            format=options.format,
         )
         with closing(memory.stream(chat, answer, gate=options.gate, recall=options.recall)) as events:
             for event in events:
                 if isinstance(event, AnswerNote):
                     outcome.note = event
                 elif isinstance(event, AnswerEnd):
+                    outcome.tool_calls = event.tool_calls
                     outcome.steps.extend(event.steps)
                     outcome.output_tokens = event.completion_tokens
                     outcome.finish_reason = event.finish_reason
@@ -300,15 +314,46 @@ class ChatSkillGraft(BaseChatModel):
             PROVIDER: outcome.skillgraft_metadata(),
         }
 
-    # -- unsupported -----------------------------------------------------------------------
+    # -- tools and structured output -------------------------------------------------------
 
-    def bind_tools(self, tools: Any, *, tool_choice: Optional[str] = None, **kwargs: Any) -> NoReturn:
-        """Not supported: raises :class:`NotImplementedError` saying what to do instead."""
-        raise NotImplementedError(NO_TOOLS)
+    def bind_tools(
+        self,
+        tools: Sequence[Any],
+        *,
+        tool_choice: Union[str, bool, dict, None] = None,
+        parallel_tool_calls: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """The model with ``tools`` (LangChain tools, functions, pydantic models or OpenAI tool
+        dicts). ``tool_choice`` is ``"auto"``, ``"none"``, ``"any"``/``"required"``, ``True``
+        (the one tool) or a tool's name; ``parallel_tool_calls=True`` allows several calls in
+        one answer (one by default). The answer is held to a grammar of calls or a reply."""
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        if tool_choice is True:
+            if len(formatted) != 1:
+                raise ValueError(f"tool_choice=True needs exactly one tool, got {len(formatted)}")
+            tool_choice = formatted[0]["function"]["name"]
+        elif tool_choice is False:
+            tool_choice = None
+        output_format(formatted, tool_choice, parallel_tool_calls)  # refuses now what it cannot do
+        extra = {} if parallel_tool_calls is None else {"parallel_tool_calls": parallel_tool_calls}
+        return self.bind(tools=formatted, tool_choice=tool_choice, **extra, **kwargs)
 
-    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **kwargs: Any) -> NoReturn:
-        """Not supported: raises :class:`NotImplementedError` saying what to do instead."""
-        raise NotImplementedError(NO_STRUCTURED_OUTPUT)
+    def with_structured_output(
+        self,
+        schema: Union[dict, type],
+        *,
+        method: str = "json_schema",
+        include_raw: bool = False,
+        strict: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Union[dict, BaseModel]]:
+        """The model answering as ``schema`` (a pydantic model, TypedDict or JSON schema):
+        ``method="json_schema"`` holds the answer to the schema's JSON, ``"function_calling"``
+        to a call of a tool with it as arguments, ``"json_mode"`` to any JSON object."""
+        if kwargs:
+            raise ValueError(f"with_structured_output got unexpected arguments {sorted(kwargs)}")
+        return structured(self, schema, method, include_raw)
 
     # -- LangChain hooks -------------------------------------------------------------------
 
@@ -322,8 +367,9 @@ class ChatSkillGraft(BaseChatModel):
         options = self._options(stop, kwargs)
         outcome = Outcome()
         text = "".join(self._pieces(messages, options, outcome))
+        calls = [tool_call(name=c.name, args=dict(c.arguments), id=c.id) for c in outcome.tool_calls]
         message = AIMessage(
-            content=text, usage_metadata=outcome.usage, response_metadata=self._response_metadata(outcome)
+            content=text, tool_calls=calls, usage_metadata=outcome.usage, response_metadata=self._response_metadata(outcome)
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -341,9 +387,12 @@ class ChatSkillGraft(BaseChatModel):
             if run_manager:
                 run_manager.on_llm_new_token(text, chunk=chunk)
             yield chunk
+        calls = [tool_call_chunk(name=c.name, args=c.arguments_json, id=c.id, index=i)
+                 for i, c in enumerate(outcome.tool_calls)]
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
+                tool_call_chunks=calls,
                 usage_metadata=outcome.usage,
                 response_metadata=self._response_metadata(outcome),
                 chunk_position="last",

@@ -1,14 +1,13 @@
 """LangChain messages as the ``[(role, content), ...]`` chat that skillgraft renders.
 
-Roles become ``system``, ``user`` or ``assistant``. The model has no tool calling, so a
-tool result is rendered as user text and an assistant's tool calls as assistant text.
+Roles become ``system``, ``user``, ``assistant`` or ``tool``: an assistant's tool calls and
+a tool's result are written as :mod:`skillgraft.core.tools` renders them for every door.
 Only text content is accepted: images, audio, video and files raise :class:`ValueError`.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Sequence
+from typing import Optional, Sequence
 
 from langchain_core.messages import (
     AIMessage,
@@ -19,6 +18,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from skillgraft.core.tools import tool_calls_turn, tool_result_turn
 
 MEDIA_BLOCKS = frozenset({"audio", "file", "image", "image_url", "input_audio", "media", "video"})
 _ROLE_NAMES = {
@@ -43,36 +43,39 @@ def message_text(message: BaseMessage) -> str:
     return str(message.text)
 
 
-def _tool_calls_text(message: AIMessage) -> str:
-    calls = [f"Called tool {c['name']} with {json.dumps(c['args'], sort_keys=True)}." for c in message.tool_calls]
-    return "\n".join(calls)
-
-
-def to_turn(message: BaseMessage) -> tuple[str, str]:
-    """One message as ``(role, content)``."""
+def to_turn(message: BaseMessage, tool_names: Optional[dict] = None) -> tuple[str, str]:
+    """One message as ``(role, content)``; ``tool_names`` maps earlier tool call ids to their
+    tools' names (a tool result without a name is named by its call)."""
     text = message_text(message)
     if isinstance(message, SystemMessage):
         return "system", text
     if isinstance(message, HumanMessage):
         return "user", text
     if isinstance(message, AIMessage):
-        calls = _tool_calls_text(message) if message.tool_calls else ""
-        return "assistant", "\n".join(part for part in (text, calls) if part)
+        if not message.tool_calls:
+            return "assistant", text
+        return "assistant", tool_calls_turn([(call["name"], call["args"]) for call in message.tool_calls], text)
     if isinstance(message, ToolMessage):
-        source = message.name or message.tool_call_id
-        return "user", f"Tool {source} returned: {text}"
+        name = message.name or (tool_names or {}).get(message.tool_call_id) or message.tool_call_id
+        return "tool", tool_result_turn(name, text)
     if isinstance(message, FunctionMessage):
-        return "user", f"Function {message.name} returned: {text}"
+        return "tool", tool_result_turn(message.name, text)
     if isinstance(message, ChatMessage):
         return _ROLE_NAMES.get(message.role.lower(), "user"), text
     raise ValueError(f"ChatSkillGraft cannot render a message of type {type(message).__name__}")
 
 
 def to_chat(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-    """``messages`` as the chat :meth:`skillgraft.SkillMemory.chat` takes."""
+    """``messages`` as the chat :meth:`skillgraft.SkillMemory.answer` takes."""
     if not messages:
         raise ValueError("ChatSkillGraft needs at least one message")
-    return [to_turn(m) for m in messages]
+    names: dict = {}
+    chat = []
+    for message in messages:
+        chat.append(to_turn(message, names))
+        if isinstance(message, AIMessage):
+            names.update((call["id"], call["name"]) for call in message.tool_calls if call.get("id"))
+    return chat
 
 
 def last_user_text(messages: Sequence[BaseMessage]) -> str:

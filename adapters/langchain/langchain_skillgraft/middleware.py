@@ -2,19 +2,24 @@
 
 The latest user message is recalled against the memory:
 
-- ``exact``: a verified question recurs, so its verified answer is returned and the model
-  is not called;
+- ``exact``: a verified question recurs, so its verified answer is returned (a plain
+  message, whatever tools the request carries) and the model is not called;
 - ``graft`` (and ``abstain``) with a :class:`ChatSkillGraft` model (the agent's own, or
-  ``chat_model``): the call goes to it with the recall, and it answers through the memory's
-  one answer pipeline — the same steps, gate and near-miss rule as
-  :meth:`skillgraft.SkillMemory.generate` and the gateway (a graft that does not stand is
-  answered plainly and reads ``fallback``);
+  ``chat_model`` for grafts): the call goes to it with the recall and the request's tools,
+  and it answers through the memory's one answer pipeline — the same steps, gate and
+  near-miss rule as :meth:`skillgraft.SkillMemory.generate` and the gateway (a graft that
+  does not stand is answered plainly and reads ``fallback``);
+- ``graft`` with any other model: *text recall* — the routed skill's text (a manual, or a
+  verified solution's question, answer and method) is added to the request's system
+  message and the model answers with its own tools (``text``); with ``text_recall=False``
+  the request is passed on unchanged (``delegated``: for a model that serves this memory
+  itself, such as ``ChatOpenAI`` on ``skillgraft serve``, which grafts on its own);
 - ``abstain`` with another model: the call passes through unchanged.
 
-The answer's ``response_metadata["skillgraft"]`` carries the pipeline's note (decision,
-block id and name, score, threshold, reason, gate). The dispatch is written once, as a
-generator of model requests (:meth:`SkillGraftMiddleware.dispatch`); the sync and async
-hooks only drive it.
+The answer's ``response_metadata["skillgraft"]`` carries the decision in every case (the
+pipeline's note: decision, block id and name, score, threshold, reason, gate). The dispatch
+is written once, as a generator of model requests (:meth:`SkillGraftMiddleware.dispatch`);
+the sync and async hooks only drive it.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Generator, Optional, Union
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
 from skillgraft import Recall, SkillMemory
 from skillgraft.core.pipeline import answer_note
+from skillgraft.core.skill_text import skill_context
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text, to_chat
@@ -37,6 +43,8 @@ Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 # Sends model requests out, gets their responses back, returns the answer.
 Dispatch = Generator[ModelRequest, Any, Any]
+TEXT_RECALL = "text recall: the skill's text was added to the system message of a model skillgraft does not run"
+DELEGATED = "delegated: the request was passed on unchanged to a model that recalls from this memory itself"
 
 
 class SkillGraftMiddleware(AgentMiddleware):
@@ -45,7 +53,8 @@ class SkillGraftMiddleware(AgentMiddleware):
     ``memory`` is the memory to recall from; without it, the memory of ``chat_model``, else
     the shared memory of the store folder ``home`` (``$SKILLGRAFT_HOME``). ``chat_model`` is
     the grafting model for agents whose own model is not a :class:`ChatSkillGraft`: graft
-    decisions are routed to it. ``gate`` is the confidence gate's policy (the memory's by
+    decisions are routed to it; without one, such agents get the routed skill's text
+    (``text_recall``, on by default). ``gate`` is the confidence gate's policy (the memory's by
     default: ``"advisory"`` reports it, ``"enforce"`` answers a graft whose first tokens are
     not confident plainly); a near miss that repeats a stored answer is answered plainly
     whatever ``gate`` says. A streamed answer holds its first tokens back until they are
@@ -55,7 +64,7 @@ class SkillGraftMiddleware(AgentMiddleware):
 
         agent = create_agent(
             model=ChatSkillGraft(memory=memory),
-            tools=[],
+            tools=[calculator],
             middleware=[SkillGraftMiddleware(memory)],
             system_prompt="You are a terse assistant",
         )
@@ -68,6 +77,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         home: Union[str, Path, None] = None,
         chat_model: Optional[ChatSkillGraft] = None,
         gate: Union[str, bool, None] = None,
+        text_recall: bool = True,
     ) -> None:
         super().__init__()
         if memory is None:
@@ -75,6 +85,7 @@ class SkillGraftMiddleware(AgentMiddleware):
         self.memory = memory
         self.chat_model = chat_model
         self.gate = gate
+        self.text_recall = text_recall
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -92,10 +103,17 @@ class SkillGraftMiddleware(AgentMiddleware):
             return (yield request)
         if recall.decision == "exact":
             return self._verified_answer(request, recall)
-        own = isinstance(request.model, ChatSkillGraft)
-        if recall.decision == "abstain" and not own:  # the agent's own model answers plainly
-            return _annotate((yield request), answer_note(recall, "abstain").as_dict())
-        return (yield self._answering(request, recall, request.model if own else self.chat_model))
+        if isinstance(request.model, ChatSkillGraft):
+            return (yield self._answering(request, recall, request.model))
+        if recall.decision == "graft" and self.chat_model is not None:
+            return (yield self._answering(request, recall, self.chat_model))
+        if recall.decision == "graft" and self.text_recall:
+            note = answer_note(recall, "text", reason=f"{recall.reason}; {TEXT_RECALL}")
+            return _annotate((yield _with_skill_text(request, recall)), note.as_dict())
+        if recall.decision == "graft":
+            note = answer_note(recall, "delegated", reason=f"{recall.reason}; {DELEGATED}")
+            return _annotate((yield request), note.as_dict())
+        return _annotate((yield request), answer_note(recall, "abstain").as_dict())  # answered plainly
 
     def _verified_answer(self, request: ModelRequest, recall: Recall) -> ModelResponse:
         """The verified answer, through the answer pipeline's exact step (no model call)."""
@@ -109,13 +127,8 @@ class SkillGraftMiddleware(AgentMiddleware):
         )
         return ModelResponse(result=[message])
 
-    def _answering(self, request: ModelRequest, recall: Recall, model: Optional[ChatSkillGraft]) -> ModelRequest:
-        """The request handed to the grafting model, which answers through the pipeline."""
-        if model is None:
-            raise TypeError(
-                f"SkillGraftMiddleware grafts blocks into a ChatSkillGraft, but the agent's model is "
-                f"{type(request.model).__name__}: pass chat_model=ChatSkillGraft(...) to the middleware"
-            )
+    def _answering(self, request: ModelRequest, recall: Recall, model: ChatSkillGraft) -> ModelRequest:
+        """The request handed to the grafting model (tools kept), which answers through the pipeline."""
         if store_key(model.home) != store_key(self.memory.store.home):
             raise ValueError(
                 f"the grafting model uses the store {model.home}, the middleware recalls from "
@@ -143,6 +156,15 @@ class SkillGraftMiddleware(AgentMiddleware):
                 sent = steps.send(await handler(sent))
         except StopIteration as done:
             return done.value
+
+
+def _with_skill_text(request: ModelRequest, recall: Recall) -> ModelRequest:
+    """``request`` with the routed skill's text at the end of its system message."""
+    text = skill_context(recall.block, near_miss=recall.near_miss)
+    system = request.system_message
+    if system is not None and system.text:
+        text = f"{system.text}\n\n{text}"
+    return request.override(system_message=SystemMessage(text))
 
 
 def _with_system(request: ModelRequest) -> list:

@@ -6,12 +6,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
 from skillgraft import BlockNotFoundError
+from skillgraft.core.answer import AnswerOptions
+from skillgraft.core.tools import output_format
 
 import lc_store
 from langchain_skillgraft import ChatSkillGraft, open_memory
 
 QUESTION = lc_store.GRAFT_QUESTION
+FORMAT_TOKENS = 64  # a whole tool call or JSON object
 
 
 def joined(chunks):
@@ -153,21 +159,47 @@ def test_a_routed_call_is_the_memorys_own_answer(chat, memory, question, decisio
     assert message.content == direct.text
 
 
-def test_tools_and_structured_output_say_what_to_do_instead(chat):
-    from langchain_core.tools import tool
+@tool
+def run_git(command: str) -> str:
+    """Run a git command and return what it prints."""
+    return ""
 
-    @tool
-    def add(a: int, b: int) -> int:
-        """Add two numbers."""
-        return a + b
 
-    with pytest.raises(NotImplementedError, match=r"no tool calling.*tools=\[\].*chat_model=ChatSkillGraft"):
-        chat.bind_tools([add])
-    with pytest.raises(NotImplementedError, match=r"no structured output.*PydanticOutputParser"):
-        chat.with_structured_output({"title": "Answer", "type": "object", "properties": {}})
+class Command(BaseModel):
+    """One git command."""
 
-    from langchain.agents import create_agent
+    command: str = Field(max_length=60, description="the git command to run")
 
-    agent = create_agent(model=chat, tools=[add])
-    with pytest.raises(NotImplementedError, match="no tool calling"):
-        agent.invoke({"messages": [HumanMessage("Add 2 and 3.")]})
+
+def test_bound_tools_give_tool_calls_through_the_pipeline(memory, manual):
+    wide = ChatSkillGraft(memory=memory, max_tokens=FORMAT_TOKENS)
+    bound = wide.bind_tools([run_git], tool_choice="any")
+    message = bound.invoke(QUESTION)
+    meta = message.response_metadata["skillgraft"]
+    assert meta["decision"] == "graft" and meta["block_id"] == manual.id and meta["restored_tokens"] == manual.n_tokens
+    assert [call["name"] for call in message.tool_calls] == ["run_git"] and message.tool_calls[0]["id"]
+    assert message.response_metadata["finish_reason"] == "tool_calls"
+    form = output_format([convert_to_openai_tool(run_git)], "required")
+    direct = memory.answer([("user", QUESTION)], AnswerOptions(max_tokens=FORMAT_TOKENS, format=form))
+    assert [(c.name, dict(c.arguments)) for c in direct.tool_calls] == [(c["name"], c["args"]) for c in message.tool_calls]
+    streamed = joined(bound.stream(QUESTION))
+    assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [(c["name"], c["args"]) for c in message.tool_calls]
+
+
+def test_structured_output_is_held_to_the_schema(memory):
+    wide = ChatSkillGraft(memory=memory, max_tokens=FORMAT_TOKENS)
+    for method in ("json_schema", "function_calling"):
+        result = wide.with_structured_output(Command, method=method).invoke(QUESTION)
+        assert isinstance(result, Command) and result.command
+    raw = wide.with_structured_output(Command.model_json_schema(), include_raw=True).invoke(QUESTION)
+    assert raw["parsing_error"] is None and set(raw["parsed"]) == {"command"}
+    assert raw["raw"].response_metadata["skillgraft"]["decision"] == "graft"
+
+
+def test_what_cannot_be_done_with_tools_is_refused(chat, manual):
+    with pytest.raises(ValueError, match="tool_choice"):
+        chat.bind_tools([run_git], tool_choice="search")
+    with pytest.raises(ValueError, match="route=True"):
+        chat.bind_tools([run_git]).invoke(QUESTION, block_id=manual.id)
+    with pytest.raises(ValueError, match="method"):
+        chat.with_structured_output(Command, method="xml")

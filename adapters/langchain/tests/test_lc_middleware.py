@@ -89,11 +89,35 @@ def test_another_agent_model_gets_exact_answers_and_hands_grafts_over(chat, memo
     assert plain.response_metadata["skillgraft"]["decision"] == "abstain"
 
 
-def test_grafting_needs_a_skillgraft_model(memory):
-    other = GenericFakeChatModel(messages=iter([AIMessage("unused")]))
-    agent = create_agent(model=other, tools=[], middleware=[SkillGraftMiddleware(memory)])
-    with pytest.raises(TypeError, match="chat_model=ChatSkillGraft"):
-        agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]})
+class Seen(BaseCallbackHandler):
+    """The messages each chat model run was given."""
+
+    def __init__(self) -> None:
+        self.messages = []
+
+    def on_chat_model_start(self, serialized, messages, **kwargs) -> None:
+        self.messages.append(messages[0])
+
+
+def test_another_model_gets_the_routed_skills_text(memory, manual):
+    other = GenericFakeChatModel(messages=iter([AIMessage("from the other model")] * 2))
+    seen = Seen()
+    agent = create_agent(model=other, tools=[], middleware=[SkillGraftMiddleware(memory)],
+                         system_prompt=lc_store.SYSTEM_PROMPT)
+    reply = agent.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]}, {"callbacks": [seen]})["messages"][-1]
+    meta = reply.response_metadata["skillgraft"]
+    assert reply.content == "from the other model"
+    assert (meta["decision"], meta["routed"], meta["block_id"]) == ("text", "graft", manual.id)
+    assert "text recall" in meta["reason"]
+    system = seen.messages[0][0]
+    assert isinstance(system, SystemMessage) and system.text.startswith(lc_store.SYSTEM_PROMPT)
+    assert manual.source in system.text and "a skill manual (git-squash)" in system.text
+
+    delegated = create_agent(model=other, tools=[], middleware=[SkillGraftMiddleware(memory, text_recall=False)])
+    seen = Seen()
+    reply = delegated.invoke({"messages": [HumanMessage(lc_store.GRAFT_QUESTION)]}, {"callbacks": [seen]})["messages"][-1]
+    assert reply.response_metadata["skillgraft"]["decision"] == "delegated"
+    assert all(manual.source not in message.text for message in seen.messages[0])
 
 
 def test_model_and_middleware_must_share_a_store(memory, tmp_path):

@@ -1,14 +1,18 @@
 """The langchain-tests standard suites, run on the real embedded model and router.
 
-Capabilities a 135M local model without tool calling, structured output or media input
-does not have are switched off through the suites' documented properties; the tests that
-remain apply and pass.
+Tool calling and structured output are on: the answer pipeline holds the model to a grammar
+of tool calls or of the schema, so even the 135M model answers in the right shape (their
+tests get room for a whole JSON answer: :data:`FORMAT_MAX_TOKENS`). Capabilities the local
+model does not have (media input, another model per call) are switched off through the
+suites' documented properties; what it cannot pass is marked ``xfail`` with the reason.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from langchain_tests.integration_tests import ChatModelIntegrationTests, RetrieversIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
@@ -18,6 +22,9 @@ from langchain_skillgraft import ChatSkillGraft, SkillGraftRetriever
 
 # Unit tests never generate: their store folder is never opened.
 UNIT_HOME = str(Path(tempfile.gettempdir()) / "langchain-skillgraft-unit-never-opened")
+# Enough for a whole tool call or JSON object (the other tests keep lc_store.MAX_TOKENS).
+FORMAT_MAX_TOKENS = 96
+FORMAT_TESTS = ("tool", "structured", "json_mode", "agent_loop")
 
 
 class TestChatSkillGraftUnit(ChatModelUnitTests):
@@ -36,11 +43,11 @@ class TestChatSkillGraftUnit(ChatModelUnitTests):
 
     @property
     def has_tool_calling(self) -> bool:
-        return False
+        return True
 
     @property
     def has_structured_output(self) -> bool:
-        return False
+        return True
 
 
 class TestChatSkillGraftIntegration(ChatModelIntegrationTests):
@@ -52,17 +59,39 @@ class TestChatSkillGraftIntegration(ChatModelIntegrationTests):
     def chat_model_params(self) -> dict:
         return {"home": str(lc_store.store_home()), "max_tokens": lc_store.MAX_TOKENS}
 
+    @pytest.fixture
+    def model(self, request):
+        """The suite's model; a tool or structured-output test gets room for a whole answer."""
+        params = {**self.standard_chat_model_params, **self.chat_model_params, **(getattr(request, "param", None) or {})}
+        if any(word in request.node.name for word in FORMAT_TESTS):
+            params["max_tokens"] = FORMAT_MAX_TOKENS
+        return self.chat_model_class(**params)
+
     @property
     def has_tool_calling(self) -> bool:
-        return False  # SmolLM2-135M has no tool-calling format
+        return True  # a grammar of calls: every door's tool calling
+
+    @property
+    def has_tool_choice(self) -> bool:
+        return True
 
     @property
     def has_structured_output(self) -> bool:
-        return False  # no tool calling, no JSON mode
+        return True  # a grammar of the schema
 
     @property
     def supports_json_mode(self) -> bool:
-        return False  # no grammar-constrained decoding
+        return True
+
+    @pytest.mark.xfail(reason="json_mode holds the answer to any JSON object; SmolLM2-135M repeats itself inside "
+                              "the first string until max_tokens and never writes the keys the prompt asks for")
+    def test_json_mode(self, model) -> None:
+        super().test_json_mode(model)
+
+    @pytest.mark.xfail(reason="the tool call is held to the schema, but SmolLM2-135M repeats itself inside the "
+                              "Japanese customer's free-text description until max_tokens, so the call is cut short")
+    def test_unicode_tool_call_integration(self, model, *, tool_choice=None, force_tool_call=True) -> None:
+        super().test_unicode_tool_call_integration(model, tool_choice=tool_choice, force_tool_call=force_tool_call)
 
     @property
     def supports_model_override(self) -> bool:

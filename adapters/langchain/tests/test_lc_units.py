@@ -16,15 +16,15 @@ def test_roles_and_tool_messages():
             SystemMessage("Be brief."),
             HumanMessage([{"type": "text", "text": "Add 2 and 3."}]),
             AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "c1"}]),
-            ToolMessage("5", tool_call_id="c1", name="add"),
+            ToolMessage("5", tool_call_id="c1"),  # named by its call
             ChatMessage(role="developer", content="Use digits."),
         ]
     )
     assert chat == [
         ("system", "Be brief."),
         ("user", "Add 2 and 3."),
-        ("assistant", 'Called tool add with {"a": 2, "b": 3}.'),
-        ("user", "Tool add returned: 5"),
+        ("assistant", '{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}'),
+        ("tool", "Tool add returned: 5"),
         ("system", "Use digits."),
     ]
 
