@@ -180,7 +180,7 @@ def test_stop_strings_and_max_tokens_are_honoured(client, model_id):
         ({"model": "M", "messages": [{"role": "assistant", "content": "hi"}]}, 400, None),
         ({"model": "M", "messages": [{"role": "tool", "content": "hi"}]}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "hi\u0000"}]}, 400, None),
-        ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, None),
+        ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "n": 9}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "word " * 5000}]}, 400, "context_length_exceeded"),
@@ -216,7 +216,7 @@ def test_malformed_and_oversized_bodies_are_refused(gateway):
 
 
 @pytest.mark.parametrize("field", [
-    {"response_format": {"type": "json_object"}}, {"logprobs": True},
+    {"response_format": {"type": "json_schema"}}, {"logprobs": True},
     {"functions": [{"name": "f"}]}, {"tool_choice": "required"},
 ])
 def test_fields_the_gateway_cannot_honour_are_refused(gateway, model_id, field):
