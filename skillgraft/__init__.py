@@ -18,6 +18,7 @@ from .errors import (
     ContextOverflowError,
     EngineError,
     FingerprintMismatchError,
+    FormatError,
     InputError,
     ModelNotFoundError,
     RouterError,
@@ -34,6 +35,7 @@ from .core.states import KVState, TokenStep
 from .store.block_store import BlockStore
 from .store.check import CheckReport
 from .core.timings import Timings
+from .core.tools import OutputFormat, Tool, ToolCall, output_format
 from .verify.verifiers import CallableVerifier, ExactVerifier, NumericVerifier, PythonVerifier, Verdict, Verifier
 
 __version__ = "0.1.0"
@@ -74,6 +76,7 @@ __all__ = [
     "EngineSettings",
     "ExactVerifier",
     "FingerprintMismatchError",
+    "FormatError",
     "GateCalibration",
     "GateVerdict",
     "Generation",
@@ -81,6 +84,7 @@ __all__ = [
     "KVState",
     "ModelNotFoundError",
     "NumericVerifier",
+    "OutputFormat",
     "PythonVerifier",
     "Recall",
     "RouterCalibration",
@@ -92,8 +96,11 @@ __all__ = [
     "StoreError",
     "Timings",
     "TokenStep",
+    "Tool",
+    "ToolCall",
     "Verdict",
     "VerificationError",
     "Verifier",
+    "output_format",
     "solve",
 ]

@@ -113,9 +113,12 @@ class Gateway:
             yield from self.pipeline.events(plan, slot(), seeded)
 
     def _metered(self, events: Iterator[Event], started: float) -> Iterator[Event]:
+        """The events, the request counted once (by its first choice's decision)."""
+        counted = False
         for event in events:
-            if isinstance(event, AnswerNote):
+            if isinstance(event, AnswerNote) and not counted:
                 self.metrics.request(event.decision, time.perf_counter() - started)
+                counted = True
             yield event
 
     def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int) -> Iterator[Event]:
