@@ -10,6 +10,8 @@ store's threshold set per case, so the gate-fallback case falls back through eve
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
@@ -25,6 +27,7 @@ from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware  # noqa: E
 from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions  # noqa: E402
 from skillgraft.core.chat_layout import chat_tokens  # noqa: E402
 from skillgraft.core.gate import GATE_SETTING  # noqa: E402
+from skillgraft.core.tools import output_format  # noqa: E402
 
 MAX_TOKENS = 12
 SYSTEM = "You are a terse assistant. Answer in one sentence."
@@ -146,6 +149,52 @@ def test_every_door_gives_the_same_answer(doors, case, stream):
               "near miss": {("graft", solution), ("fallback", solution)}}
     assert (decision, block_id) in wanted.get(case, {("graft", manual)})
     assert text
+
+
+RUN_GIT = {"type": "function", "function": {
+    "name": "run_git", "description": "Run a git command",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string", "maxLength": 40}}, "required": ["command"]},
+}}
+TOOL_TOKENS = 48
+
+
+def _calls(calls) -> list:
+    return [(call["name"], call["args"]) if isinstance(call, dict) else (call.name, dict(call.arguments)) for call in calls]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_every_door_gives_the_same_tool_call(doors, stream):
+    """One grammar, both engines: the same graft makes the same tool call through every door."""
+    name, memory, client = doors
+    memory.store.set_setting(GATE_SETTING, "-100")
+    chat = [("user", QUESTION)]
+    direct = memory.answer(chat, AnswerOptions(max_tokens=TOOL_TOKENS, format=output_format([RUN_GIT], "required")))
+    answers = {"memory": (direct.note.decision, direct.note.block_id, _calls(direct.tool_calls))}
+
+    body = dict(model=name, messages=[{"role": "user", "content": QUESTION}], max_tokens=TOOL_TOKENS, temperature=0,
+                tools=[RUN_GIT], tool_choice="required")
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **body))
+        served = chunks[0].model_extra["skillgraft"]
+        calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    else:
+        response = client.chat.completions.create(**body)
+        served, calls = response.model_extra["skillgraft"], response.choices[0].message.tool_calls
+    answers["gateway"] = (served["decision"], served["block_id"],
+                          [(c.function.name, json.loads(c.function.arguments)) for c in calls])
+
+    model = ChatSkillGraft(memory=memory, max_tokens=TOOL_TOKENS).bind_tools([RUN_GIT], tool_choice="any")
+    if stream:
+        message = None
+        for chunk in model.stream([HumanMessage(QUESTION)]):
+            message = chunk if message is None else message + chunk
+    else:
+        message = model.invoke([HumanMessage(QUESTION)])
+    meta = message.response_metadata["skillgraft"]
+    answers["ChatSkillGraft"] = (meta["decision"], meta["block_id"], _calls(message.tool_calls))
+    assert all(answer == answers["memory"] for answer in answers.values()), answers
+    assert answers["memory"][:2] == ("graft", memory.get("git-squash").id) and answers["memory"][2][0][0] == "run_git"
 
 
 def test_both_engines_render_and_tokenize_a_chat_alike(smollm2, gemma3):
