@@ -106,8 +106,6 @@ class OutputFormat:
         if bool(self.tools) == (self.schema is not None):
             raise FormatError("tools", "a format has either tools or a response schema")
         names = [tool.name for tool in self.tools]
-        if len(set(names)) != len(names):
-            raise FormatError("tools", f"tool names must be unique, got {names}")
         if self.tools and self.tool_choice not in ("auto", "required") and self.tool_choice not in names:
             raise FormatError("tool_choice", f"names no tool of this request: {self.tool_choice!r} (tools: {', '.join(names)})")
         if not self.grammar:
@@ -206,7 +204,7 @@ def output_format(
     """
     choice = _choice(tool_choice)
     schema = _response_schema(response_format)
-    tools = [tool if isinstance(tool, Tool) else Tool.from_openai(tool) for tool in tools or ()]
+    tools = _distinct(tool if isinstance(tool, Tool) else Tool.from_openai(tool) for tool in tools or ())
     if len(tools) > MAX_TOOLS:
         raise FormatError("tools", f"at most {MAX_TOOLS} tools are taken, got {len(tools)}")
     if not tools and choice not in ("auto", "none"):
@@ -219,6 +217,14 @@ def output_format(
         return None
     parallel = bool(parallel_tool_calls)  # one call per answer unless asked, as llama-server
     return OutputFormat(tuple(tools), choice if tools else "auto", parallel, schema)
+
+
+def _distinct(tools) -> list[Tool]:
+    """The tools, each given twice (a pydantic model and its schema, say) kept once."""
+    kept: dict = {}
+    for tool in tools:
+        kept.setdefault((tool.name, tool.description, json.dumps(tool.parameters, sort_keys=True, default=str)), tool)
+    return list(kept.values())
 
 
 def _choice(tool_choice: Any) -> str:

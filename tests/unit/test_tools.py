@@ -23,6 +23,9 @@ CALCULATOR = {"type": "function", "function": {
 }}
 CALL = '{"tool_calls": [{"name": "calculator", "arguments": {"expression": "12*7"}}]}'
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+NESTED: dict = {"type": "string"}
+for _ in range(400):  # deeper than json.dumps or the converter would recurse safely
+    NESTED = {"type": "object", "properties": {"a": NESTED}}
 
 
 # -- the format -------------------------------------------------------------------------------
@@ -37,6 +40,7 @@ def test_tools_make_one_grammar_of_calls_or_a_reply():
     assert output_format([CALCULATOR], {"type": "function", "function": {"name": "calculator"}}).tool_choice == "calculator"
     assert output_format([CALCULATOR], "none") is None and output_format() is None
     assert output_format(response_format={"type": "text"}) is None
+    assert output_format([CALCULATOR, CALCULATOR]).tools == (Tool.from_openai(CALCULATOR),)  # the same tool twice
 
 
 def test_an_answer_is_read_as_tool_calls_or_a_reply():
@@ -58,13 +62,18 @@ def test_an_answer_is_read_as_tool_calls_or_a_reply():
     (dict(tools=[CALCULATOR], tool_choice=3), "tool_choice"),
     (dict(tools=[{"type": "retrieval"}]), "tools"),
     (dict(tools=[{"type": "function", "function": {"name": "bad name!"}}]), "tools"),
-    (dict(tools=[CALCULATOR, CALCULATOR]), "tools"),
     (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]), "tools"),
     (dict(tools=[CALCULATOR], response_format={"type": "json_object"}), "response_format"),
     (dict(response_format={"type": "yaml"}), "response_format"),
     (dict(response_format={"type": "json_schema", "json_schema": {"name": "x"}}), "response_format"),
     (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/nowhere"}}}), "response_format"),
     (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"enum": ["a" * 70_000]}}}), "response_format"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": NESTED}}), "response_format"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "array", "items": {"type": "string"}, "minItems": 10**9}}}), "response_format"),
+    (dict(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}}}),
+     "response_format"),
 ])
 def test_what_cannot_be_honoured_is_a_format_error_naming_the_field(arguments, field):
     with pytest.raises(FormatError) as raised:
@@ -203,3 +212,12 @@ def test_a_tool_result_must_answer_an_earlier_call(client):
         {"role": "tool", "tool_call_id": "c1", "content": "1"}]
     response = _post(client, bad_arguments, tools=[CALCULATOR])
     assert response.status_code == 400 and response.json()["error"]["param"] == "messages.1.tool_calls"
+
+
+@pytest.mark.parametrize("depth", [500, 5000])
+def test_a_hostile_deep_schema_is_a_400_not_a_crash(client, depth):
+    parameters = '{"a": ' * depth + "1" + "}" * depth
+    body = ('{"model": "fake-chatml", "messages": [{"role": "user", "content": "hi"}], '
+            '"tools": [{"type": "function", "function": {"name": "f", "parameters": ' + parameters + "}}]}")
+    response = client.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
