@@ -10,6 +10,11 @@ streamed is ever taken back. A graft that does not stand, or a block that cannot
 chat, is answered plainly and reported as a ``fallback`` with the block it tried.
 ``abstain`` — the chat is prefilled afresh.
 
+With a format (:class:`~skillgraft.core.tools.OutputFormat` in the options) the same steps run
+on the chat with the format's instructions in front of its first user message, the model held
+to its grammar; with tools the answer is held until it ends and read as a reply or the tool
+calls it makes (:attr:`AnswerEnd.tool_calls`). An exact answer stays the verified answer.
+
 The steps run over an :class:`~skillgraft.protocols.AnswerSlot`, so the memory (an
 in-process context), the gateway (a leased llama-server slot) and LangChain all make the
 same answer, token for token at temperature 0, and report the same
