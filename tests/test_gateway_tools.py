@@ -267,11 +267,15 @@ def test_an_agent_on_chatopenai_over_the_gateway_grafts_there_and_calls_the_tool
 
     last = max((row["id"] for row in memory.store.ledger(1)), default=0)
     model = ChatOpenAI(base_url=gateway.url + "/v1", api_key="unused", model=MODEL, temperature=0,
-                       max_tokens=MAX_TOKENS, max_retries=0)
+                       max_tokens=MAX_TOKENS, max_retries=0, include_response_headers=True)
     middleware = SkillGraftMiddleware(memory, text_recall=False)  # the gateway recalls and grafts itself
     agent = create_agent(model=model, tools=[calculator], middleware=[middleware, OneToolRound()])
     call, _, answer = _tool_round(_run(agent))
-    assert call.response_metadata["skillgraft"]["decision"] == "delegated"
+    for message in (call, answer):
+        meta = message.response_metadata["skillgraft"]
+        assert meta["decision"] == "delegated" and meta["block_name"] == "calculator"
+        assert meta["served"]["decision"] == "graft" and meta["served"]["block_name"] == "calculator"
+    assert int(call.response_metadata["skillgraft"]["served"]["cache_n"]) == memory.get("calculator").n_tokens
     served = [row for row in memory.store.ledger() if row["id"] > last and row["event"] == "generate"]
     assert [row["decision"] for row in served] == ["graft", "graft"]  # both model calls grafted by the gateway
 

@@ -13,7 +13,8 @@ The latest user message is recalled against the memory:
   verified solution's question, answer and method) is added to the request's system
   message and the model answers with its own tools (``text``); with ``text_recall=False``
   the request is passed on unchanged (``delegated``: for a model that serves this memory
-  itself, such as ``ChatOpenAI`` on ``skillgraft serve``, which grafts on its own);
+  itself, such as ``ChatOpenAI`` on ``skillgraft serve``, which grafts on its own; the
+  gateway's own decision, read from its response headers, is added as ``served``);
 - ``abstain`` with another model: the call passes through unchanged.
 
 The answer's ``response_metadata["skillgraft"]`` carries the decision in every case (the
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Generator, Optional, Union
+from urllib.parse import unquote
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
@@ -45,6 +47,7 @@ AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 Dispatch = Generator[ModelRequest, Any, Any]
 TEXT_RECALL = "text recall: the skill's text was added to the system message of a model skillgraft does not run"
 DELEGATED = "delegated: the request was passed on unchanged to a model that recalls from this memory itself"
+SERVED_PREFIX = "x-skillgraft-"  # a skillgraft gateway's decision headers
 
 
 class SkillGraftMiddleware(AgentMiddleware):
@@ -111,8 +114,10 @@ class SkillGraftMiddleware(AgentMiddleware):
             note = answer_note(recall, "text", reason=f"{recall.reason}; {TEXT_RECALL}")
             return _annotate((yield _with_skill_text(request, recall)), note.as_dict())
         if recall.decision == "graft":
-            note = answer_note(recall, "delegated", reason=f"{recall.reason}; {DELEGATED}")
-            return _annotate((yield request), note.as_dict())
+            note = answer_note(recall, "delegated", reason=f"{recall.reason}; {DELEGATED}").as_dict()
+            response = yield request
+            served = _served_decision(response)
+            return _annotate(response, {**note, "served": served} if served else note)
         return _annotate((yield request), answer_note(recall, "abstain").as_dict())  # answered plainly
 
     def _verified_answer(self, request: ModelRequest, recall: Recall) -> ModelResponse:
@@ -156,6 +161,19 @@ class SkillGraftMiddleware(AgentMiddleware):
                 sent = steps.send(await handler(sent))
         except StopIteration as done:
             return done.value
+
+
+def _served_decision(response: Any) -> dict:
+    """A skillgraft gateway's own decision, from the ``x-skillgraft-*`` response headers the
+    model kept (``ChatOpenAI(include_response_headers=True)``): ``decision``, ``score``,
+    ``block``, ``block_name``, ``cache_n``; empty when there are none."""
+    message = _ai_message(response)
+    headers = (message.response_metadata.get("headers") or {}) if message is not None else {}
+    served = {}
+    for name, value in headers.items():
+        if name.lower().startswith(SERVED_PREFIX):
+            served[name[len(SERVED_PREFIX):].lower().replace("-", "_")] = unquote(str(value))
+    return served
 
 
 def _with_skill_text(request: ModelRequest, recall: Recall) -> ModelRequest:
