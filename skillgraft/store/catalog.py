@@ -168,6 +168,22 @@ def m010_index_ledger_by_block(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_ledger_block_id ON ledger (block_id, id)")
 
 
+@migration
+def m011_record_key_origin(db: Database) -> None:
+    """Routing keys may record when and by whom they were made (corrections do)."""
+    db.execute("ALTER TABLE routing_keys ADD COLUMN created_at TEXT")
+    db.execute("ALTER TABLE routing_keys ADD COLUMN created_by TEXT")
+
+
+@migration
+def m012_create_staged_vectors(db: Database) -> None:
+    """Vectors of another encoder, staged by a re-embed until it switches every key at once."""
+    db.execute(
+        "CREATE TABLE staged_vectors (key_id BIGINT NOT NULL, embedder TEXT NOT NULL, text TEXT NOT NULL,"
+        " vector BLOB NOT NULL, PRIMARY KEY (key_id, embedder))"
+    )
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

@@ -5,7 +5,7 @@ numbered migrations as SQLite (:data:`skillgraft.store.catalog.MIGRATIONS`, by n
 with sqlite-utils' table API have their PostgreSQL DDL here (:data:`POSTGRES_DDL`); the others
 (data migrations, plain SQL such as ``ALTER TABLE … ADD COLUMN``) run unchanged through
 :meth:`PostgresCatalog.execute`. Every dialect difference lives in this module:
-``?`` placeholders, ``INSERT OR IGNORE`` / ``INSERT OR REPLACE``, the version triggers.
+``?`` placeholders, ``INSERT OR IGNORE`` / ``INSERT OR REPLACE``, ``BLOB`` columns, the version triggers.
 
 Write transactions take one transaction-scoped advisory lock first, so writers from every
 host are serialized as SQLite's ``BEGIN IMMEDIATE`` serializes the processes of one host:
@@ -31,6 +31,7 @@ __all__ = ["PostgresCatalog", "POSTGRES_DDL", "redact_url", "to_postgres"]
 CONNECT_TIMEOUT_S = 10
 WRITE_LOCK_KEY = 0x5347_4346  # the advisory lock every catalog writer takes ("SGCF")
 _PRIMARY_KEYS = {"blocks": "id", "fingerprints": "id", "settings": "key"}
+_BLOB = re.compile(r"\bBLOB\b")
 _INSERT_OR = re.compile(r"\s*INSERT OR (IGNORE|REPLACE) INTO (\w+) \(([^)]*)\)(.*)$", re.S)
 
 _BUMP = (
@@ -90,6 +91,8 @@ def redact_url(url: str) -> str:
 def to_postgres(sql: str) -> str:
     """The catalog's SQLite-flavoured statement in PostgreSQL's dialect."""
     sql = sql.replace("%", "%%").replace("?", "%s")
+    if sql.lstrip().upper().startswith("CREATE TABLE"):
+        sql = _BLOB.sub("BYTEA", sql)
     match = _INSERT_OR.match(sql)
     if not match:
         return sql

@@ -44,8 +44,10 @@ class CatalogEdits:
             conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
             return self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == kind])
 
-    @staticmethod
-    def _insert_keys(conn, block_id: str, keys: Iterable[dict]) -> int:
+    def _insert_keys(self, conn, block_id: str, keys: Iterable[dict]) -> int:
+        """Insert keys not yet stored; keys of another embedder than the recorded one are refused."""
+        keys = list(keys)
+        self._check_embedder(conn, keys)
         added = 0
         for key in keys:
             seen = conn.execute(
@@ -54,8 +56,10 @@ class CatalogEdits:
             ).fetchone()
             if not seen:
                 conn.execute(
-                    "INSERT INTO routing_keys (block_id, kind, text, embedder, vector) VALUES (?, ?, ?, ?, ?)",
-                    (block_id, key["kind"], key["text"], key["embedder"], key["vector"]),
+                    "INSERT INTO routing_keys (block_id, kind, text, embedder, vector, created_at, created_by)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (block_id, key["kind"], key["text"], key["embedder"], key["vector"],
+                     key.get("created_at"), key.get("created_by")),
                 )
                 added += 1
         return added

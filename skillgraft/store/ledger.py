@@ -1,4 +1,4 @@
-"""Ledger events: one typed row per recall, generation, deposit, import or solve.
+"""Ledger events: one typed row per recall, generation, deposit, import, solve or routing correction.
 
 The ledger's columns are fixed here, so no caller's keyword ever becomes a column name in
 SQL; ``timings`` and ``detail`` are stored as JSON text. Rows are read back typed
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-LedgerKind = Literal["recall", "generate", "deposit", "import", "solve"]
+LedgerKind = Literal["recall", "generate", "deposit", "import", "solve", "feedback"]
 
 
 @dataclass(frozen=True)

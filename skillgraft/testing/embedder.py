@@ -35,6 +35,10 @@ class FakeEmbedder:
             features += [(f"c:{padded[i:i + 3]}", 0.25) for i in range(len(padded) - 2)]
         return features or [(f"t:{text}", 1.0)]
 
+    def record(self) -> dict:
+        """What a store records of this encoder (see :mod:`skillgraft.routing.encoders`)."""
+        return {"name": self.name, "spec": None, "dimension": self.dim, "digest": f"fake-{self.dim}"}
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One unit-length float32 row per text."""
         texts = [texts] if isinstance(texts, str) else list(texts)
