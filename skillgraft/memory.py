@@ -37,7 +37,7 @@ from .core.timings import Timings
 from .core.tools import OutputFormat
 from .errors import BlockNotFoundError, InputError, StoreError
 from .routing.calibration import RouterCalibration
-from .routing.router import DEFAULT_EMBEDDER, Embedder, Router
+from .routing.router import Router
 from .store.deposits import Deposits
 from .store.ledger import LedgerEvent
 from .store.upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
@@ -88,6 +88,9 @@ class SkillMemory(Deposits, Upkeep):
     ``gate`` is the confidence gate's policy after a graft: ``"advisory"`` (the default:
     report it, never discard) or ``"enforce"`` (answer plainly when not confident).
     ``read_only=True`` opens the store without writing anything (see :class:`BlockStore`).
+    ``embedder`` is a spec (``minilm``, ``mpnet``, a folder, an ``http(s)://`` embeddings
+    endpoint) or an object with ``name`` and ``encode``; by default ``$SKILLGRAFT_EMBEDDER``,
+    else the encoder the store records, else MiniLM (:mod:`skillgraft.routing.encoders`).
     """
 
     def __init__(
@@ -104,19 +107,22 @@ class SkillMemory(Deposits, Upkeep):
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
     ) -> None:
+        from .routing.encoders import choose_embedder
         from .store.block_store import BlockStore
 
-        if embedder is None or isinstance(embedder, (str, Path)):
-            embedder = Embedder(str(embedder or DEFAULT_EMBEDDER))
-        elif not isinstance(getattr(embedder, "name", None), str) or not callable(getattr(embedder, "encode", None)):
-            raise InputError(f"the embedder must be a name or have .name and .encode(texts), got {type(embedder).__name__}")
+        if embedder is not None and not isinstance(embedder, (str, Path)):
+            embedder = choose_embedder(embedder)  # checked before the store is opened
         self.store = BlockStore(home or default_home(), catalog=catalog, blocks=blocks, read_only=read_only)
         self.model = model or default_model()
         self.settings = settings
         self._engine = engine
         self._owns_engine = engine is None
         self.reprefill_foreign = reprefill_foreign
-        self.router = Router(self.store, embedder)
+        try:
+            self.router = Router(self.store, choose_embedder(embedder, self.store))
+        except BaseException:
+            self.store.close()
+            raise
         self.gate = gate_policy(gate)
 
     @classmethod
@@ -346,6 +352,13 @@ class SkillMemory(Deposits, Upkeep):
             prefill_tokens_avoided=note.prefill_tokens_avoided, timings=end.timings.as_dict(),
             detail={"routed": note.routed, "gate": note.gate, "reason": note.reason, "cache_n": note.cache_n},
         ))
+
+    def feedback(self, query: str, expected: Optional[str]):
+        """Correct the routing of ``query``: it belongs to block ``expected`` (name or id), or
+        to no block with ``None`` (see :mod:`skillgraft.routing.feedback`)."""
+        from .routing.feedback import give_feedback
+
+        return give_feedback(self, query, expected)
 
     # -- memory verbs ----------------------------------------------------------------------
 
