@@ -5,7 +5,8 @@ named ``manifest.json`` or ``blocks/<64 hex>.kv``, the manifest at most
 ``MAX_MANIFEST_BYTES``, at most ``MAX_MEMBERS`` entries); no header can make the reader take
 more than ``MAX_READ_BYTES`` at once. Every manifest row is checked field by field into a
 :class:`Row` (a malformed one is a :class:`BundleError`); :func:`payload` checks a payload's
-size and SHA-256 against its row. The import itself is :mod:`skillgraft.bundles.transfer`.
+size and SHA-256 against its row; :func:`read_bundle` also checks the routing corrections
+(texts of feedback keys and negatives). The import itself is :mod:`skillgraft.bundles.transfer`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..core.blocks import Block, block_id_for, tokens_sha256
 from ..store.catalog import utc_now
 from ..errors import BundleError
 from ..core.fingerprint import RuntimeFingerprint
+from ..routing.feedback import MAX_CORRECTIONS
 from ..routing.router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS, name_key
 from ..core.sha import BLOCK_ID
 
@@ -290,6 +292,11 @@ def payload(tar: tarfile.TarFile, row: Row, *, keep: bool = True) -> bytes:
 
 def read_rows(tar: tarfile.TarFile) -> list[Row]:
     """Every row of the bundle open as ``tar``, checked (ids unique); no payload is read yet."""
+    return read_bundle(tar)[0]
+
+
+def read_bundle(tar: tarfile.TarFile) -> tuple[list[Row], list[BundleCorrection]]:
+    """The checked rows (as :func:`read_rows`) and the checked routing corrections."""
     members = _scan(tar)
     manifest = _read_manifest(tar, members["manifest.json"])
     fingerprints = _parse_fingerprints(manifest["fingerprints"])
@@ -299,4 +306,34 @@ def read_rows(tar: tarfile.TarFile) -> list[Row]:
         if row.block.id in seen:
             raise BundleError(f"bundle block {row.block.id} appears twice in the manifest")
         seen.add(row.block.id)
-    return rows
+    return rows, _parse_corrections(manifest.get("corrections", []), seen)
+
+
+@dataclass(frozen=True)
+class BundleCorrection:
+    """A routing correction of a bundle: a ``feedback`` key of a bundle block, or a ``negative``."""
+
+    kind: str
+    block_id: Optional[str]
+    text: str
+
+
+def _parse_corrections(raw, block_ids: set[str]) -> list[BundleCorrection]:
+    """The manifest's ``corrections`` (texts only: they are embedded again on import)."""
+    if not isinstance(raw, list) or len(raw) > MAX_CORRECTIONS:
+        raise BundleError(f"the bundle's corrections must be a list of at most {MAX_CORRECTIONS}")
+    found = []
+    for index, item in enumerate(raw):
+        where = f"bundle correction #{index}"
+        if not isinstance(item, dict) or item.get("kind") not in ("feedback", "negative"):
+            raise BundleError(f"{where}: not an object of kind feedback or negative")
+        text = _text(item, "text", where, limit=MAX_KEY_CHARS)
+        if not text.strip():
+            raise BundleError(f"{where}: its text is empty")
+        block_id = item.get("block_id")
+        if item["kind"] == "feedback" and block_id not in block_ids:
+            raise BundleError(f"{where}: names block {str(block_id)[:20]!r}, which the bundle lacks")
+        if item["kind"] == "negative" and block_id is not None:
+            raise BundleError(f"{where}: a negative names no block")
+        found.append(BundleCorrection(item["kind"], block_id, text.strip()))
+    return found

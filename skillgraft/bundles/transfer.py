@@ -2,7 +2,7 @@
 
 A bundle is an uncompressed tar file::
 
-    manifest.json        format, fingerprints, block rows with their routing key texts
+    manifest.json        format, fingerprints, block rows with their routing key texts, routing corrections
     blocks/<sha256>.kv   the block payloads, byte-identical to the store's files
 
 Import trusts nothing in a bundle, and is all or nothing:
@@ -25,7 +25,8 @@ Import trusts nothing in a bundle, and is all or nothing:
   bundle; no method) is skipped, and a local answer to the same question always wins;
 - routing vectors are never read from a bundle: key texts of known kinds, bounded in
   length, are embedded again by the memory's embedder (a manual's sentence keys are not in
-  the bundle: they are derived again from its source text); creation times are set to now;
+  the bundle: they are derived again from its source text), and so are routing corrections
+  (:mod:`skillgraft.bundles.corrections`); creation times are set to now;
 - blocks captured under another runtime cannot be recomputed here: they are skipped unless
   ``allow_foreign``, and then re-captured under this runtime from their source text, or
   kept as they are (size and SHA-256 checked) with ``trust_payloads``.
@@ -56,7 +57,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Union
 
 from .plan import ImportPlan, Planner, SkippedBlock
-from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_rows
+from .corrections import export_corrections, import_corrections
+from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle
 from ..errors import BundleError, SkillgraftError, StoreError
 from ..store.ledger import LedgerEvent
 from ..routing.router import manual_key_texts, name_key
@@ -153,6 +155,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
                     _add_bytes(tar, row["file"], payload)
                     if progress:
                         progress(done, len(blocks))
+                manifest["corrections"] = export_corrections(store, {b.id for b in blocks})
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
             handle.flush()
             os.fsync(handle.fileno())
@@ -201,7 +204,7 @@ def import_bundle(
         except TAR_ERRORS as exc:
             raise BundleError(f"{path} is not a readable bundle: {exc}") from None
         with tar:
-            rows = read_rows(tar)
+            rows, corrections = read_bundle(tar)
             planner = Planner(memory, tar, allow_foreign, trust_payloads)
             total = len(rows)
             for done, row in enumerate(rows, 1):
@@ -209,7 +212,8 @@ def import_bundle(
                 if progress:
                     progress(done, total)
             total += len(planner.plans)
-            imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total))
+            imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
+                                (corrections, f"import:{path.name}"))
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
         memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))
@@ -217,12 +221,15 @@ def import_bundle(
 
 
 def _deposit(
-    memory: "SkillMemory", tar: tarfile.TarFile, plans: list[ImportPlan], step: Callable[[int], None]
+    memory: "SkillMemory", tar: tarfile.TarFile, plans: list[ImportPlan], step: Callable[[int], None],
+    corrections: tuple[list, str],
 ) -> list[ImportedBlock]:
-    """Deposit every plan; on any failure remove what this call deposited, then re-raise."""
+    """Deposit every plan, then the routing corrections; on any failure remove what this call
+    deposited, then re-raise."""
     before = {b.id for b in memory.store.blocks()}
     deposited: list[str] = []
     imported = []
+    added: list[int] = []
     try:
         for done, plan in enumerate(plans, 1):
             row, block = plan.row, plan.row.block
@@ -258,7 +265,14 @@ def _deposit(
             ])
             imported.append(ImportedBlock(stored.id, block.id, block.name, block.kind, plan.how))
             step(done)
+        texts, by = corrections
+        import_corrections(memory, texts, {b.bundle_id: b.block_id for b in imported}, by, added)
     except BaseException:
+        for correction_id in added:
+            try:
+                memory.store.remove_correction(correction_id)
+            except SkillgraftError:
+                pass
         for block_id in reversed(deposited):
             try:
                 memory.store.remove(block_id)

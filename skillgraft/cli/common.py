@@ -242,7 +242,8 @@ def open_memory(ctx: click.Context, model: Optional[str] = None):
     from ..memory import SkillMemory
 
     obj = ctx.obj or {}
-    memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"))
+    memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
+                              embedder=obj.get("embedder"))
     ctx.call_on_close(memory.close)
     return memory
 

@@ -70,6 +70,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
         api_key=api_key, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
+        embedder=(ctx.obj or {}).get("embedder"),
     )
 
     def ready(url: str, server_pids: list[int]) -> None:
@@ -124,4 +125,5 @@ def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, create: b
     _serve_extra()
     obj = ctx.obj or {}
     run_stdio(store_home(ctx, create=create), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-              deposits=DepositPolicy(allow_deposits, None, deposits_per_minute), log_level=log_level.upper())
+              deposits=DepositPolicy(allow_deposits, None, deposits_per_minute), log_level=log_level.upper(),
+              embedder=obj.get("embedder"))

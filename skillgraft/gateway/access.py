@@ -5,7 +5,7 @@ ASGI middlewares, outermost first (:func:`guard`):
 - :class:`AccessCheck`: with an API key every route but ``/healthz`` needs
   ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui`` check it themselves: they
   also take the cookie of their sign-in form); the store's write routes (``POST /v1/skills``,
-  ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
+  ``POST /v1/skills/feedback``, ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
   (when one is set) and are rate-limited per client address (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
@@ -99,9 +99,10 @@ class DepositRate:
 
 
 def is_write(scope) -> bool:
-    """Whether a request changes the store (adds or deletes a skill)."""
+    """Whether a request changes the store (adds or deletes a skill, gives or removes a routing correction)."""
     path, method = scope.get("path", ""), scope.get("method", "")
-    return (method == "POST" and path.rstrip("/") == "/v1/skills") or (method == "DELETE" and path.startswith("/v1/skills/"))
+    return (method == "POST" and path.rstrip("/") in ("/v1/skills", "/v1/skills/feedback")) or (
+        method == "DELETE" and path.startswith("/v1/skills/"))
 
 
 def _bearer(scope) -> bytes:

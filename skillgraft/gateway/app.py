@@ -39,6 +39,7 @@ from ..errors import (
 from ..verify.verifiers import withheld_refusal
 from .access import ApiError, DepositPolicy, guard, json_error
 from .inspector import GatewaySource, mount_inspector
+from .feedback_api import add_feedback_routes
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
@@ -248,6 +249,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                                              examples=skill.examples)
             )
         return served(block)
+
+    add_feedback_routes(app, gateway, in_thread)
 
     @app.delete("/v1/skills/{ref}")
     async def delete_skill(ref: str):

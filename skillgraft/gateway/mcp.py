@@ -4,9 +4,9 @@ Tools: ``recall`` (what the memory would do for a question, with the routed skil
 for the host's own model), ``read_skill`` (one skill's text, examples and, for a solution,
 its answer, method and verifier), ``ask`` (answer it: the verified answer, a grafted block,
 or plain generation) and ``list_skills``; with deposits allowed (``--allow-deposits``,
-rate-limited) also ``add_manual`` and ``add_solution`` (verified here by running its method in
-the sandbox; nothing the client says is trusted). Results are typed (pydantic), so MCP hosts
-see their schemas. The memory is used by one tool call at a time; a refused call (a
+rate-limited) also ``add_manual``, ``add_solution`` (verified here by running its method in
+the sandbox; nothing the client says is trusted) and ``feedback`` (a routing correction,
+given by ``mcp``). Results are typed (pydantic), so MCP hosts see their schemas. The memory is used by one tool call at a time; a refused call (a
 :class:`SkillgraftError`) returns its message as the tool's error, except what a refused method
 printed. Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
 """
@@ -25,6 +25,7 @@ from ..core.manual_split import with_split_hint
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..errors import ConflictError, ContextOverflowError, SkillgraftError, VerificationError
 from ..memory import SkillMemory
+from ..routing.feedback import FeedbackResult, give_feedback
 from ..verify.verifiers import withheld_refusal
 from .access import DepositPolicy, DepositRate
 
@@ -147,13 +148,20 @@ def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, Too
                 raise ToolError(withheld_refusal(answer)) from None
         return SkillInfo.of(block)
 
+    @server.tool()
+    def feedback(query: str, expected: Optional[str] = None) -> FeedbackResult:
+        """Correct the routing of a query: ``expected`` the skill (name or id) it belongs to, or null when no skill fits."""
+        take()
+        with one_call():
+            return give_feedback(memory, query, expected, by="mcp")
+
 
 def run_stdio(
     home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None,
-    deposits: DepositPolicy = DepositPolicy(), log_level: str = "WARNING",
+    deposits: DepositPolicy = DepositPolicy(), log_level: str = "WARNING", embedder: Optional[str] = None,
 ) -> None:
     """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
     stdin/stdout until the client disconnects."""
     deposits.check(None)
-    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks) as memory:
+    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks, embedder=embedder) as memory:
         build_server(memory, deposits, log_level=log_level).run("stdio")

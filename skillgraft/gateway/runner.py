@@ -37,6 +37,7 @@ class GatewayConfig:
     deposits: DepositPolicy = DepositPolicy()
     http: HttpLimits = HttpLimits()
     slot_wait_s: Optional[float] = None  # how long a request waits for a free slot (pool default)
+    embedder: Optional[str] = None
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -90,7 +91,8 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     waits = {} if config.slot_wait_s is None else {"lease_timeout_s": config.slot_wait_s}
     pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings, **waits)
     try:
-        gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks)
+        gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks,
+                          embedder=config.embedder)
         try:
             app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
                              deposits=config.deposits)

@@ -140,7 +140,7 @@ class EndpointEmbedder:
             raise EmbedderError(f"the embeddings endpoint {self.base}{path} answered HTTP {response.status_code}: {text}")
         try:
             return json.loads(bytes(content))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: deeply nested arrays
             raise EmbedderError(f"the embeddings endpoint {self.base}{path} answered something that is not JSON") from None
 
     def close(self) -> None:

@@ -98,7 +98,7 @@ class Router:
         self.store = store
         self.embedder = embedder or Embedder()
         check_names(store, self.embedder)
-        self._encoder_checked = False
+        self._record: Optional[dict] = None
         self._negatives = np.zeros((0, 0), np.float32)
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
@@ -127,16 +127,18 @@ class Router:
         pairs = [(kind, t.strip()) for kind, texts in sets for t in texts if isinstance(t, str) and t.strip()]
         if not pairs:
             return []
-        self.check_encoder()
+        if self._record is None:
+            self.check_encoder()  # the store re-checks the name inside the write
         vectors = self.embedder.encode([t for _, t in pairs])
         return [{"kind": k, "text": t, "embedder": self.embedder.name, "vector": v.tobytes()} for (k, t), v in zip(pairs, vectors)]
 
     def check_encoder(self) -> None:
-        """Refuse a store another encoder embedded (name, dimension, digest), once per router;
-        a writable store without a record gets this encoder's."""
-        if not self._encoder_checked:
-            check_record(self.store, encoder_record(self.embedder))
-            self._encoder_checked = True
+        """Refuse a store another encoder embedded (name, dimension, digest); a writable store
+        without a record gets this encoder's. Checked again whenever the catalog changed (a
+        re-embed elsewhere may have moved the store)."""
+        if self._record is None:
+            self._record = encoder_record(self.embedder)
+        check_record(self.store, self._record)
 
     def index(self) -> KeyIndex:
         """The key index: in memory, else the cache file if current and intact, else rebuilt.

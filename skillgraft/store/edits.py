@@ -69,6 +69,7 @@ class CatalogEdits:
         nothing else changed the catalog since ``version`` (else None)."""
         self._require_writable("re-embed routing keys")
         with self.catalog.write() as conn:
+            self._check_embedder(conn, rows)
             unchanged = self.catalog_version() == version
             for row in rows:
                 conn.execute(

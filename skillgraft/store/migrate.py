@@ -2,9 +2,9 @@
 
 Every healthy block is read and verified (size and SHA-256) from the source, deposited in
 the destination (which verifies it again), then read back from the destination and
-verified a third time. Routing keys (with their vectors) and settings come along; the
-ledger stays with the source. Copying again is safe: blocks and keys already present are
-left as they are. Quarantined blocks are skipped and listed.
+verified a third time. Routing keys (with their vectors, corrections and negatives included),
+the encoder record and settings come along; the ledger stays with the source. Copying again
+is safe: blocks and keys already present are left as they are. Quarantined blocks are skipped and listed.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import SkillgraftError
+from ..routing.feedback import MAX_CORRECTIONS
 from .block_store import BlockStore
 
 __all__ = ["MigrationReport", "copy_store"]
 
-SETTINGS_COPIED = ("router.threshold", "gate.mean_logprob")
+SETTINGS_COPIED = ("router.threshold", "gate.mean_logprob", "router.encoder")
 
 
 @dataclass
@@ -55,10 +56,16 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
             continue
         (report.copied if created else report.present).append(block.id)
         keys = [
-            {"kind": k["kind"], "text": k["text"], "embedder": k["embedder"], "vector": k["vector"]}
+            {"kind": k["kind"], "text": k["text"], "embedder": k["embedder"], "vector": k["vector"],
+             "created_at": k.get("created_at"), "created_by": k.get("created_by")}
             for k in source.routing_keys(block.id)
         ]
         report.keys_added += target.add_routing_keys(stored.id, keys)
+    for row in source.routing_keys():
+        if row["kind"] == "negative" and row["block_id"] is None:
+            key = {"kind": "negative", "text": row["text"], "embedder": row["embedder"], "vector": row["vector"]}
+            target.add_correction(key, None, row.get("created_by") or "", MAX_CORRECTIONS, at=row.get("created_at"))
+            report.keys_added += 1
     for key in SETTINGS_COPIED:
         value = source.setting(key)
         if value is not None and target.setting(key) is None:

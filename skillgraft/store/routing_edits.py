@@ -122,14 +122,14 @@ class RoutingEdits:
 
     # -- corrections -------------------------------------------------------------------------
 
-    def add_correction(self, key: dict, block_id: Optional[str], by: str, limit: int) -> dict:
+    def add_correction(self, key: dict, block_id: Optional[str], by: str, limit: int, at: Optional[str] = None) -> dict:
         """Store a correction ``{kind, text, embedder, vector}`` (a ``feedback`` key of
         ``block_id``, or a ``negative`` with no block), replacing any correction of the same
         text, in one transaction; the stored row. :class:`InputError` past ``limit`` corrections."""
         self._require_writable("record a routing correction")
         if key["kind"] not in CORRECTION_KINDS or (block_id is None) != (key["kind"] == "negative"):
             raise InputError(f"a correction is a feedback key of a block or a negative, got {key['kind']!r}")
-        at = utc_now()
+        at = at or utc_now()
         with self.catalog.write() as conn:
             self._check_embedder(conn, [key])
             if block_id is not None and not conn.execute("SELECT 1 FROM blocks WHERE id = ?", (block_id,)).fetchone():

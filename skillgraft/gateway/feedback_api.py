@@ -1,0 +1,54 @@
+"""The gateway's routing corrections: ``/v1/skills/feedback`` (give, list, remove).
+
+``POST /v1/skills/feedback`` with ``{"query": ..., "expected": NAME | null}`` corrects the
+routing of a query (:func:`skillgraft.routing.feedback.give_feedback`: a key of the block it
+belongs to, or with ``null`` a negative); ``GET`` lists the corrections; ``DELETE
+/v1/skills/feedback/{id}`` removes one. Giving and removing are writes: off unless deposits
+are allowed (:mod:`skillgraft.gateway.access`). Corrections are written by the gateway's
+writer memory under its lock and recorded as given by ``gateway:<client address>``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..routing.feedback import give_feedback, list_corrections, remove_correction
+
+MAX_QUERY_CHARS = 4_000
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    expected: Optional[Annotated[str, Field(min_length=1, max_length=200)]]
+
+
+def add_feedback_routes(app, gateway, in_thread) -> None:
+    """Add the feedback routes to ``app``; ``in_thread`` runs a call off the event loop and
+    turns a :class:`SkillgraftError` into its HTTP error."""
+
+    def by(request: Request) -> str:
+        return f"gateway:{request.client.host if request.client else 'unknown'}"
+
+    def locked(function, *args, **options):
+        with gateway.writer_lock:
+            return function(gateway.writer, *args, **options)
+
+    @app.post("/v1/skills/feedback")
+    async def add_feedback(body: FeedbackRequest, request: Request):
+        result = await in_thread(lambda: locked(give_feedback, body.query, body.expected, by=by(request)))
+        return {"object": "skill.feedback", **result.as_dict()}
+
+    @app.get("/v1/skills/feedback")
+    async def feedback_list():
+        rows = await in_thread(lambda: locked(list_corrections))
+        return {"object": "list", "data": [row.as_dict() for row in rows]}
+
+    @app.delete("/v1/skills/feedback/{correction_id}")
+    async def feedback_remove(correction_id: int, request: Request):
+        removed = await in_thread(lambda: locked(remove_correction, correction_id, by=by(request)))
+        return {"object": "skill.feedback", "deleted": True, **removed.as_dict()}

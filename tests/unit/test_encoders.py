@@ -1,0 +1,153 @@
+"""The encoder seam on the fakes: the store's record, refusals, re-embeds, the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skillgraft.errors import ConfigError, EncoderMismatchError, ModelNotFoundError, RouterError
+from skillgraft.memory import SkillMemory
+from skillgraft.routing.embedder import DEFAULT_EMBEDDER, MPNET_EMBEDDER, Embedder
+from skillgraft.routing.encoders import choose_embedder, make_embedder
+from skillgraft.routing.endpoint import EndpointEmbedder
+from skillgraft.routing.reembed import reembed
+from skillgraft.store.block_store import BlockStore
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+from .conftest import GIT_MANUAL, GIT_QUERY, SOURDOUGH_MANUAL
+
+
+class OtherEmbedder(FakeEmbedder):
+    """Another encoder: its own name and a 256-d space."""
+
+    name = "other-hashing-embedder"
+
+    def __init__(self, fail_after: int = -1) -> None:
+        super().__init__(dim=256)
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def encode(self, texts):
+        self.calls += 1
+        if self.calls == self.fail_after:
+            raise RouterError("the encoder died mid-way")
+        return super().encode(texts)
+
+
+def _stock(home, embedder=None):
+    memory = SkillMemory(home, engine=FakeEngine(), embedder=embedder or FakeEmbedder())
+    memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
+    memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?"])
+    return memory
+
+
+def test_the_store_records_its_encoder_with_the_first_keys(tmp_path):
+    with _stock(tmp_path) as memory:
+        assert memory.store.encoder_record() == FakeEmbedder().record()
+
+
+def test_another_encoder_is_refused_at_open_and_a_changed_one_at_first_use(tmp_path):
+    _stock(tmp_path).close()
+    with pytest.raises(EncoderMismatchError, match="reembed") as caught:
+        SkillMemory(tmp_path, engine=FakeEngine(), embedder=OtherEmbedder())
+    assert caught.value.stored["name"] == FakeEmbedder.name and caught.value.given["name"] == OtherEmbedder.name
+    same_name = FakeEmbedder(dim=128)  # same name, other space: the record's dimension and digest tell
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=same_name) as memory:
+        with pytest.raises(EncoderMismatchError):
+            memory.route(GIT_QUERY)
+
+
+def test_an_old_store_without_a_record_is_judged_by_its_keys(tmp_path):
+    with _stock(tmp_path) as memory:
+        memory.store.set_setting("router.encoder", "{}")  # replaced below: a store from before the record
+        memory.store.db.execute("DELETE FROM settings WHERE key = 'router.encoder'")
+    with pytest.raises(EncoderMismatchError):
+        SkillMemory(tmp_path, engine=FakeEngine(), embedder=OtherEmbedder())
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
+        assert memory.route(GIT_QUERY).block.name == "git-squash"
+        assert memory.store.encoder_record()["name"] == FakeEmbedder.name  # recorded now
+
+
+def test_reembed_moves_the_store_and_the_old_encoder_is_refused_after(tmp_path):
+    old = _stock(tmp_path)
+    keys = len(old.store.routing_keys())
+    old.feedback("knead the dough and let it rise", "sourdough")
+    other = OtherEmbedder()
+    report = reembed(old.store, other, batch=3)
+    assert report.changed and report.keys == keys + 1 and report.embedded == keys + 1
+    assert (report.embedder, report.previous, report.dimension) == (OtherEmbedder.name, FakeEmbedder.name, 256)
+    assert {len(k["vector"]) for k in old.store.routing_keys()} == {256 * 4} and old.store.staged_count() == 0
+    with pytest.raises(EncoderMismatchError):
+        old.route(GIT_QUERY)  # a process still on the old encoder: its next route is refused
+    with pytest.raises(EncoderMismatchError):
+        old.add_manual("third", "Skill manual: tying knots. Make a loop, pass the end through, pull tight.")
+    old.close()
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=OtherEmbedder()) as memory:
+        assert memory.route(GIT_QUERY).block.name == "git-squash"
+        assert memory.route("knead the dough and let it rise").block.name == "sourdough"
+    assert not reembed(BlockStore(tmp_path), OtherEmbedder()).changed  # already there: nothing to do
+
+
+def test_a_reembed_that_dies_leaves_the_old_encoder_in_force_and_resumes(tmp_path):
+    memory = _stock(tmp_path)
+    keys = len(memory.store.routing_keys())
+    with pytest.raises(RouterError, match="mid-way"):
+        reembed(memory.store, OtherEmbedder(fail_after=3), batch=2)
+    assert memory.store.encoder_record()["name"] == FakeEmbedder.name and memory.store.staged_count() == 4
+    assert memory.route(GIT_QUERY).block.name == "git-squash"  # the store routes as before
+    report = reembed(memory.store, OtherEmbedder(), batch=2)
+    assert report.changed and report.embedded == keys - 4 and report.keys == keys  # the staged ones were kept
+    memory.close()
+
+
+def test_keys_added_meanwhile_are_staged_before_the_switch(tmp_path):
+    memory = _stock(tmp_path)
+    writer = SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder())
+
+    class Busy(OtherEmbedder):
+        def encode(self, texts):
+            if self.calls == 0 and len(texts) > 1:
+                writer.add_manual("knots", "Skill manual: tying knots. Make a loop, pass the end through.")
+            return super().encode(texts)
+
+    report = reembed(memory.store, Busy(), batch=1000)
+    assert report.keys == len(memory.store.routing_keys()) and report.changed
+    assert {k["embedder"] for k in memory.store.routing_keys()} == {OtherEmbedder.name}
+    writer.close()
+    memory.close()
+
+
+def test_choosing_an_encoder(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
+    assert choose_embedder(None).name == DEFAULT_EMBEDDER
+    assert make_embedder("mpnet").name == MPNET_EMBEDDER and make_embedder("MiniLM").name == DEFAULT_EMBEDDER
+    endpoint = make_embedder("openai:http://127.0.0.1:9/v1?model=all-minilm")
+    assert isinstance(endpoint, EndpointEmbedder) and endpoint.name == "openai:all-minilm"
+    assert endpoint.base == "http://127.0.0.1:9/v1"
+    folder = tmp_path / "my-encoder"
+    folder.mkdir()
+    assert make_embedder(str(folder)).name == "st:my-encoder"
+    monkeypatch.setenv("SKILLGRAFT_EMBEDDER", "mpnet")
+    assert choose_embedder(None).name == MPNET_EMBEDDER
+    for bad in ("", "no-such-encoder", "ftp://host/v1"):
+        with pytest.raises(ConfigError):
+            make_embedder(bad)
+    with pytest.raises(ConfigError):
+        EndpointEmbedder("ftp://host/v1")
+
+
+def test_a_store_opened_without_a_choice_uses_its_recorded_encoder(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
+    store = BlockStore(tmp_path)
+    store.claim_encoder({"name": MPNET_EMBEDDER, "spec": "mpnet", "dimension": 768, "digest": "d"})
+    assert choose_embedder(None, store).name == MPNET_EMBEDDER
+    assert choose_embedder("minilm", store).name == DEFAULT_EMBEDDER  # a choice wins, and is then checked
+    with pytest.raises(EncoderMismatchError, match="--embedder mpnet"):
+        SkillMemory(tmp_path, engine=FakeEngine(), embedder="minilm")
+    store.close()
+
+
+def test_mpnet_needs_its_install_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
+    with pytest.raises(ModelNotFoundError, match="skillgraft models install mpnet"):
+        Embedder(MPNET_EMBEDDER).encode(["hello"])
