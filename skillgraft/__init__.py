@@ -16,6 +16,8 @@ from .errors import (
     ConfigError,
     ConflictError,
     ContextOverflowError,
+    EmbedderError,
+    EncoderMismatchError,
     EngineError,
     FingerprintMismatchError,
     FormatError,
@@ -30,6 +32,7 @@ from .core.fingerprint import RuntimeFingerprint
 from .flywheel import SolveResult, solve
 from .core.gate import Confidence, GateCalibration, GateVerdict
 from .memory import Generation, SkillMemory
+from .routing.feedback import FeedbackResult
 from .routing.router import Embedder, Recall, RouterCalibration
 from .core.states import KVState, TokenStep
 from .store.block_store import BlockStore
@@ -71,10 +74,13 @@ __all__ = [
     "ConflictError",
     "ContextOverflowError",
     "Embedder",
+    "EmbedderError",
+    "EncoderMismatchError",
     "Engine",
     "EngineError",
     "EngineSettings",
     "ExactVerifier",
+    "FeedbackResult",
     "FingerprintMismatchError",
     "FormatError",
     "GateCalibration",
