@@ -307,3 +307,34 @@ def test_the_bucket_keeps_the_block_storage_contract(tmp_path, shared, monkeypat
 
     monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", -60.0)  # no deposit is in progress on another host
     check_block_storage(block_objects.ObjectBlocks(shared["blocks"], tmp_path / "cache"))
+
+
+def test_corrections_and_a_reembed_reach_every_host(tmp_path, shared):
+    from skillgraft.errors import EncoderMismatchError
+    from skillgraft.routing.feedback import list_corrections
+    from skillgraft.routing.reembed import reembed
+
+    class Wider(FakeEmbedder):
+        name = "wider-hashing-embedder"
+
+        def __init__(self) -> None:
+            super().__init__(dim=512)
+
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        block = a.add_manual("git-squash", MANUAL, examples=["squash commits"])
+        a.add_manual("sourdough", "Skill manual: baking sourdough bread. Feed the starter, fold, proof, bake.")
+        b.route("squash commits")  # B holds an index before A corrects the router
+        a.feedback("tidy up my history before the pull request", "git-squash")
+        a.feedback("what is the weather in squash town", None)
+        assert b.route("tidy up my history before the pull request").block_id == block.id
+        assert b.route("what is the weather in squash town").decision == "abstain"
+        assert {c.kind for c in list_corrections(b)} == {"feedback", "negative"}
+        report = reembed(a.store, Wider())
+        assert report.changed and report.keys == len(b.store.routing_keys())
+        with pytest.raises(EncoderMismatchError):
+            b.route("squash commits")  # B is still on the old encoder: refused, never mixed
+        with pytest.raises(EncoderMismatchError):
+            b.feedback("squash it all", "git-squash")
+    with host(tmp_path, "c", shared, embedder=Wider()) as c:
+        assert c.route("tidy up my history before the pull request").block_id == block.id
+        assert c.route("what is the weather in squash town").decision == "abstain"
