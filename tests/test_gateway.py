@@ -294,6 +294,33 @@ def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):
     assert httpx.delete(f"{skills}/{block_id}", trust_env=False).status_code == 404
 
 
+def test_feedback_corrects_the_routing_of_chats(gateway, client, model_id, store):
+    _, blocks = store
+    feedback = gateway.url + "/v1/skills/feedback"
+    query = "my starter smells like nail polish remover"
+    given = httpx.post(feedback, json={"query": query, "expected": "sourdough"}, timeout=300, trust_env=False)
+    assert given.status_code == 200, given.text
+    assert given.json()["kind"] in ("feedback", "none") and given.json()["block_id"] == blocks["sourdough"].id
+    response = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": query}], max_tokens=4)
+    assert response.skillgraft["block_id"] == blocks["sourdough"].id
+    listed = httpx.get(feedback, trust_env=False).json()["data"]
+    assert all(row["created_by"].startswith("gateway:127.0.0.1") for row in listed)
+    refusals = [
+        ({"query": query, "expected": "no-such-skill"}, 404),
+        ({"query": "What is 17 * 23?", "expected": None}, 400),  # a verified question: never corrected
+        ({"query": "", "expected": None}, 400),
+        ({"query": query}, 400),
+        ({"query": query, "expected": None, "vector": [1.0]}, 400),
+    ]
+    for body, status in refusals:
+        answer = httpx.post(feedback, json=body, timeout=300, trust_env=False)
+        assert answer.status_code == status and "error" in answer.json(), (body, answer.text)
+    for row in listed:
+        assert httpx.delete(f"{feedback}/{row['id']}", trust_env=False).json()["deleted"] is True
+    assert httpx.delete(f"{feedback}/999999", trust_env=False).status_code == 400
+    assert httpx.get(feedback, trust_env=False).json()["data"] == []
+
+
 def test_health_and_metrics(gateway, client, model_id):
     health = httpx.get(gateway.url + "/healthz", trust_env=False).json()
     assert health["status"] == "ok" and health["slots_total"] == 1 and health["servers"][0]["pid"] == gateway.server_pids[0]

@@ -73,7 +73,7 @@ def test_deposit_tools_are_offered_only_when_deposits_are_allowed(fake_memory):
     assert tools == {"recall", "read_skill", "ask", "list_skills"}
     assert refused.is_error and fake_memory.list() == []
     tools, _ = _calls(fake_memory, [])
-    assert tools == {"recall", "read_skill", "ask", "list_skills", "add_manual", "add_solution"}
+    assert tools == {"recall", "read_skill", "ask", "list_skills", "add_manual", "add_solution", "feedback"}
 
 
 def test_deposits_are_rate_limited_per_client(fake_memory):
@@ -94,3 +94,17 @@ def test_a_host_reads_a_skills_text_and_the_recalled_skill(fake_stocked):
     assert recalled["block_name"] == "git-squash" and recalled["use"] and recalled["reason"]
     exact = _call(fake_stocked, "recall", {"question": "what is 17*23"}).structured_content
     assert exact["decision"] == "exact" and exact["answer"] == ANSWER
+
+
+def test_feedback_corrects_the_router_and_says_what_it_did(fake_stocked):
+    query = "knead the dough and let it rise"
+    result = _call(fake_stocked, "feedback", {"query": query, "expected": "sourdough"})
+    assert not result.is_error
+    data = result.structured_content
+    assert data["kind"] == "feedback" and data["block_id"] == fake_stocked.get("sourdough").id
+    assert fake_stocked.route(query).block.name == "sourdough"
+    from skillgraft.routing.feedback import list_corrections
+
+    assert list_corrections(fake_stocked)[0].created_by == "mcp"
+    refused = _call(fake_stocked, "feedback", {"query": "What is 17 * 23?", "expected": None})
+    assert refused.is_error and "verified question" in refused.content[0].text
