@@ -82,13 +82,17 @@ def static(memory: SkillMemory, data: dict) -> dict:
     top1 = [bool(r) and r[0][0] == ids[n] for r, (_, n) in zip(best, in_queries)]
     report = rates(outcomes)
     report.update(threshold=round(memory.router.threshold, 4), top1=round(sum(top1) / len(top1), 4))
-    return {"summary": report, "decisions": [ok for _, ok in outcomes], "top1": top1}
+    by_query = {f"{expected}\t{q}": ok for (q, expected), (_, ok) in zip(tests, outcomes)}
+    return {"summary": report, "decisions": [ok for _, ok in outcomes], "top1": top1, "by_query": by_query}
 
 
-def stream(memory: SkillMemory, data: dict, seed: int, recalibrate: bool) -> dict:
+def stream(memory: SkillMemory, data: dict, seed: int, recalibrate: bool, baseline: dict) -> dict:
+    """The predict-then-learn stream; ``baseline`` (query to static outcome) scores the same
+    halves without corrections."""
     queries = [(q, n) for n, i in data["intents"].items() for q in i["test"]] + [(q, None) for q in data["ood"]["test"]]
     random.Random(seed).shuffle(queries)
     half = len(queries) // 2
+    static_outcomes = [(n, baseline[f"{n}\t{q}"]) for q, n in queries]
     outcomes, corrections, kinds, first = [], 0, {"feedback": 0, "negative": 0}, 0
     for position, (query, expected) in enumerate(queries):
         if position == half:
@@ -110,6 +114,7 @@ def stream(memory: SkillMemory, data: dict, seed: int, recalibrate: bool) -> dic
         "corrections_in_first_half": first,
         "first_half": rates(outcomes[:half]),
         "second_half": rates(outcomes[half:]),
+        "without_corrections": {"first_half": rates(static_outcomes[:half]), "second_half": rates(static_outcomes[half:])},
         "threshold_after": round(memory.router.threshold, 4),
     }
 
@@ -158,7 +163,8 @@ def main() -> int:
         for label, recalibrate in (("stream", False), ("stream_recalibrated", True)):
             shutil.copytree(built, Path(work) / label)
             with SkillMemory(Path(work) / label, engine=FakeEngine(n_ctx=16_384), embedder=embedder) as fresh:
-                report[label] = stream(fresh, data, args.seed, recalibrate)
+                report[label] = stream(fresh, data, args.seed, recalibrate, report["static"]["by_query"])
+        del report["static"]["by_query"]
     return write_report(report, args.out)
 
 

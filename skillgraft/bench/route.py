@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -27,26 +27,32 @@ ROUTE_QUERIES = (
 )
 
 
-def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200, seed: int = 0, progress: Progress = None) -> dict:
+def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200, seed: int = 0, progress: Progress = None,
+                embedder: Optional[str] = None) -> dict:
     """Whole-route latency (query embedding + FAISS search), flat vs HNSW, with HNSW's recall@1.
 
-    Keys are unit vectors near 384-d MiniLM embeddings of the built-in corpus (so the
+    Keys are unit vectors near the encoder's embeddings of the built-in corpus (so the
     geometry is realistic without embedding 100k sentences). Each timed route embeds a
-    distinct one-sentence query on the real embedder and searches the index with it;
-    recall@1 of HNSW against flat is measured on perturbed keys.
+    distinct one-sentence query on the real encoder (``embedder``, a spec; MiniLM by
+    default) and searches the index with it; recall@1 of HNSW against flat is measured on
+    perturbed keys. A local encoder is also timed on sentence-transformers, interleaved.
     """
+    from ..routing.encoders import make_embedder
     from ..routing.router import Embedder, KeyIndex
 
-    embedder = Embedder()
-    base = embedder.encode(list(CORPUS))
-    embedder.encode(["warm-up"])
+    encoder = make_embedder(embedder or "minilm")
+    base = encoder.encode(list(CORPUS))
+    encoder.encode(["warm-up"])
     texts = [f"{ROUTE_QUERIES[i % len(ROUTE_QUERIES)]} ({i})" for i in range(queries)]
-    reference = Embedder(runtime="sentence-transformers")
-    reference.encode(["warm-up"])
+    reference = Embedder(encoder.name, runtime="sentence-transformers", location=encoder.location) \
+        if isinstance(encoder, Embedder) else None
+    if reference is not None:
+        reference.encode(["warm-up"])
     embed_times, reference_times = [], []
     for i in range(40):  # interleaved, so both see the same load
-        embed_times += repeat_times(lambda: embedder.encode([texts[i % len(texts)]]), 1)
-        reference_times += repeat_times(lambda: reference.encode([texts[i % len(texts)]]), 1)
+        embed_times += repeat_times(lambda: encoder.encode([texts[i % len(texts)]]), 1)
+        if reference is not None:
+            reference_times += repeat_times(lambda: reference.encode([texts[i % len(texts)]]), 1)
     rng = np.random.default_rng(seed)
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -70,7 +76,7 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
                 found.append(int(ids[0][0]))
             for text in texts:
                 t0 = time.perf_counter()
-                index.search(embedder.encode([text]))
+                index.search(encoder.encode([text]))
                 routes.append(time.perf_counter() - t0)
             results[approximate] = (build_s, latencies, found, routes)
         flat_found = results[False][2]
@@ -83,6 +89,7 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
                 "search_p99_ms": 1000 * float(np.percentile(latencies, 99)),
                 "route_p50_ms": 1000 * float(np.percentile(routes, 50)),
                 "route_p90_ms": 1000 * float(np.percentile(routes, 90)),
+                "route_p95_ms": 1000 * float(np.percentile(routes, 95)),
                 "route_p99_ms": 1000 * float(np.percentile(routes, 99)),
                 "recall_at_1_vs_flat": float(np.mean(np.array(found) == np.array(flat_found))),
             })
@@ -90,11 +97,14 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
             progress(done, len(sizes))
     return {
         "kind": "route",
-        "embedder_runtime": embedder.runtime_used,
+        "embedder": encoder.name,
+        "embedder_runtime": getattr(encoder, "runtime_used", None),
         "embed_query_ms": 1000 * statistics.median(embed_times),
+        "embed_query_ms_p95": 1000 * float(np.percentile(embed_times, 95)),
         "embed_query_ms_range": [1000 * min(embed_times), 1000 * max(embed_times)],
-        "embed_query_ms_sentence_transformers": 1000 * statistics.median(reference_times),
-        "embed_speedup_vs_sentence_transformers": statistics.median(reference_times) / statistics.median(embed_times),
+        "embed_query_ms_sentence_transformers": 1000 * statistics.median(reference_times) if reference_times else None,
+        "embed_speedup_vs_sentence_transformers":
+            statistics.median(reference_times) / statistics.median(embed_times) if reference_times else None,
         "queries": queries,
         "machine": machine(),
         "rows": rows,

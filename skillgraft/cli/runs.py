@@ -301,12 +301,15 @@ def _int_list(value: str) -> list[int]:
 @click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @json_option
-def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, plot, as_json) -> None:
+@click.pass_context
+def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, plot,
+          as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
     paging (first access vs warm restore vs re-prefill), positions (own, shifted and
-    sequential exactness), route (flat vs HNSW search), needles (a store far larger
+    sequential exactness), route (flat vs HNSW search, on the encoder `--embedder` names,
+    MiniLM by default), needles (a store far larger
     than the serving window, with planted facts), server (a graft through llama-server
     vs its cold prefill and its own prompt caches) or serve (the gateway under load from
     openai clients, optionally with a llama-server killed mid-load).
@@ -323,7 +326,7 @@ def bench(kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients
         elif kind == "positions":
             report = benchmarks.bench_positions(model, samples, progress=progress)
         elif kind == "route":
-            report = benchmarks.bench_route(_int_list(keys), progress=progress)
+            report = benchmarks.bench_route(_int_list(keys), progress=progress, embedder=(ctx.obj or {}).get("embedder"))
         elif kind == "server":
             from ..server.checks import bench_server
 
