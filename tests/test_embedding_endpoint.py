@@ -44,7 +44,7 @@ def test_endpoint_vectors_match_the_onnx_path(endpoint, embedder):
     served, local = remote.encode(TEXTS), embedder.encode(TEXTS)
     assert served.shape == local.shape == (len(TEXTS), 384)
     cosines = np.einsum("ij,ij->i", served, local)
-    assert float(cosines.min()) > 0.99, cosines  # another tokenizer and kernels: close, not equal
+    assert float(cosines.min()) > 0.9995, cosines  # llama.cpp tokenizer and kernels: equal to ~1e-6, not bitwise
     assert remote.record() == {"name": "openai:all-minilm-l6-v2", "spec": endpoint, "dimension": 384,
                                "digest": "all-minilm-l6-v2"}
 

@@ -286,7 +286,8 @@ class Embedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         if not texts:
-            return np.zeros((0, 384 if self.name == DEFAULT_EMBEDDER else 768), np.float32)
+            dimension = _config(self.folder(), "config.json").get("hidden_size", 384)
+            return np.zeros((0, dimension if isinstance(dimension, int) else 384), np.float32)
         with self._lock:
             vectors = self._load().encode(list(texts))
         return np.ascontiguousarray(vectors, dtype=np.float32)
