@@ -17,6 +17,7 @@ SmolLM2, are the check that this changes nothing).
 
     .venv/bin/python benchmarks/routing_learning.py --set intents --embedder minilm \\
         --out docs/data/routing_learning_intents_minilm.json
+    .venv/bin/python benchmarks/routing_learning.py --table docs/data/routing_learning_*.json
 """
 
 from __future__ import annotations
@@ -140,13 +141,44 @@ def mcnemar(a: list[bool], b: list[bool]) -> dict:
     return {"only_first": only_a, "only_second": only_b, "p_value": p}
 
 
+def table(paths: list[str]) -> str:
+    """The docs' markdown table from reports of this script (MiniLM and MPNet per set), with
+    exact McNemar tests of MPNet against MiniLM on the paired test decisions and top-1."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    lines = ["| set | encoder | static in-scope | static OOD recall | top-1 | stream 2nd half in-scope (without) "
+             "| stream 2nd half OOD recall (without) | corrections | McNemar p vs MiniLM (decisions, top-1) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    baseline = {r["set"]: r for r in reports if r["embedder"] == "all-MiniLM-L6-v2"}
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    for r in reports:
+        s, t = r["static"]["summary"], r["stream"]
+        w = t["without_corrections"]["second_half"]
+        base = baseline.get(r["set"])
+        test = "" if base is None or base is r else (
+            f"{mcnemar(r['static']['decisions'], base['static']['decisions'])['p_value']:.3g}, "
+            f"{mcnemar(r['static']['top1'], base['static']['top1'])['p_value']:.3g}")
+        lines.append(
+            f"| {r['set']} | {r['embedder']} | {pct(s['in_scope_accuracy'])} | {pct(s['ood_recall'])} | {pct(s['top1'])} "
+            f"| {pct(t['second_half']['in_scope_accuracy'])} ({pct(w['in_scope_accuracy'])}) "
+            f"| {pct(t['second_half']['ood_recall'])} ({pct(w['ood_recall'])}) "
+            f"| {t['corrections']} ({t['corrections_by_kind']['feedback']} keys, {t['corrections_by_kind']['negative']} negatives) "
+            f"| {test} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=["intents", "chat_intents"], required=True)
-    parser.add_argument("--embedder", required=True, help="minilm, mpnet, a folder or an http(s):// endpoint")
+    parser.add_argument("--set", choices=["intents", "chat_intents"])
+    parser.add_argument("--embedder", help="minilm, mpnet, a folder or an http(s):// endpoint")
     parser.add_argument("--seed", type=int, default=25)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out")
+    parser.add_argument("--table", nargs="+", metavar="REPORT", help="print the docs' table from these reports")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return 0
+    if not (args.set and args.embedder and args.out):
+        parser.error("--set, --embedder and --out are required (or --table REPORT...)")
     data = json.loads((DATA / f"{args.set}.json").read_text())
     embedder = make_embedder(args.embedder)
     report: dict = {"set": args.set, "intents": len(data["intents"]), "embedder": embedder.name}

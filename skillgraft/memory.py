@@ -45,6 +45,7 @@ from .store.upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
 if TYPE_CHECKING:
     from .engine.llama import Engine
     from .protocols import CaptureEngine, TextEmbedder
+    from .routing.feedback import FeedbackResult
 
 
 @dataclass(frozen=True)
@@ -353,7 +354,7 @@ class SkillMemory(Deposits, Upkeep):
             detail={"routed": note.routed, "gate": note.gate, "reason": note.reason, "cache_n": note.cache_n},
         ))
 
-    def feedback(self, query: str, expected: Optional[str]):
+    def feedback(self, query: str, expected: Optional[str]) -> "FeedbackResult":
         """Correct the routing of ``query``: it belongs to block ``expected`` (name or id), or
         to no block with ``None`` (see :mod:`skillgraft.routing.feedback`)."""
         from .routing.feedback import give_feedback

@@ -51,16 +51,18 @@ def test_mcp_tools_answer_the_sdk_client(mcp_home, tmp_path):
     from tests.conftest import GIT_MANUAL
 
     with open(tmp_path / "stderr.txt", "w+") as errlog:
-        tools, (recall, exact, listing, refused, method) = call_tools(mcp_home, [
+        tools, (recall, exact, listing, refused, method, corrected) = call_tools(mcp_home, [
             ("recall", {"question": "How do I squash my last three commits with git?"}),
             ("ask", {"question": "what is 17*23"}),
             ("list_skills", {}),
             ("add_solution", {"question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}),
             ("read_skill", {"ref": "What is 17 * 23?"}),
+            ("feedback", {"query": "How do I squash my last three commits with git?", "expected": "git-squash"}),
         ], errlog=errlog)
         errlog.seek(0)
         logged = errlog.read()
-    assert tools == {"recall", "read_skill", "ask", "add_manual", "add_solution", "list_skills"}
+    assert tools == {"recall", "read_skill", "ask", "add_manual", "add_solution", "list_skills", "feedback"}
+    assert corrected.structured_content["kind"] == "none"  # already routed there: nothing to correct
     assert not recall.is_error
     found = recall.structured_content
     assert found["decision"] == "graft" and found["block_name"] == "git-squash"
