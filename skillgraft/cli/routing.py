@@ -6,10 +6,10 @@ from typing import Optional
 
 import click
 
-from .common import Activity, emit, json_option, open_memory, open_store
+from .common import Activity, SkillgraftGroup, emit, json_option, open_memory, open_store
 
 
-class _FeedbackGroup(click.Group):
+class _FeedbackGroup(SkillgraftGroup):
     """``feedback QUERY ...`` gives a correction; ``feedback list`` and ``feedback rm ID`` manage them."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
