@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..core.progress import Progress
-from ..errors import RouterError
+from ..errors import RouterError, StoreError
 from .encoders import encoder_record
 
 if TYPE_CHECKING:
@@ -53,7 +53,10 @@ def reembed(store: "BlockStore", embedder: "TextEmbedder", *, force: bool = Fals
     ``force``."""
     started = time.perf_counter()
     record = encoder_record(embedder)
-    previous = store.encoder_record()
+    try:
+        previous = store.encoder_record()
+    except StoreError:  # a damaged record: the switch writes a good one
+        previous = None
     total = len(store.routing_keys())
     counts = store.key_embedders()
     already = previous is not None and previous["name"] == record["name"] and set(counts) <= {record["name"]} \

@@ -151,3 +151,17 @@ def test_mpnet_needs_its_install_step(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
     with pytest.raises(ModelNotFoundError, match="skillgraft models install mpnet"):
         Embedder(MPNET_EMBEDDER).encode(["hello"])
+
+
+def test_a_damaged_encoder_record_is_a_store_error_that_reembed_repairs(tmp_path):
+    from skillgraft.errors import StoreError
+
+    _stock(tmp_path).close()
+    store = BlockStore(tmp_path)
+    store.set_setting("router.encoder", "{not json")
+    with pytest.raises(StoreError, match="reembed"):
+        SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder())
+    assert reembed(store, FakeEmbedder()).changed
+    store.close()
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
+        assert memory.route(GIT_QUERY).block.name == "git-squash"
