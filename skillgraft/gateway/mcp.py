@@ -6,9 +6,10 @@ its answer, method and verifier), ``ask`` (answer it: the verified answer, a gra
 or plain generation) and ``list_skills``; with deposits allowed (``--allow-deposits``,
 rate-limited) also ``add_manual``, ``add_solution`` (verified here by running its method in
 the sandbox; nothing the client says is trusted) and ``feedback`` (a routing correction,
-given by ``mcp``). Results are typed (pydantic), so MCP hosts see their schemas. The memory is used by one tool call at a time; a refused call (a
-:class:`SkillgraftError`) returns its message as the tool's error, except what a refused method
-printed. Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
+given by ``mcp``). Results are typed (pydantic), so MCP hosts see their schemas. The memory
+is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns its
+message as the tool's error, except what a refused method printed. Logs go to stderr at
+WARNING unless asked for more. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import getpass
 import os
 import socket
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional, Protocol
 
 from ..core.questions import normalize_question, question_sha256
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query
@@ -31,7 +31,21 @@ from ..errors import InputError
 from ..store.ledger import LedgerEvent
 
 if TYPE_CHECKING:
-    from ..memory import SkillMemory
+    from ..core.blocks import Block
+    from ..core.recall import Recall
+    from ..store.block_store import BlockStore
+    from .router import Router
+
+
+class CorrectableMemory(Protocol):
+    """What a correction needs of a memory (:class:`~skillgraft.memory.SkillMemory` has it)."""
+
+    store: "BlockStore"
+    router: "Router"
+
+    def get(self, ref: str) -> "Block": ...
+
+    def route(self, query) -> "Recall": ...
 
 __all__ = ["Correction", "FeedbackResult", "give_feedback", "list_corrections", "remove_correction", "default_actor",
            "MAX_CORRECTIONS"]
@@ -87,7 +101,7 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"[:MAX_ACTOR_CHARS]
 
 
-def give_feedback(memory: "SkillMemory", query, expected: Optional[str], *, by: Optional[str] = None) -> FeedbackResult:
+def give_feedback(memory: CorrectableMemory, query, expected: Optional[str], *, by: Optional[str] = None) -> FeedbackResult:
     """Teach ``memory``'s router that ``query`` belongs to block ``expected`` (name or id) or,
     with ``expected=None``, to no block (see the module docstring)."""
     query = clean_query(query)
@@ -124,12 +138,12 @@ def give_feedback(memory: "SkillMemory", query, expected: Optional[str], *, by: 
     return FeedbackResult(kind, wanted, correction_id=stored["id"], reason=reason, **common)
 
 
-def list_corrections(memory: "SkillMemory") -> list[Correction]:
+def list_corrections(memory: CorrectableMemory) -> list[Correction]:
     """Every correction of the store, oldest first."""
     return [_correction(row) for row in memory.store.corrections()]
 
 
-def remove_correction(memory: "SkillMemory", correction_id, *, by: Optional[str] = None) -> Correction:
+def remove_correction(memory: CorrectableMemory, correction_id, *, by: Optional[str] = None) -> Correction:
     """Remove one correction by its id (from :func:`list_corrections`); logged with who removed it."""
     try:
         key_id = int(correction_id)
