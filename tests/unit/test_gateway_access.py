@@ -62,13 +62,16 @@ def test_the_key_is_checked_before_any_body_is_read():
 
 
 def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
-    for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault")):
+    for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault"), ("POST", "/v1/skills/feedback"),
+                         ("DELETE", "/v1/skills/feedback/3")):
         assert _request(_app(), method, path, {})[0] == 403
         assert _request(_app("k"), method, path, {"authorization": "Bearer k"})[0] == 403
     keyed = _app("k", DepositPolicy(allowed=True, key="d"))
     assert _request(keyed, "POST", "/v1/skills", {"authorization": "Bearer k"})[0] == 401
     assert _request(keyed, "DELETE", "/v1/skills/x", {"authorization": "Bearer d", "content-length": "0"})[0] == 200
+    assert _request(keyed, "POST", "/v1/skills/feedback", {"authorization": "Bearer d", "content-length": "0"})[0] == 200
     assert _request(keyed, "GET", "/v1/skills", {"authorization": "Bearer d"})[0] == 401  # reads need the API key
+    assert _request(keyed, "GET", "/v1/skills/feedback", {"authorization": "Bearer k", "content-length": "0"})[0] == 200
     assert _request(keyed, "GET", "/v1/skills", {"authorization": "Bearer k", "content-length": "0"})[0] == 200
     assert _request(_app(None, DepositPolicy(allowed=True)), "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200
 
