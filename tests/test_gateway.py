@@ -55,7 +55,7 @@ def gateway(store, tmp_path_factory):
     _require_server()
     home, _ = store
     process = GatewayProcess(home, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log",
-                             extra_args=["--allow-deposits"])
+                             extra_args=["--allow-deposits", "--deposits-per-minute", "60"])  # room for both skills tests
     try:
         yield process
     finally:

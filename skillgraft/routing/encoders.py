@@ -66,16 +66,23 @@ def make_embedder(spec: str) -> "TextEmbedder":
 def choose_embedder(given: Union[str, Path, "TextEmbedder", None], store: Optional["BlockStore"] = None) -> "TextEmbedder":
     """The encoder to open ``store`` with: ``given``, else ``$SKILLGRAFT_EMBEDDER``, else the
     store's recorded encoder, else MiniLM. An object is taken as it is (it must have
-    ``name`` and ``encode``)."""
+    ``name`` and ``encode``). A choice (argument or environment) that names another encoder
+    than the store's is refused here; otherwise a mismatch (a recorded encoder that no spec
+    rebuilds) is refused when the router first routes or embeds, so verbs that do neither
+    (list, check, rm) still open the store."""
     if given is not None and not isinstance(given, (str, Path)):
         if not isinstance(getattr(given, "name", None), str) or not callable(getattr(given, "encode", None)):
             raise InputError(f"the embedder must be a name or have .name and .encode(texts), got {type(given).__name__}")
-        return given
-    spec = str(given) if given is not None else os.environ.get(EMBEDDER_ENV) or None
-    if spec is None and store is not None:
-        record = store.encoder_record()
-        spec = record.get("spec") if record else None
-    return make_embedder(spec or "minilm")
+        chosen = given
+    else:
+        spec = str(given) if given is not None else os.environ.get(EMBEDDER_ENV) or None
+        if spec is None:
+            record = store.encoder_record() if store is not None else None
+            return make_embedder((record.get("spec") if record else None) or "minilm")
+        chosen = make_embedder(spec)
+    if store is not None:
+        check_names(store, chosen)
+    return chosen
 
 
 def encoder_record(embedder: "TextEmbedder") -> dict:

@@ -12,7 +12,8 @@ abstains otherwise.
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
 the query than the best block's nearest key. The encoder must be the one the store
-recorded (:mod:`skillgraft.routing.encoders`): another is refused, never mixed in.
+recorded (:mod:`skillgraft.routing.encoders`): another is refused at the first route or key
+it would embed, never mixed in.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 from ..store.catalog import usable_vector
 from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
-from .encoders import check_names, check_record, encoder_record
+from .encoders import check_record, encoder_record
 from .key_index import KeyIndex
 from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
 from ..core.recall import Decision, Recall  # noqa: F401
@@ -97,7 +98,6 @@ class Router:
     def __init__(self, store: "BlockStore", embedder: Optional["TextEmbedder"] = None) -> None:
         self.store = store
         self.embedder = embedder or Embedder()
-        check_names(store, self.embedder)
         self._record: Optional[dict] = None
         self._negatives = np.zeros((0, 0), np.float32)
         self._index: Optional[KeyIndex] = None

@@ -141,9 +141,14 @@ def test_a_store_opened_without_a_choice_uses_its_recorded_encoder(tmp_path, mon
     store = BlockStore(tmp_path)
     store.claim_encoder({"name": MPNET_EMBEDDER, "spec": "mpnet", "dimension": 768, "digest": "d"})
     assert choose_embedder(None, store).name == MPNET_EMBEDDER
-    assert choose_embedder("minilm", store).name == DEFAULT_EMBEDDER  # a choice wins, and is then checked
+    assert choose_embedder("minilm").name == DEFAULT_EMBEDDER
+    with pytest.raises(EncoderMismatchError, match="--embedder mpnet"):
+        choose_embedder("minilm", store)  # a choice is checked against the store's record at once
     with pytest.raises(EncoderMismatchError, match="--embedder mpnet"):
         SkillMemory(tmp_path, engine=FakeEngine(), embedder="minilm")
+    monkeypatch.setenv("SKILLGRAFT_EMBEDDER", "minilm")
+    with pytest.raises(EncoderMismatchError):
+        SkillMemory(tmp_path, engine=FakeEngine())
     store.close()
 
 
@@ -165,3 +170,12 @@ def test_a_damaged_encoder_record_is_a_store_error_that_reembed_repairs(tmp_path
     store.close()
     with SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         assert memory.route(GIT_QUERY).block.name == "git-squash"
+
+
+def test_a_recorded_encoder_no_spec_rebuilds_still_lists_and_checks_then_refuses_routing(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
+    _stock(tmp_path).close()  # recorded: the fake encoder, which no spec names
+    with SkillMemory(tmp_path, engine=FakeEngine()) as memory:  # no choice: MiniLM, not loaded yet
+        assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
+        with pytest.raises(EncoderMismatchError, match="fake-hashing-embedder"):
+            memory.route(GIT_QUERY)
