@@ -38,6 +38,21 @@ DATA = Path(__file__).parent / "data" / "intents.json"
 SWEEP = (0.24, 0.26, 0.28, 0.30, 0.32, 0.34, 0.36, 0.40)
 
 
+def load_data() -> dict:
+    """The 100-skill set: ``intents`` (name -> description, manual, train / calibration / test
+    utterances) and ``ood`` (calibration / test out-of-domain requests)."""
+    return json.loads(DATA.read_text())
+
+
+def add_skills(memory: SkillMemory, intents: dict) -> float:
+    """One block per skill: its manual captured, its description and train utterances as keys.
+    Returns the seconds it took."""
+    started = time.perf_counter()
+    for name, intent in intents.items():
+        memory.add_manual(name, intent["manual"], description=intent["description"], examples=intent["train"])
+    return time.perf_counter() - started
+
+
 def fit_head(keys: np.ndarray, labels: np.ndarray, n_blocks: int, scale: float, l2: float, steps: int = 300):
     """Softmax regression on unit key vectors: logits = scale * x @ W + b, W starts at the centroids."""
     centroids = np.zeros((n_blocks, keys.shape[1]))
@@ -169,13 +184,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/data/routing_eval.json")
     args = parser.parse_args()
-    data = json.loads(DATA.read_text())
+    data = load_data()
     intents = data["intents"]
     with tempfile.TemporaryDirectory() as home, SkillMemory(home) as memory:
-        started = time.perf_counter()
-        for name, intent in intents.items():
-            memory.add_manual(name, intent["manual"], description=intent["description"], examples=intent["train"])
-        build_s = time.perf_counter() - started
+        build_s = add_skills(memory, intents)
         captured_tokens = sum(b.n_tokens for b in memory.store.blocks())
         ids = {b.name: b.id for b in memory.store.blocks()}
         with_manual = measure(memory, data, ids)
