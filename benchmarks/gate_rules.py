@@ -178,6 +178,14 @@ def _linear(columns, a: str, b: str, need: int) -> list[Rule]:
     return rules
 
 
+def auc(right: Sequence[float], wrong: Sequence[float]) -> Optional[float]:
+    """The chance that a right graft's number exceeds a wrong one's (ties count half); 0.5 is no signal."""
+    if not right or not wrong:
+        return None
+    x, y = np.asarray(right, dtype=float)[:, None], np.asarray(wrong, dtype=float)[None, :]
+    return round(float((x > y).mean() + 0.5 * (x == y).mean()), 4)
+
+
 def needed(right: int, min_kept: float) -> int:
     """How many of ``right`` grafts a rule must keep to keep at least ``min_kept`` of them."""
     return math.ceil(min_kept * right - 1e-9)
