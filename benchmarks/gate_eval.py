@@ -152,7 +152,8 @@ def evaluate(rows: list[GraftRow], route: bool) -> dict:
 
     Named rules: ``best`` (most wrong grafts turned away on calibration), ``log-probabilities
     alone`` (the best of those families) and ``simplest near the best`` (the best rule on one
-    number whose calibration share turned away is within PARSIMONY of the best's), and the
+    number whose calibration share turned away is within PARSIMONY of the best's, else the
+    best), and the
     current default threshold; each also per system prompt and per kind of wrong block.
     """
     calibration_skills, _ = split(sorted({r.skill for r in rows}))
@@ -171,7 +172,8 @@ def evaluate(rows: list[GraftRow], route: bool) -> dict:
     named = {
         "best": best,
         "log-probabilities alone": next(f for f in families if f["family"] in LOGPROBS),
-        "simplest near the best": next(f for f in families if f["kind"] == "single" and f["calibration"]["turned_away_share"] >= floor),
+        "simplest near the best": next(
+            (f for f in families if f["kind"] == "single" and f["calibration"]["turned_away_share"] >= floor), best),
         "default threshold": default_entry,
     }
     wrong_kinds = sorted({r.wrong_kind for r in held_out if r.wrong_kind})
