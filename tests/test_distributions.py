@@ -101,7 +101,7 @@ def test_the_wheels_run_the_readme_example_in_a_fresh_environment(fresh, tmp_pat
     python = fresh / "bin" / "python"
     where = json.loads(_run([python, "-c", (
         "import json, sys, skillgraft, langchain_skillgraft; "
-        "from skillgraft.gateway.inspector.pages import _environment; _environment().get_template('skills.html'); "
+        "from skillgraft.inspector.pages import _environment; _environment().get_template('skills.html'); "
         "print(json.dumps({'skillgraft': skillgraft.__file__, 'adapter': langchain_skillgraft.__file__, 'path': sys.path}))"
     )], cwd=app, env=env).stdout)
     for module in ("skillgraft", "adapter"):

@@ -88,7 +88,7 @@ def test_concepts_list_every_fingerprint_field():
 
 def test_the_inspector_page_states_the_current_limits_and_shows_the_screenshots():
     pytest.importorskip("jinja2")
-    from skillgraft.gateway.inspector import views
+    from skillgraft.inspector import views
 
     text = (DOCS / "inspector.md").read_text(encoding="utf-8")
     assert f"at most {views.ANSWER_WINDOW:,} `generate` rows" in text

@@ -1,4 +1,4 @@
-"""The gateway's HTTP protocol (skillgraft.gateway.http_guard) in a real uvicorn server on
+"""The gateway's HTTP protocol (skillgraft.web.http_guard) in a real uvicorn server on
 loopback, in front of a small echo app behind the gateway's header checks: framing, read
 timeouts and connection limits over raw sockets, without a model. The same attacks against the
 whole gateway are in tests/test_gateway_hardening.py."""
@@ -14,8 +14,9 @@ import pytest
 
 uvicorn = pytest.importorskip("uvicorn")
 
-from skillgraft.gateway.access import DepositPolicy, guard  # noqa: E402
-from skillgraft.gateway.http_guard import HttpLimits, protocol_class  # noqa: E402
+from skillgraft.deposit_policy import DepositPolicy
+from skillgraft.gateway.access import guard  # noqa: E402
+from skillgraft.web.http_guard import HttpLimits, protocol_class  # noqa: E402
 
 
 async def _echo(scope, receive, send):

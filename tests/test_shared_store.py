@@ -266,7 +266,7 @@ def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
 
 
 def test_the_inspector_reads_a_shared_store(tmp_path, shared):
-    from skillgraft.gateway.inspector import views
+    from skillgraft.inspector import views
     from skillgraft.store.ledger import LedgerEvent
 
     memory = host(tmp_path, "a", shared)

@@ -17,7 +17,7 @@ from ..core.blocks import solution_text, tokens_sha256
 from .reader import Row, payload
 from ..core.chat_layout import block_tokens
 from ..errors import BundleError, ContextOverflowError, SkillgraftError
-from ..store.deposits import QUERY_ROOM_TOKENS
+from ..memory.deposits import QUERY_ROOM_TOKENS
 from ..core.questions import normalize_question
 from ..routing.router import clean_query
 from ..verify.verifiers import make_verifier

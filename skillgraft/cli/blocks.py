@@ -68,7 +68,7 @@ def _add_split_manual(ctx, name: str, text: str, description: str, model, as_jso
     from ..core.chat_layout import block_tokens
     from ..core.manual_split import split_manual
     from ..errors import NameTakenError
-    from ..store.deposits import QUERY_ROOM_TOKENS
+    from ..memory.deposits import QUERY_ROOM_TOKENS
 
     memory = open_memory(ctx, model)
     with Activity(f"capture {name}", f"loading {memory.model}, then splitting", unit="part") as progress:

@@ -61,8 +61,8 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
     logs go to stderr. Stops the servers on Ctrl-C or SIGTERM.
     """
     from ..gateway import GatewayConfig, serve
-    from ..gateway.access import DepositPolicy
-    from ..gateway.http_guard import HttpLimits
+    from ..deposit_policy import DepositPolicy
+    from ..web.http_guard import HttpLimits
 
     _serve_extra()
     config = GatewayConfig(
@@ -91,7 +91,7 @@ def ui_command(ctx, host, port, model) -> None:
     Read-only and on loopback only (`skillgraft serve` shows the same page at /ui). Prints
     one JSON line on stdout ({"url": ...}) once it listens; stops on Ctrl-C or SIGTERM.
     """
-    from ..gateway.inspector.local import serve_inspector
+    from ..inspector.local import serve_inspector
 
     _serve_extra()
 
@@ -119,8 +119,8 @@ def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, create: b
 
     Logs only warnings and errors on stderr unless --log-level says otherwise.
     """
-    from ..gateway.access import DepositPolicy
-    from ..gateway.mcp import run_stdio
+    from ..deposit_policy import DepositPolicy
+    from ..mcp.server import run_stdio
 
     _serve_extra()
     obj = ctx.obj or {}

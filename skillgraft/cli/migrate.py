@@ -28,7 +28,7 @@ def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], t
     SHA-256 is verified at the source, on deposit and read back from the destination.
     Copying again is safe. Exit status 1 when a block could not be copied.
     """
-    from ..store.migrate import copy_store
+    from ..memory.migrate import copy_store
     from ..store.block_store import BlockStore
 
     source = open_store(ctx)

@@ -37,8 +37,10 @@ from ..errors import (
     VerificationError,
 )
 from ..verify.verifiers import withheld_refusal
-from .access import ApiError, DepositPolicy, guard, json_error
-from .inspector import GatewaySource, mount_inspector
+from ..deposit_policy import DepositPolicy
+from .access import ApiError, guard, json_error
+from ..inspector import mount_inspector
+from .inspector_source import GatewaySource
 from .feedback_api import add_feedback_routes
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
@@ -104,9 +106,6 @@ class SlotGate:
 
     def release(self) -> None:
         self._semaphore.release()
-
-
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
 
 
 def served(block) -> dict:

@@ -1,22 +1,20 @@
 """Start the pool, the gateway and uvicorn; stop them all on exit (servers by their own PIDs).
 
-:func:`run_app` serves an ASGI app until a signal: the gateway, or the inspector alone (``skillgraft ui``).
+:func:`~skillgraft.web.serving.run_app` serves it until a signal.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import signal
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError
-from .access import DepositPolicy
-from .http_guard import HttpLimits
+from ..deposit_policy import DepositPolicy
+from ..web.http_guard import HttpLimits
+from ..web.serving import is_loopback, run_app
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -52,38 +50,12 @@ class GatewayConfig:
         self.http.check()
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _stop_on_signals(server) -> None:
-    """SIGINT/SIGTERM end ``server.run()`` normally, so the pool is closed by its owner (uvicorn
-    would re-raise the signal after its shutdown and skip that)."""
-
-    @contextmanager
-    def capture_signals():
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        for sig in previous:
-            signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    server.capture_signals = capture_signals
-
-
 def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], None]] = None) -> None:
     """Serve until interrupted (SIGINT/SIGTERM). ``ready(url, server_pids)`` is called once
     the servers are up and the gateway listens."""
-    from .app import LOOPBACK_HOSTS, create_app
-    from .http_guard import protocol_class
+    from ..web.serving import LOOPBACK_HOSTS
+    from .app import create_app
+    from ..web.http_guard import protocol_class
     from .pool import ServerPool
     from .service import Gateway
 
@@ -102,24 +74,3 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
             gateway.close()
     finally:
         pool.close()
-
-
-def run_app(app, host: str, port: int, *, ready: Optional[Callable[[str], None]] = None, http="auto") -> None:
-    """Serve the ASGI ``app`` with uvicorn (``http``: its HTTP protocol) until SIGINT/SIGTERM;
-    ``ready(url)`` once it listens (on the port bound, for port 0)."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=5, http=http,
-    ))
-    if ready is not None:
-        original = server.startup
-
-        async def startup(sockets=None):
-            await original(sockets)
-            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
-            ready(f"http://{host}:{bound[1]}")
-
-        server.startup = startup
-    _stop_on_signals(server)
-    server.run()

@@ -11,8 +11,9 @@ pytest.importorskip("fastapi")
 from pydantic import ValidationError  # noqa: E402
 
 from skillgraft.errors import ConfigError  # noqa: E402
-from skillgraft.gateway.access import DepositPolicy, DepositRate, guard  # noqa: E402
-from skillgraft.gateway.http_guard import HttpLimits, framing_problem  # noqa: E402
+from skillgraft.deposit_policy import DepositPolicy, DepositRate  # noqa: E402
+from skillgraft.gateway.access import guard  # noqa: E402
+from skillgraft.web.http_guard import HttpLimits, framing_problem  # noqa: E402
 from skillgraft.gateway.schemas import ChatCompletionRequest  # noqa: E402
 
 

@@ -12,9 +12,9 @@ pytest.importorskip("jinja2")
 from fastapi import FastAPI  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
-from skillgraft.gateway.inspector import LocalSource, guards_itself, mount_inspector  # noqa: E402
-from skillgraft.gateway.inspector import plots, views  # noqa: E402
-from skillgraft.gateway.inspector.local import inspector_app  # noqa: E402
+from skillgraft.inspector import LocalSource, guards_itself, mount_inspector  # noqa: E402
+from skillgraft.inspector import plots, views  # noqa: E402
+from skillgraft.inspector.local import inspector_app  # noqa: E402
 from skillgraft.store.ledger import LedgerEvent  # noqa: E402
 from tests.unit.conftest import ANSWER, GIT_QUERY, OUT_OF_DOMAIN, QUESTION  # noqa: E402
 

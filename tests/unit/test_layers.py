@@ -1,4 +1,5 @@
-"""The package's layers: who may import whom, no import circle, no module over 400 lines."""
+"""The package's layers: who may import whom (module by module and package by package), no
+import circle, no module over 400 lines."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", [PACKAGE / "memory.py", *modules_under("core"), *modules_under("store"),
+@pytest.mark.parametrize("path", [*modules_under("memory"), *modules_under("core"), *modules_under("store"),
                                   *modules_under("routing"), *modules_under("verify")], ids=str)
 def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(path):
     assert "skillgraft.flywheel" not in imports(path)
@@ -104,6 +105,57 @@ def test_no_module_imports_itself_back_at_all():
     """Counting imports inside functions and under ``if TYPE_CHECKING`` too: every dependency
     goes one way (the store's facade uses its check, the check only a protocol of the store)."""
     cycle = _cycle({module_name(p): imports(p) for p in PACKAGE.rglob("*.py")})
+    assert not cycle, " -> ".join(cycle)
+
+
+# The packages from the bottom up: each imports only packages of the layers below it (the
+# store below routing and verification, the memory above them, the doors above the memory).
+LAYERS = [
+    {"errors"},
+    {"config", "core", "deposit_policy", "web"},
+    {"store", "engine"},
+    {"protocols", "verify"},
+    {"routing", "server"},
+    {"memory"},
+    {"bundles", "flywheel", "mcp", "inspector", "demo"},
+    {"gateway"},
+    {"testing", "bench"},
+    {""},  # the package's own __init__
+    {"cli"},
+    {"__main__"},
+]
+
+
+def package_of(module: str) -> str:
+    """``skillgraft.store.catalog`` → ``store``; the package's own ``__init__`` → ``""``."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def layer_of(package: str) -> int:
+    found = [i for i, layer in enumerate(LAYERS) if package in layer]
+    assert found, f"skillgraft.{package} has no layer: add it to LAYERS"
+    return found[0]
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Package → the other packages its modules import (anywhere, TYPE_CHECKING included)."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        package = package_of(module_name(path))
+        graph.setdefault(package, set()).update(package_of(m) for m in imports(path) if package_of(m) != package)
+    return graph
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    upward = sorted(
+        f"skillgraft.{package or '__init__'} imports skillgraft.{dep or '__init__'}"
+        for package, deps in package_imports().items() for dep in deps if layer_of(dep) >= layer_of(package)
+    )
+    assert not upward, "; ".join(upward)
+
+
+def test_no_package_imports_itself_back():
+    cycle = _cycle({f"p.{package}": {f"p.{dep}" for dep in deps} for package, deps in package_imports().items()})
     assert not cycle, " -> ".join(cycle)
 
 

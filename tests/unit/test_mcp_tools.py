@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from skillgraft.gateway.access import DepositPolicy  # noqa: E402
-from skillgraft.gateway.mcp import build_server  # noqa: E402
+from skillgraft.deposit_policy import DepositPolicy  # noqa: E402
+from skillgraft.mcp.server import build_server  # noqa: E402
 from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
 from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
 

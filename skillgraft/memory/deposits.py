@@ -19,7 +19,7 @@ from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text
 from ..errors import BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
 from ..verify.verifiers import make_verifier
-from .ledger import LedgerEvent
+from ..store.ledger import LedgerEvent
 
 # A block must leave this many tokens of the context free for the question and the answer.
 QUERY_ROOM_TOKENS = 256

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .sources import GatewaySource, InspectorSource, LocalSource
+from .sources import InspectorSource, LocalSource
 
-__all__ = ["GatewaySource", "InspectorSource", "LocalSource", "PREFIX", "guards_itself", "mount_inspector"]
+__all__ = ["InspectorSource", "LocalSource", "PREFIX", "guards_itself", "mount_inspector"]
 
 PREFIX = "/ui"
 

@@ -28,7 +28,7 @@ from ..errors import ConflictError, ContextOverflowError, SkillgraftError, Verif
 from ..memory import SkillMemory
 from ..routing.feedback import FeedbackResult, give_feedback
 from ..verify.verifiers import withheld_refusal
-from .access import DepositPolicy, DepositRate
+from ..deposit_policy import DepositPolicy, DepositRate
 
 INSTRUCTIONS = (
     "A verified memory of skills. Call recall before answering a question in one of the skills listed "

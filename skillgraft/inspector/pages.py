@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
-from ...errors import BlockNotFoundError, InputError, SkillgraftError, StoreError
+from ..errors import BlockNotFoundError, InputError, SkillgraftError, StoreError
 from . import PREFIX, plots, views
 from .sources import InspectorSource
 
@@ -64,7 +64,7 @@ def _interval(seconds: int) -> str:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("skillgraft.gateway.inspector", "templates"),
+    env = Environment(loader=PackageLoader("skillgraft.inspector", "templates"),
                       autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.filters.update(when=_when, size=_size, seconds=plots.seconds_label, interval=_interval)
     env.globals.update(prefix=PREFIX)

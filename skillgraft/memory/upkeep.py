@@ -16,7 +16,7 @@ from ..routing.router import manual_key_texts, name_key
 from .deposits import clean_keys, clean_name
 
 if TYPE_CHECKING:
-    from .check import CheckReport
+    from ..store.check import CheckReport
 
 
 @dataclass

@@ -7,7 +7,7 @@ the same steps the gateway and the LangChain adapter run: the verified answer, t
 KV state restored at its own position and the answer generated after it (no re-prefill),
 or a plain answer. Every recall and answer writes a ledger row.
 
-Deposits (:mod:`skillgraft.store.deposits`) and upkeep (:mod:`skillgraft.store.upkeep`) are
+Deposits (:mod:`skillgraft.memory.deposits`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
 mixed in; this module holds recall and answers.
 """
 
@@ -20,32 +20,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
-from .config import EngineSettings, default_home, default_model
-from .core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan, check_chat, rendered
-from .core.blocks import Block
-from .core.chat_layout import continuation, with_system
-from .core.context_slot import ContextSlot
-from .core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, Confidence, GateCalibration, GateCase, GateVerdict
-from .core.gate import calibrate_threshold, confidence, gate_policy
-from .core.pipeline import AnswerPipeline, Event
-from .core.questions import normalize_question, question_sha256
-from .core.recall import Recall
-from .core.sampling import SamplingOptions
-from .core.states import TokenStep
-from .core.text_checks import clean_query, require_text
-from .core.timings import Timings
-from .core.tools import OutputFormat
-from .errors import BlockNotFoundError, InputError, StoreError
-from .routing.calibration import RouterCalibration
-from .routing.router import Router
-from .store.deposits import Deposits
-from .store.ledger import LedgerEvent
-from .store.upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
+from ..config import EngineSettings, default_home, default_model
+from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan, check_chat, rendered
+from ..core.blocks import Block
+from ..core.chat_layout import continuation, with_system
+from ..core.context_slot import ContextSlot
+from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, Confidence, GateCalibration, GateCase, GateVerdict
+from ..core.gate import calibrate_threshold, confidence, gate_policy
+from ..core.pipeline import AnswerPipeline, Event
+from ..core.questions import normalize_question, question_sha256
+from ..core.recall import Recall
+from ..core.sampling import SamplingOptions
+from ..core.states import TokenStep
+from ..core.text_checks import clean_query, require_text
+from ..core.timings import Timings
+from ..core.tools import OutputFormat
+from ..errors import BlockNotFoundError, InputError, StoreError
+from ..routing.calibration import RouterCalibration
+from ..routing.router import Router
+from .deposits import Deposits
+from ..store.ledger import LedgerEvent
+from .upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
-    from .engine.llama import Engine
-    from .protocols import CaptureEngine, TextEmbedder
-    from .routing.feedback import FeedbackResult
+    from ..engine.llama import Engine
+    from ..protocols import CaptureEngine, TextEmbedder
+    from ..routing.feedback import FeedbackResult
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ class SkillMemory(Deposits, Upkeep):
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
     ) -> None:
-        from .routing.encoders import choose_embedder
-        from .store.block_store import BlockStore
+        from ..routing.encoders import choose_embedder
+        from ..store.block_store import BlockStore
 
         if embedder is not None and not isinstance(embedder, (str, Path)):
             embedder = choose_embedder(embedder)  # checked before the store is opened
@@ -135,7 +135,7 @@ class SkillMemory(Deposits, Upkeep):
     def engine(self) -> "Engine":
         """The engine, loaded on first use (routing alone never loads the model)."""
         if self._engine is None:
-            from .engine.llama import Engine
+            from ..engine.llama import Engine
 
             self._engine = Engine(self.model, self.settings)
         return self._engine
@@ -300,7 +300,7 @@ class SkillMemory(Deposits, Upkeep):
         (:mod:`skillgraft.core.chat_layout`), so the result equals a fresh prefill of the same
         chat. Otherwise the whole chat is prefilled. :meth:`answer` is what a door calls.
         """
-        from .core.chat_layout import chat_tokens
+        from ..core.chat_layout import chat_tokens
 
         if not messages:
             raise InputError("the chat has no messages")
@@ -357,7 +357,7 @@ class SkillMemory(Deposits, Upkeep):
     def feedback(self, query: str, expected: Optional[str]) -> "FeedbackResult":
         """Correct the routing of ``query``: it belongs to block ``expected`` (name or id), or
         to no block with ``None`` (see :mod:`skillgraft.routing.feedback`)."""
-        from .routing.feedback import give_feedback
+        from ..routing.feedback import give_feedback
 
         return give_feedback(self, query, expected)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SkillgraftError
 from ..routing.feedback import MAX_CORRECTIONS
-from .block_store import BlockStore
+from ..store.block_store import BlockStore
 
 __all__ = ["MigrationReport", "copy_store"]
 

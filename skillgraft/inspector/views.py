@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from ...core.blocks import Block
-from ...errors import InputError
-from ...store.ledger import BlockUse, LedgerRow
+from ..core.blocks import Block
+from ..errors import InputError
+from ..store.ledger import BlockUse, LedgerRow
 
 if TYPE_CHECKING:
-    from ...core.recall import Recall
-    from ...store.block_store import BlockStore
-    from ...store.check import CheckReport
+    from ..core.recall import Recall
+    from ..store.block_store import BlockStore
+    from ..store.check import CheckReport
 
 DECISIONS = ("exact", "graft", "fallback", "abstain")
 ANSWER_WINDOW = 5_000  # the latest answers the decisions page summarises

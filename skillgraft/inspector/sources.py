@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ContextManager, Iterator, Optional, Protocol
 
 if TYPE_CHECKING:
-    from ...core.recall import Recall
-    from ...memory import SkillMemory
-    from ...store.block_store import BlockStore
-    from ..service import Gateway
+    from ..core.recall import Recall
+    from ..memory import SkillMemory
+    from ..store.block_store import BlockStore
 
 
 @dataclass(frozen=True)
@@ -54,46 +53,11 @@ class InspectorSource(Protocol):
         """The model, fingerprint, servers and slots behind the memory."""
 
 
-def _stored_fingerprints(store: "BlockStore") -> dict[str, int]:
+def stored_fingerprints(store: "BlockStore") -> dict[str, int]:
     counts: dict[str, int] = {}
     for block in store.blocks():
         counts[block.fingerprint_id] = counts.get(block.fingerprint_id, 0) + 1
     return counts
-
-
-class GatewaySource:
-    """A running gateway: its recall memory (under the gateway's memory lock) for pages and
-    queries, its deposit memory's connection for the check, so a long check never holds up chats."""
-
-    def __init__(self, gateway: "Gateway") -> None:
-        self.gateway = gateway
-
-    @contextmanager
-    def reading(self) -> Iterator["BlockStore"]:
-        with self.gateway.memory_lock:
-            yield self.gateway.memory.store
-
-    @contextmanager
-    def checking(self) -> Iterator["BlockStore"]:
-        with self.gateway.writer_lock:
-            yield self.gateway.writer.store
-
-    def recall(self, query: str) -> "Recall":
-        with self.gateway.memory_lock:
-            return self.gateway.memory.recall(query, log=False)
-
-    def runtime(self) -> Runtime:
-        memory, status = self.gateway.memory, self.gateway.pool.status()
-        fingerprint = self.gateway.pool.fingerprint
-        with self.gateway.memory_lock:
-            thresholds = memory.router.threshold, memory.gate_threshold
-            stored = _stored_fingerprints(memory.store)
-        return Runtime(
-            "gateway", self.gateway.model_name, memory.router.embedder.name, *thresholds, memory.gate,
-            fingerprint=fingerprint.model_dump(mode="json"), fingerprint_id=fingerprint.id, stored_fingerprints=stored,
-            servers=status.servers, slots_total=status.slots_total, slots_leased=status.slots_leased,
-            restarts=status.restarts,
-        )
 
 
 class LocalSource:
@@ -117,6 +81,6 @@ class LocalSource:
     def runtime(self) -> Runtime:
         with self.lock:
             thresholds = self.memory.router.threshold, self.memory.gate_threshold
-            stored = _stored_fingerprints(self.memory.store)
+            stored = stored_fingerprints(self.memory.store)
         return Runtime("local store", str(self.memory.model), self.memory.router.embedder.name, *thresholds,
                        self.memory.gate, stored_fingerprints=stored)

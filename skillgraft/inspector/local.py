@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 
 START_PAGE = "/ui"
 
@@ -34,10 +34,9 @@ def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: in
     """Serve the inspector of the store at ``home`` until SIGINT/SIGTERM; ``ready(url)`` once it
     listens. Loopback only; the store must exist (nothing is created). No model is loaded,
     unless routing a query needs this runtime's fingerprint (blocks of several runtimes)."""
-    from ...memory import SkillMemory
-    from ..app import LOOPBACK_HOSTS
-    from ..http_guard import HttpLimits, protocol_class
-    from ..runner import is_loopback, run_app
+    from ..memory import SkillMemory
+    from ..web.serving import LOOPBACK_HOSTS, is_loopback, run_app
+    from ..web.http_guard import HttpLimits, protocol_class
     from .sources import LocalSource
 
     if not is_loopback(host):
