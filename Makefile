@@ -38,10 +38,10 @@ dist: install
 	$(BIN)/python -m build --no-isolation --outdir dist .
 	$(BIN)/python -m build --no-isolation --outdir dist $(ADAPTER)
 
-# The fast suite alone: fakes only (skillgraft.testing), no model loaded.
+# The fast suite alone: fakes only (skillgraft.testing), no model loaded; the adapter's fast tier too.
 .PHONY: test-fast
 test-fast: install
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/unit $(wildcard $(ADAPTER)/tests/unit)
 
 # llama-server built from the llama.cpp sources of the installed llama-cpp-python, cached per
 # version and CPU (scripts/build_llama_server.py); `make demo` does not wait for it.

@@ -37,6 +37,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
+from skillgraft import AnswerOptions
 from skillgraft.core.gate import DEFAULT_GATE_LOGPROB, GATE_TOKENS
 from skillgraft.memory import SkillMemory
 
@@ -79,7 +80,7 @@ class GraftRow:
 def graft_row(memory: SkillMemory, skill: str, index: int, query: str, block: str, recall, kind, system: str) -> GraftRow:
     """Graft ``block`` for ``query`` under ``system`` and read the first tokens' log-probabilities."""
     messages = ([("system", SYSTEM_PROMPTS[system])] if SYSTEM_PROMPTS[system] else []) + [("user", query)]
-    steps = list(memory.chat(messages, block=block, max_tokens=GATE_TOKENS))
+    steps = memory.answer(messages, AnswerOptions(max_tokens=GATE_TOKENS), block=block, gate="advisory").end.steps
     logprobs = [s.logprob for s in steps]
     names = {memory.get(b).name: s for b, s in recall.candidates}
     best, runner_up = recall.candidates[0][1], recall.candidates[1][1]

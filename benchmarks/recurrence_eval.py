@@ -13,6 +13,8 @@ import argparse
 import sys
 import tempfile
 
+from skillgraft import AnswerOptions
+from skillgraft.core.planning import forced_recall
 from skillgraft.memory import SkillMemory
 
 from reports import write_report
@@ -38,9 +40,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as home, SkillMemory(home) as memory:
         for question, answer, method, _ in RECURRING:
             memory.add_solution(question, answer, method=method, verifier="python")
+        unrouted = forced_recall(None, memory.router.threshold, "answered plainly for comparison")
         for _, answer, _, again in RECURRING:
             exact = memory.generate(again)
-            plain = list(memory.chat([("user", again)], max_tokens=64))
+            plain = memory.answer([("user", again)], AnswerOptions(max_tokens=64), recall=unrouted).end.steps
             rows.append({"question": again, "decision": exact.decision, "exact_tokens": exact.decoded_tokens,
                          "exact_right": exact.text == answer, "plain_tokens": len(plain),
                          "plain_right": answer in "".join(s.piece for s in plain)})

@@ -19,6 +19,7 @@ import sys
 import time
 
 from skillgraft.config import engine_settings
+from skillgraft.core.sampling import SamplingOptions
 from skillgraft.engine.llama import Engine
 
 TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 20
@@ -38,7 +39,7 @@ def measure(threads: int, repeats: int) -> dict:
             started = time.perf_counter()
             engine.prefill(tokens)
             prefilled = time.perf_counter()
-            list(engine.generate(32))
+            list(engine.generate(SamplingOptions(32)))
             generate.append(time.perf_counter() - prefilled)
             prefill.append(prefilled - started)
     spread = lambda v: [round(min(v), 3), round(max(v), 3)]  # noqa: E731

@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from skillgraft import EngineSettings, SkillMemory
+from skillgraft import SkillMemory
+from skillgraft.config import EngineSettings
 
 N_CTX = 2048
 TOWN = "Port Varren"

@@ -17,7 +17,8 @@ import re
 import tempfile
 from collections import Counter
 
-from skillgraft import NumericVerifier, SkillMemory, VerificationError, solve
+from skillgraft import SkillMemory, VerificationError, solve
+from skillgraft.verify import NumericVerifier
 
 # (problem, ground truth)
 PROBLEMS = [

@@ -119,7 +119,7 @@ class GraftEngine(Protocol):
       positions ``[0, keep)`` and evaluates the query after it; the logits then equal those
       of a fresh ``prefill`` of the same tokens;
     - ``generate`` continues after what the context holds, stops at end of generation or at
-      ``n_ctx``, and is reproducible for a given ``seed``;
+      ``n_ctx``, and is reproducible for a given ``options.seed``;
     - ``chat_split(system)[0]`` is the rendered chat up to where the user's text begins: what
       a block captures.
     """
@@ -160,18 +160,9 @@ class GraftEngine(Protocol):
         """Forget the context and evaluate ``tokens`` at ``[start, start+len)``."""
         ...
 
-    def generate(
-        self,
-        max_tokens: int,
-        *,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        repeat_penalty: float = 1.0,
-        penalty_last_n: int = 64,
-        grammar: Optional[str] = None,
-    ) -> Iterator[TokenStep]:
-        """Sample up to ``max_tokens`` after what the context holds (``grammar``: GBNF text it must fit)."""
+    def generate(self, options: "SamplingOptions") -> Iterator[TokenStep]:
+        """Sample up to ``options.max_tokens`` after what the context holds (``options.grammar``:
+        GBNF text it must fit)."""
         ...
 
     def logits(self) -> np.ndarray:

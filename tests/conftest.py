@@ -1,8 +1,10 @@
-"""Shared fixtures: one real engine per model per session, temp stores, the CLI runner."""
+"""Shared fixtures: one real engine per model per session, temp stores, the CLI runner; and the
+markers of the real parts each test uses."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -73,3 +75,51 @@ def stocked(memory):
     memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?", "my loaf is too dense"])
     memory.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
     return memory
+
+
+# -- markers: the real parts a test uses (registered in pyproject.toml) -----------------------
+#
+# A test gets a part's marker from the fixtures it uses, directly or through other fixtures
+# (``memory`` and ``stocked`` load the model through ``smollm2`` and ``embedder``): the
+# fixtures of this file by name, each module's own fixtures by module (their names mean other
+# things elsewhere). What a test runs without such a fixture (the CLI or a subprocess on the
+# real model, a server it starts itself) its module marks with ``pytestmark`` or a decorator.
+# Nothing is skipped or deselected by a marker: ``-m`` selects.
+
+HERE = Path(__file__).resolve().parent
+SHARED_FIXTURES = {
+    "smollm2": ("model",),
+    "gemma3": ("model",),
+    "embedder": ("model",),
+    "stocked": ("sandbox",),  # its solution is checked by the python verifier
+}
+MODULE_FIXTURES = {
+    "test_conformance.py": {"doors": ("server", "sandbox")},
+    "test_embedding_endpoint.py": {"endpoint": ("server",)},
+    "test_gateway.py": {"store": ("sandbox",)},
+    "test_gateway_hardening.py": {"home": ("sandbox",), "gateway": ("server",)},
+    "test_gateway_tools.py": {"store": ("sandbox",), "gateway": ("server",)},
+    "test_inspector_browser.py": {"store": ("sandbox",), "gateway": ("server",), "browser": ("browser",)},
+    "test_mcp.py": {"mcp_home": ("sandbox",)},
+    "test_own_model.py": {"own_gguf": ("model",)},
+    "test_routing_learning.py": {"mpnet": ("model",)},
+    "test_server_engine.py": {"server": ("server",)},
+    "test_shared_store.py": {"postgres": ("server",), "s3": ("server",)},
+    "hostile/test_bundles.py": {"source": ("sandbox",)},
+}
+
+
+def parts_of(module: str, fixturenames) -> set[str]:
+    """The parts a test of ``module`` (a path under tests/) uses through ``fixturenames``."""
+    own = MODULE_FIXTURES.get(module, {})
+    return {part for name in fixturenames for part in (*own.get(name, ()), *SHARED_FIXTURES.get(name, ()))}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        path = Path(item.path).resolve()
+        if not path.is_relative_to(HERE) or path.is_relative_to(HERE / "unit"):
+            continue  # the fast suite uses none; other projects' tests are theirs to mark
+        for part in sorted(parts_of(path.relative_to(HERE).as_posix(), getattr(item, "fixturenames", ()))):
+            item.add_marker(part)

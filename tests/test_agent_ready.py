@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from skillgraft import AnswerOptions
 from skillgraft.core.chat_layout import chat_tokens
 from skillgraft.core.gate import repeats_answer
+from skillgraft.core.sampling import SamplingOptions
 
 SYSTEM = "You are a terse assistant."
 
@@ -20,10 +24,10 @@ def test_graft_with_system_prompt_equals_a_fresh_prefill_of_the_same_tokens(stoc
     engine = stocked.engine
     block = stocked.get("git-squash")
     messages = [("system", SYSTEM), ("user", "how do I squash my last commits?")]
-    grafted = [s.token for s in stocked.chat(messages, block=block, max_tokens=8)]
+    grafted = [s.token for s in stocked.answer(messages, AnswerOptions(max_tokens=8), block=block).end.steps]
     # The same as prefilling the chat with the block and the app's system prompt as two system turns.
     engine.prefill(chat_tokens(engine, [("system", block.source), *messages]))
-    fresh = [s.token for s in engine.generate(8)]
+    fresh = [s.token for s in engine.generate(SamplingOptions(8))]
     assert grafted == fresh
 
 
@@ -33,14 +37,15 @@ def test_gemma_folds_the_app_system_turn_after_the_block(tmp_path, gemma3, embed
     with SkillMemory(tmp_path / "g", engine=gemma3, embedder=embedder) as memory:
         block = memory.add_manual("tea", "Skill manual: brewing green tea. Use water at 80 C for two minutes.")
         messages = [("system", SYSTEM), ("user", "how hot should the water be?")]
-        grafted = [s.token for s in memory.chat(messages, block=block, max_tokens=4)]
+        grafted = [s.token for s in memory.answer(messages, AnswerOptions(max_tokens=4), block=block).end.steps]
         # Gemma keeps one system turn: the app's text leads the user turn after the whole block.
         folded = chat_tokens(gemma3, [("system", block.source), ("user", f"{SYSTEM}\n\nhow hot should the water be?")])
         assert tuple(folded[: block.n_tokens]) == block.tokens
         gemma3.prefill(folded)
-        assert grafted and grafted == [s.token for s in gemma3.generate(4)]
+        assert grafted and grafted == [s.token for s in gemma3.generate(SamplingOptions(4))]
 
 
+@pytest.mark.sandbox
 def test_a_near_miss_never_repeats_the_stored_answer(memory):
     memory.add_solution("What is 37 * 43?", "1591", method="print(37 * 43)", verifier="python")
     for query in ("What is 37 * 44?", "what is 37*44", "What is 38 * 43?"):
@@ -49,12 +54,3 @@ def test_a_near_miss_never_repeats_the_stored_answer(memory):
         assert not repeats_answer(result.text, "1591"), (query, result.text)
         assert result.recall.decision == "graft" and result.recall.near_miss, (query, result.recall.reason)
         assert "near miss" in result.recall.reason
-
-
-def test_repeats_answer_matches_whole_numbers_only():
-    assert repeats_answer("37 * 44 = 1591", "1591")
-    assert repeats_answer("It is 1,591.", "1591")
-    assert not repeats_answer("It is 15910.", "1591") and not repeats_answer("0.1591", "1591")
-    # Echoing a number of the question is not a copy; stating it once more is.
-    assert not repeats_answer("144 times 12 is 1728", "12", "What is 144 times 12?")
-    assert repeats_answer("144 times 12 is 12", "12", "What is 144 times 12?")

@@ -2,8 +2,12 @@
 
 import json
 
+import pytest
+
 from skillgraft import bench
 from skillgraft.cli.main import cli
+
+pytestmark = pytest.mark.model
 
 
 def test_graft_rows_have_the_promised_keys_and_consistent_ratios(tmp_path, smollm2):

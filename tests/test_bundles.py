@@ -106,6 +106,7 @@ def test_tampered_payload_is_refused(stocked, tmp_path, embedder):
         assert len(other.store) == 0
 
 
+@pytest.mark.sandbox
 def test_foreign_blocks_are_skipped_recaptured_or_kept_as_asked(memory, tmp_path, gemma3, embedder):
     """Blocks of another runtime: skipped; with allow_foreign re-captured here from their
     source; with allow_foreign and trust_payloads kept as they are."""

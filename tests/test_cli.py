@@ -1,24 +1,12 @@
-import io
 import json
 import re
-import time
 
 import pytest
 
 from skillgraft.cli.main import cli
 
 
-def all_commands():
-    return sorted(cli.commands)
-
-
-@pytest.mark.parametrize("command", all_commands())
-def test_every_command_has_help(runner, command):
-    result = runner.invoke(cli, [command, "--help"])
-    assert result.exit_code == 0, result.output
-    assert "Usage:" in result.output and len(cli.commands[command].help or "") > 20
-
-
+@pytest.mark.model
 def test_verify_json(runner):
     result = runner.invoke(cli, ["verify", "--samples", "2", "--json"])
     assert result.exit_code == 0, result.output
@@ -35,16 +23,14 @@ def test_user_error_is_one_line_and_exit_1(runner):
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_usage_error_is_exit_2(runner):
-    assert runner.invoke(cli, ["verify", "--samples", "zero"]).exit_code == 2
-
-
 def test_models_lists_embedded_models(runner):
     rows = json.loads(runner.invoke(cli, ["models", "--json"]).stdout)["rows"]
     assert {r["name"] for r in rows} == {"smollm2-135m", "gemma3-270m"}
     assert all(r["installed"] for r in rows)
 
 
+@pytest.mark.model
+@pytest.mark.sandbox
 def test_demo_json_is_ok(runner):
     result = runner.invoke(cli, ["demo", "--json"])
     assert result.exit_code == 0, result.output
@@ -58,6 +44,8 @@ def invoke_json(runner, *args):
     return json.loads(result.stdout)
 
 
+@pytest.mark.model
+@pytest.mark.sandbox
 def test_store_commands_round_trip(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
@@ -84,12 +72,7 @@ def test_store_commands_round_trip(runner, home, tmp_path):
     assert invoke_json(runner, "ledger", "--limit", "5")["rows"]
 
 
-def test_wrong_solution_is_refused_with_exit_1(runner, home):
-    result = runner.invoke(cli, ["add-solution", "-q", "Capital of France?", "-a", "Lyon", "--verify", "exact", "--expected", "Paris"])
-    assert result.exit_code == 1 and "refused" in result.stderr
-    assert invoke_json(runner, "list")["rows"] == []
-
-
+@pytest.mark.model
 def test_a_corrupt_block_is_never_grafted_and_ask_says_which(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
@@ -105,21 +88,7 @@ def test_a_corrupt_block_is_never_grafted_and_ask_says_which(runner, home, tmp_p
     assert report.exit_code == 1 and json.loads(report.stdout)["problems"][0]["block_id"] == added["block_id"]
 
 
-def test_bad_input_files_and_queries(runner, home, tmp_path):
-    binary = tmp_path / "manual.bin"
-    binary.write_bytes(b"\xff\xfe\x00 not text")
-    result = runner.invoke(cli, ["add-manual", "bad", str(binary)])
-    assert result.exit_code == 1 and "not UTF-8" in result.stderr
-    missing = runner.invoke(cli, ["add-manual", "bad", str(tmp_path / "nope.txt")])
-    assert missing.exit_code == 1 and "cannot read" in missing.stderr
-    from skillgraft.store.block_store import BlockStore
-
-    BlockStore(home).close()  # route only reads: it needs a store
-    assert runner.invoke(cli, ["route", "bad \udcff bytes"]).exit_code == 1
-    empty = runner.invoke(cli, ["route", "   "])
-    assert empty.exit_code == 1 and "empty" in empty.stderr
-
-
+@pytest.mark.model
 def test_calibrate_from_files(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
@@ -134,39 +103,6 @@ def test_calibrate_from_files(runner, home, tmp_path):
 
 
 # -- the store folder and the shared options ------------------------------------------------
-
-
-READ_COMMANDS = (
-    ["list"], ["show", "x"], ["get", "x"], ["route", "squash"], ["ask", "squash"], ["ledger"], ["check"],
-    ["export", "bundle.tar"], ["rm", "x"], ["rename", "x", "y"], ["update", "x", "-d", "new"], ["recapture"],
-    ["serve", "--port", "0"], ["mcp"],
-)
-
-
-@pytest.mark.parametrize("exists", [False, True])
-def test_commands_that_read_refuse_a_folder_without_a_store(runner, tmp_path, exists):
-    typo = tmp_path / "stor"
-    if exists:
-        typo.mkdir()
-    for args in READ_COMMANDS:
-        result = runner.invoke(cli, ["--home", str(typo), *args])
-        assert result.exit_code == 1, (args, result.output)
-        line = result.stderr.strip()
-        assert len(line.splitlines()) == 1 and str(typo) in line and "add-manual" in line, (args, line)
-    assert not (typo / "catalog.db").exists() and exists == typo.exists()
-
-
-def test_home_and_debug_also_follow_the_command(runner, tmp_path, monkeypatch):
-    from skillgraft.store.block_store import BlockStore
-
-    store, decoy = tmp_path / "store", tmp_path / "decoy"
-    BlockStore(store).close()
-    monkeypatch.setenv("SKILLGRAFT_HOME", str(decoy))
-    assert runner.invoke(cli, ["list"]).exit_code == 1
-    assert invoke_json(runner, "list", "--home", str(store)) == {"rows": []}
-    assert invoke_json(runner, "--home", str(decoy), "list", "--home", str(store)) == {"rows": []}
-    debug = runner.invoke(cli, ["show", "nope", "--home", str(store), "--debug"])
-    assert type(debug.exception).__name__ == "BlockNotFoundError"
 
 
 def test_json_errors_are_one_object_on_stdout(runner, tmp_path):
@@ -206,6 +142,8 @@ def test_ledger_json_holds_objects_not_json_text(runner, stocked):
     assert any(r["timings"] and "recall_s" in r["timings"] for r in rows)
 
 
+@pytest.mark.model
+@pytest.mark.sandbox
 def test_add_solution_takes_the_method_inline_from_a_file_or_stdin(runner, home):
     inline = invoke_json(runner, "add-solution", "-q", "What is 6*7?", "-a", "42", "--method-code", "print(6 * 7)", "--verify", "python")
     assert inline["verified"] is True
@@ -220,38 +158,6 @@ def test_add_solution_takes_the_method_inline_from_a_file_or_stdin(runner, home)
 # -- progress on stderr ---------------------------------------------------------------------
 
 
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_activity_draws_only_on_a_terminal_and_erases_itself():
-    from skillgraft.cli.main import Activity
-
-    piped = io.StringIO()
-    with Activity("capture", "loading the model", unit="tok", stream=piped) as progress:
-        progress(512, 1024)
-        progress(1024, 1024)
-    assert re.fullmatch(r"capture: 1,024/1,024 tok in \d+\.\d s\n", piped.getvalue())
-    failed = io.StringIO()
-    with pytest.raises(RuntimeError), Activity("verify", "loading", stream=failed):
-        raise RuntimeError("the error says it all")
-    assert failed.getvalue() == ""
-    uncounted = io.StringIO()
-    with Activity("route", "loading the embedder", stream=uncounted):
-        pass
-    assert re.fullmatch(r"route: done in \d+\.\d s\n", uncounted.getvalue())
-
-    terminal = Terminal()
-    with Activity("capture", "loading the model", stream=terminal) as progress:
-        time.sleep(0.25)
-        progress(512, 1024)
-        progress(1024, 1024)
-    drawn = terminal.getvalue()
-    assert "loading the model" in drawn and "50%" in drawn and "100%" in drawn
-    assert "\n" not in drawn  # every line drawn is overwritten in place, none stays
-
-
 def test_capture_progress_comes_per_decode_chunk(smollm2):
     text = " ".join(f"step {i}: fold the dough." for i in range(200))
     calls = []
@@ -262,6 +168,7 @@ def test_capture_progress_comes_per_decode_chunk(smollm2):
     assert calls == [(min(done, total), total) for done in range(n_batch, total + n_batch, n_batch)]
 
 
+@pytest.mark.model
 def test_add_manual_writes_one_final_line_when_stderr_is_not_a_terminal_and_refuses_a_taken_name(runner, home, tmp_path):
     manual = tmp_path / "manual.txt"
     manual.write_text("Skill manual: squash commits with git rebase -i HEAD~N and mark the rest as squash.")
@@ -272,25 +179,6 @@ def test_add_manual_writes_one_final_line_when_stderr_is_not_a_terminal_and_refu
     taken = runner.invoke(cli, ["add-manual", "git-squash", str(manual)])
     assert taken.exit_code == 1 and "git-squash" in taken.stderr and "taken" in taken.stderr
     assert len(taken.stderr.strip().splitlines()) == 1
-
-
-def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
-    """The display only: the real demo runs in test_demo_json_is_ok."""
-    import skillgraft.cli.common
-    import skillgraft.demo
-
-    def fake_demo(model=None, log=None):
-        steps = [{"name": f"step {i}", "ok": True, "summary": f"summary {i}"} for i in range(3)]
-        for step in steps:
-            log(f"[ok] {step['name']}: {step['summary']}")
-        return {"steps": steps, "ok": True}
-
-    monkeypatch.setattr(skillgraft.demo, "run_demo", fake_demo)
-    monkeypatch.setattr(skillgraft.cli.common, "is_terminal", lambda stream: True)
-    result = runner.invoke(cli, ["demo"])
-    assert result.exit_code == 0, result.output
-    assert all(result.stdout.count(f"summary {i}") == 1 for i in range(3))
-    assert "\n" not in result.stderr  # the live status lines are overwritten, not left behind
 
 
 # -- memory verbs ---------------------------------------------------------------------------
@@ -330,6 +218,7 @@ SECTIONS = {
 }
 
 
+@pytest.mark.model
 def test_a_manual_too_long_says_how_to_split_and_split_stores_one_block_per_heading(runner, home, tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLGRAFT_N_CTX", "512")  # 256 tokens of room for a block: a small manual overflows
     manual = tmp_path / "git.md"

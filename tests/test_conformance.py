@@ -1,6 +1,8 @@
 """One answer, whichever door: the same requests through ``SkillMemory``, ``skillgraft serve``
-(the ``openai`` client over a real llama-server) and LangChain (``ChatSkillGraft``, and
-``create_agent`` with the middleware), on both embedded models, streamed and not.
+(the ``openai`` client over a real llama-server), LangChain (``ChatSkillGraft``, and
+``create_agent`` with the middleware) and MCP's ``ask`` (the SDK's own client in-process, for
+a question with an optional system prompt, not streamed), on both embedded models, streamed
+and not.
 
 At temperature 0 every door gives the same decision, the same block and the same text with
 the same number of tokens: the engines compute equal logits, every door renders the chat
@@ -28,6 +30,11 @@ from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions  # noqa:
 from skillgraft.core.chat_layout import chat_tokens  # noqa: E402
 from skillgraft.core.gate import GATE_SETTING  # noqa: E402
 from skillgraft.core.tools import output_format  # noqa: E402
+
+try:
+    from mcp import Client as MCPClient
+except ImportError:  # the serve extra is not installed: MCP is not a door here
+    MCPClient = None
 
 MAX_TOKENS = 12
 SYSTEM = "You are a terse assistant. Answer in one sentence."
@@ -88,6 +95,25 @@ def _lc_messages(chat):
     return [kinds[role](content) for role, content in chat]
 
 
+def _mcp_answer(memory, chat):
+    """MCP's ``ask`` over ``memory`` (a question and its system prompt), called in-process."""
+    import anyio
+
+    from skillgraft.mcp.server import build_server
+
+    system = [content for role, content in chat if role == "system"]
+    arguments = {"question": chat[-1][1], "max_tokens": MAX_TOKENS, **({"system": system[0]} if system else {})}
+
+    async def ask():
+        async with MCPClient(build_server(memory)) as client:
+            return await client.call_tool("ask", arguments)
+
+    result = anyio.run(ask)
+    assert not result.is_error, result.content
+    asked = result.structured_content
+    return asked["decision"], asked["block_id"], asked["text"].strip(), asked["completion_tokens"]
+
+
 def _door_answers(name, memory, client, chat, stream):
     """``{door: (decision, block id, text, completion tokens)}`` for one chat."""
     options = AnswerOptions(max_tokens=MAX_TOKENS)
@@ -109,6 +135,9 @@ def _door_answers(name, memory, client, chat, stream):
         response = client.chat.completions.create(**body)
         served, text, tokens = response.model_extra["skillgraft"], response.choices[0].message.content, response.usage.completion_tokens
     answers["gateway"] = (served["decision"], served["block_id"], text.strip(), tokens)
+
+    if MCPClient is not None and not stream and all(role != "assistant" for role, _ in chat):
+        answers["mcp"] = _mcp_answer(memory, chat)
 
     model = ChatSkillGraft(memory=memory, max_tokens=MAX_TOKENS)
     messages = _lc_messages(chat)

@@ -94,6 +94,8 @@ def test_make_dist_builds_both_projects_with_their_package_data(dist):
         assert "langchain_skillgraft/py.typed" in wheel.namelist()
 
 
+@pytest.mark.model
+@pytest.mark.sandbox
 def test_the_wheels_run_the_readme_example_in_a_fresh_environment(fresh, tmp_path):
     app = tmp_path / "app"  # an agent app's own folder: no checkout anywhere on its path
     app.mkdir()

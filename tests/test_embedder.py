@@ -8,6 +8,8 @@ import pytest
 from skillgraft.routing.embedder import Embedder, onnx_cache_dir
 from skillgraft.errors import ConfigError
 
+pytestmark = pytest.mark.model
+
 TEXTS = [
     "how do I squash my last three commits?",
     "ok",

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from skillgraft.config import engine_settings
+from skillgraft.core.sampling import SamplingOptions
 from skillgraft.engine.llama import Engine, KVState
 from skillgraft.errors import (
     BlockIntegrityError,
@@ -10,6 +11,8 @@ from skillgraft.errors import (
     FingerprintMismatchError,
     InputError,
 )
+
+pytestmark = pytest.mark.model
 
 PREFIX = "A git rebase rewrites a branch so that its commits sit on top of another base. " * 6
 QUERY = " Question: what does it rewrite?"
@@ -62,7 +65,7 @@ def test_shifted_graft_is_not_exact(smollm2):
 def test_generation_continues_after_a_graft(smollm2):
     state = smollm2.capture(PREFIX)
     smollm2.graft(state, QUERY)
-    steps = list(smollm2.generate(5))
+    steps = list(smollm2.generate(SamplingOptions(5)))
     assert 1 <= len(steps) <= 5
     assert all(step.logprob <= 0 for step in steps)
     assert smollm2.n_past == state.n_tokens + len(smollm2.tokenize(QUERY, add_bos=False)) + len(steps)
@@ -129,19 +132,12 @@ def test_sliding_window_model_refuses_a_reduced_cache():
         Engine("gemma3-270m", engine_settings(swa_full=False))
 
 
-def test_bad_settings_are_config_errors():
-    with pytest.raises(ConfigError, match="n_ubatch"):
-        engine_settings(n_batch=128, n_ubatch=512)
-    with pytest.raises(ConfigError, match="n_ctx"):
-        engine_settings(n_ctx=0)
-
-
 def test_repeat_penalty_changes_picks_but_not_reported_logprobs(smollm2):
     state = smollm2.capture("List: apple, apple, apple, apple, apple, apple,")
     smollm2.graft(state, " apple,")
-    plain = list(smollm2.generate(12))
+    plain = list(smollm2.generate(SamplingOptions(12)))
     smollm2.graft(state, " apple,")
-    penalised = list(smollm2.generate(12, repeat_penalty=1.5))
+    penalised = list(smollm2.generate(SamplingOptions(12, repeat_penalty=1.5)))
     assert [s.token for s in plain] != [s.token for s in penalised]
     assert plain[0].token == penalised[0].token and plain[0].logprob == penalised[0].logprob
 
@@ -149,5 +145,5 @@ def test_repeat_penalty_changes_picks_but_not_reported_logprobs(smollm2):
 def test_characters_split_across_tokens_come_out_whole(smollm2):
     state = smollm2.capture("Repeat exactly: 🙂🙂🙂 😎🌟 café naïve")
     smollm2.graft(state, " Repeat exactly: 🙂🙂🙂 😎🌟 café naïve")
-    text = "".join(step.piece for step in smollm2.generate(24))
+    text = "".join(step.piece for step in smollm2.generate(SamplingOptions(24)))
     assert "\ufffd" not in text

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
 def run_example(name: str) -> str:
@@ -30,6 +30,7 @@ def run_example(name: str) -> str:
     return result.stdout
 
 
+@pytest.mark.sandbox
 def test_math_flywheel():
     out = run_example("math_flywheel")
     assert "exact hits: 5/5, decoded tokens on the second pass: 0" in out

@@ -11,7 +11,8 @@ import pytest
 
 from skillgraft.config import engine_settings
 from skillgraft.engine.llama import Engine
-from skillgraft.core.fingerprint import RuntimeFingerprint
+
+pytestmark = pytest.mark.model
 
 TEXT = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others as squash. " * 12
 
@@ -28,17 +29,6 @@ def test_thread_count_leaves_payload_and_logits_identical(model):
     assert sha1 == sha2, "the payload depends on the thread count"
     assert logits1 == logits2, "the logits depend on the thread count"
     assert fp1 == fp2, "the thread count is still in the fingerprint"
-
-
-def test_old_fingerprints_with_a_thread_count_still_load():
-    data = {
-        "gguf_sha256": "0" * 64, "llama_cpp_python": "0.3.36", "system_info": "x", "n_ctx": 4096,
-        "n_batch": 512, "n_ubatch": 512, "n_threads": 2, "type_k": "f16", "type_v": "f16",
-        "flash_attn": False, "swa_full": False,
-    }
-    old = RuntimeFingerprint.model_validate(data)
-    assert "n_threads" not in old.canonical_json()
-    assert old == RuntimeFingerprint.model_validate({**data, "n_threads": 1})
 
 
 def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):

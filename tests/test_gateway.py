@@ -17,6 +17,8 @@ from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 
 openai = pytest.importorskip("openai")
 
+pytestmark = pytest.mark.server
+
 SYSTEM = "You are a helpful assistant."
 IN_DOMAIN = "How do I squash my last three commits with git?"
 OFF_TOPIC = "Who painted the Mona Lisa?"
@@ -81,8 +83,8 @@ def _server_tasks(gateway) -> list:
     return [server["completions"] for server in health["servers"]]
 
 
-def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, model_id, store, smollm2, embedder, tmp_path):
-    from skillgraft.memory import SkillMemory
+def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, model_id, store, smollm2):
+    from skillgraft.core.chat_layout import continuation
 
     home, blocks = store
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": IN_DOMAIN}]
@@ -92,8 +94,7 @@ def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, mode
     block = blocks["git-squash"]
     assert note["block_id"] == block.id and note["block_name"] == "git-squash"
     assert note["score"] >= note["threshold"]
-    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
-        kept = memory.restored_tokens(block, [(m["role"], m["content"]) for m in messages])
+    kept, _ = continuation(smollm2, block, [(m["role"], m["content"]) for m in messages])
     # The app's system turn follows the block's: the block's user opener is dropped, the rest
     # reused (and a token of the opener too when the next turn starts with the same one).
     assert block.n_tokens - 8 < kept < block.n_tokens
@@ -112,6 +113,7 @@ def test_a_user_only_chat_reuses_every_block_token(client, model_id, store):
 
 
 def test_the_grafted_answer_equals_a_fresh_prefill_on_a_server(client, model_id, store, smollm2):
+    from skillgraft.core.sampling import SamplingOptions
     from skillgraft.server.engine import LlamaServerEngine
 
     _, blocks = store
@@ -124,7 +126,7 @@ def test_the_grafted_answer_equals_a_fresh_prefill_on_a_server(client, model_id,
     block = blocks["git-squash"]
     prompt = smollm2.chat_prompt([("system", block.source), *messages])
     with LlamaServerEngine("smollm2-135m") as fresh:
-        cold = fresh.complete(fresh.tokenize(prompt), n_predict=20, cache_prompt=False)
+        cold = fresh.complete(fresh.tokenize(prompt), SamplingOptions(20), cache_prompt=False)
     assert response.choices[0].message.content == cold.text
 
 
@@ -354,6 +356,7 @@ def test_an_api_key_is_required_off_loopback_and_checked(store, tmp_path):
         assert keyed.stop() == 0
 
 
+@pytest.mark.sandbox
 def test_a_killed_server_loses_no_request_and_comes_back():
     """Bounded load with one llama-server SIGKILLed a third of the way through."""
     from skillgraft.bench.serve import bench_serve

@@ -68,7 +68,10 @@ def test_mcp_tools_answer_the_sdk_client(mcp_home, tmp_path):
     assert found["decision"] == "graft" and found["block_name"] == "git-squash"
     assert found["skill"]["text"] == GIT_MANUAL and found["skill"]["examples"] == ["how do I squash my last commits?"]
     assert found["score"] >= found["threshold"] and found["reason"] and found["use"]
-    assert exact.structured_content["decision"] == "exact" and exact.structured_content["text"] == "391"
+    assert found["note"]["decision"] == "text" and found["note"]["routed"] == "graft"
+    asked = exact.structured_content
+    assert (asked["decision"], asked["routed"], asked["text"], asked["completion_tokens"]) == ("exact", "exact", "391", 0)
+    assert asked["block_id"] and asked["prefill_tokens_avoided"] > 0 and asked["gate"] is None
     names = {skill["name"] for skill in listing.structured_content["result"]}
     assert "git-squash" in names and len(names) == 2
     assert refused.is_error  # a wrong answer is verified and refused, never stored

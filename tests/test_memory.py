@@ -3,21 +3,8 @@ import pytest
 from skillgraft.errors import ConflictError, InputError, VerificationError
 from skillgraft.flywheel import solve
 from skillgraft.core.chat_layout import chat_tokens, continuation
-from skillgraft.core.questions import normalize_question
+from skillgraft.core.sampling import SamplingOptions
 from skillgraft.verify.verifiers import ExactVerifier, NumericVerifier
-
-
-@pytest.mark.parametrize(
-    "a, b",
-    [("What is 1,000 + 2.50?", "what is 1,000+2.50"), ("How  do I squash commits??", "how do I squash commits"),
-     ("What is 17 * 23?", "what is 17*23")],
-)
-def test_normalization_folds_form_not_meaning(a, b):
-    assert normalize_question(a) == normalize_question(b)
-
-
-def test_normalization_keeps_operators():
-    assert normalize_question("what is 17+23") != normalize_question("what is 17*23")
 
 
 def test_exact_hit_answers_with_zero_decoded_tokens_and_is_logged(stocked):
@@ -47,7 +34,7 @@ def test_graft_output_equals_a_fresh_prefill_of_the_same_tokens(stocked):
     full = chat_tokens(engine, [("system", block.source), ("user", "how do I squash my last commits?")])
     assert tuple(full[: block.n_tokens]) == block.tokens
     engine.prefill(full)
-    fresh = [s.token for s in engine.generate(8)]
+    fresh = [s.token for s in engine.generate(SamplingOptions(8))]
     assert [s.token for s in result.steps] == fresh
 
 
@@ -66,6 +53,7 @@ def test_off_topic_query_abstains(stocked):
     assert result.decision == "abstain" and result.block_id is None and result.prefill_tokens_avoided == 0
 
 
+@pytest.mark.sandbox
 def test_wrong_answer_is_refused_and_nothing_stored(memory):
     with pytest.raises(VerificationError, match="printed '391'"):
         memory.add_solution("What is 17 * 23?", "392", method="print(17 * 23)", verifier="python")
@@ -107,16 +95,21 @@ def test_solve_without_a_verified_answer_stores_nothing(memory):
     assert not result.verified and len(memory.store) == 0
 
 
-def test_chat_with_a_block_equals_a_fresh_prefill_of_the_same_chat(stocked):
+def test_a_named_block_is_grafted_through_the_pipeline_and_equals_a_fresh_prefill(stocked):
+    from skillgraft import AnswerOptions
+    from skillgraft.core.sampling import SamplingOptions
+
     engine = stocked.engine
     block = stocked.store.get("git-squash")
     messages = [("user", "hi"), ("assistant", "Hello!"), ("user", "how do I squash commits?")]
-    grafted = [s.token for s in stocked.chat(messages, block="git-squash", max_tokens=6)]
+    answer = stocked.answer(messages, AnswerOptions(max_tokens=6), block="git-squash")
+    assert answer.note.decision == "graft" and answer.note.block_id == block.id
     keep, after = continuation(engine, block, messages)
+    assert answer.note.cache_n == keep
     engine.prefill(list(block.tokens[:keep]) + after)
-    assert grafted == [s.token for s in engine.generate(6)]
-    plain = list(stocked.chat([("user", "hi")], max_tokens=3))
-    assert 1 <= len(plain) <= 3
+    assert [s.token for s in answer.end.steps] == [s.token for s in engine.generate(SamplingOptions(6))]
+    with pytest.raises(InputError, match="not both"):
+        stocked.answer(messages, block="git-squash", recall=answer.recall)
 
 
 def test_calibrate_gate_keeps_every_right_answer(stocked):

@@ -87,6 +87,7 @@ def test_verify_a_gguf_by_path_in_process(runner, own_gguf):
     assert report["negative_control"]["sha_equal"] < report["negative_control"]["samples"]
 
 
+@pytest.mark.server
 def test_verify_a_gguf_by_path_through_llama_server(runner, own_gguf):
     from skillgraft.cli.main import cli
 
@@ -102,6 +103,7 @@ def test_verify_a_gguf_by_path_through_llama_server(runner, own_gguf):
     assert str(own_gguf.resolve()) in report["server"]["argv"]
 
 
+@pytest.mark.server
 def test_serve_a_gguf_by_path_grafts_what_was_captured_in_process(own_gguf, own_store, tmp_path):
     from skillgraft.bench.serve import GatewayProcess
 

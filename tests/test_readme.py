@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.server, pytest.mark.sandbox]
 
 NOT_RUN = {
     "make demo": "the install step: it made the environment this test runs in",

@@ -1,7 +1,7 @@
 import pytest
 
 from skillgraft.errors import InputError
-from skillgraft.routing.router import DEFAULT_THRESHOLD, Embedder, Router, RouterCalibration, wilson_interval
+from skillgraft.routing.router import DEFAULT_THRESHOLD, Embedder, Router, RouterCalibration
 
 
 def test_empty_store_abstains_saying_so(memory):
@@ -90,12 +90,6 @@ def test_calibration_needs_out_of_domain_examples_and_known_blocks(stocked):
             stocked.calibrate(bad, ["weather"])
     with pytest.raises(InputError, match="NUL"):
         stocked.calibrate([("squash\x00", "git-squash")], ["weather"])
-
-
-def test_wilson_interval():
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-    low, high = wilson_interval(5, 100)
-    assert 0.02 < low < 0.05 < high < 0.12
 
 
 def test_index_cache_file_is_used_and_rebuilt_when_missing_foreign_or_corrupt(stocked, embedder):

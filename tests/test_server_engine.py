@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from skillgraft.config import engine_settings
+from skillgraft.core.sampling import SamplingOptions
 from skillgraft.engine.llama import KVState, sha256_hex
 from skillgraft.errors import (
     BlockIntegrityError,
@@ -54,9 +54,9 @@ def slot_files(server):
     return sorted(p.name for p in server.slot_dir.iterdir())
 
 
-def cold(server, tokens, n_predict=16, n_probs=8):
+def cold(server, tokens, max_tokens=16, n_probs=8):
     server.erase_slot(0)
-    return server.complete(tokens, slot=0, n_predict=n_predict, n_probs=n_probs, cache_prompt=False)
+    return server.complete(tokens, SamplingOptions(max_tokens), slot=0, n_probs=n_probs, cache_prompt=False)
 
 
 def test_the_server_runs_the_installed_sources_with_pinned_flags(server, smollm2):
@@ -84,7 +84,7 @@ def test_capture_through_the_server_equals_the_in_process_capture(server, smollm
 
 def test_graft_through_the_server_reuses_the_block_and_equals_a_cold_prefill(server, state):
     query = server.tokenize(QUERY, add_bos=False)
-    graft = server.graft(state, query, "b1", n_predict=16, n_probs=8)
+    graft = server.graft(state, query, "b1", options=SamplingOptions(16), n_probs=8)
     assert graft.completion.cache_n == state.n_tokens and graft.completion.prompt_n == len(query)
     fresh = cold(server, list(state.tokens) + query)
     assert fresh.cache_n == 0 and fresh.prompt_n == state.n_tokens + len(query)
@@ -101,10 +101,10 @@ def test_restore_then_save_gives_back_the_blocks_bytes(server, state):
 def test_a_block_captured_in_process_grafts_into_the_server(server, smollm2):
     local = smollm2.capture(PREFIX)
     query = smollm2.tokenize(QUERY, add_bos=False)
-    graft = server.graft(local, query, "in-process", n_predict=4, n_probs=4)
+    graft = server.graft(local, query, "in-process", options=SamplingOptions(4), n_probs=4)
     assert graft.completion.cache_n == local.n_tokens and graft.completion.prompt_n == len(query)
     smollm2.graft(local, query)
-    in_process = [step.token for step in smollm2.generate(4)]
+    in_process = [step.token for step in smollm2.generate(SamplingOptions(4))]
     assert list(graft.completion.tokens) == in_process
 
 
@@ -162,7 +162,7 @@ def test_a_killed_server_is_restarted_on_the_next_graft(server, state):
 
 def test_a_slot_taken_by_a_stray_request_is_detected(server, state):
     server.restore(state, "b1")
-    server.complete(server.tokenize("An unrelated request from another process."), slot=None, n_predict=1)
+    server.complete(server.tokenize("An unrelated request from another process."), slot=None)
     with pytest.raises(SlotReuseError, match=f"cache_n \\d+ \\(expected {state.n_tokens} restored cells\\)"):
         server.continue_restored(state, QUERY, "b1")
 
@@ -176,15 +176,6 @@ def test_bad_arguments_are_input_errors(server, state):
         server.capture("")
     with pytest.raises(ContextOverflowError):
         server.capture(list(range(1, 5000)))
-
-
-def test_settings_pin_what_the_server_is_started_with():
-    from skillgraft.server.process import server_argv
-
-    argv = server_argv("llama-server", "m.gguf", engine_settings(n_batch=256, n_ubatch=128, type_k="q8_0"),
-                       port=1, slot_dir="d", n_slots=4)
-    assert argv[argv.index("-b") + 1] == "256" and argv[argv.index("-ub") + 1] == "128"
-    assert argv[argv.index("-ctk") + 1] == "q8_0" and "--kv-unified" in argv and "--no-cache-idle-slots" in argv
 
 
 def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_path):
@@ -205,11 +196,36 @@ def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_
             gguf_sliding_window(path)
 
 
-def test_stream_graft_streams_the_same_greedy_answer(server, state):
+def test_an_answer_slot_streams_the_graft_the_server_completes(server, state):
     query = server.tokenize(QUERY, add_bos=False)
-    steps = list(server.stream_graft(state, query, "b1", max_tokens=6))
-    expected = server.graft(state, query, "b1", n_predict=6).completion.tokens
+    with server.answer_slot() as slot:
+        slot.restore(state, "b1", keep=state.n_tokens)
+        slot.prefill(query)
+        steps = list(slot.generate(SamplingOptions(6)))
+        assert slot.reused_cells == state.n_tokens
+    expected = server.graft(state, query, "b1", options=SamplingOptions(6)).completion.tokens
     assert tuple(step.token for step in steps) == expected
+
+
+def test_an_answer_slot_keeping_part_of_a_block_reuses_only_those_cells(server, state):
+    query = server.tokenize(QUERY, add_bos=False)
+    keep = state.n_tokens // 2
+    with server.answer_slot() as slot:
+        slot.restore(state, "b1", keep=keep)
+        slot.prefill(query)
+        steps = [step.token for step in slot.generate(SamplingOptions(4))]
+        assert slot.reused_cells == keep
+    fresh = cold(server, list(state.tokens[:keep]) + query, max_tokens=4, n_probs=0)
+    assert tuple(steps) == fresh.tokens
+
+
+def test_an_answer_slot_taken_by_a_stray_request_is_detected(server, state):
+    with server.answer_slot() as slot:
+        slot.restore(state, "b1", keep=state.n_tokens)
+        server.complete(server.tokenize("An unrelated request from another process."), slot=None)
+        slot.prefill(server.tokenize(QUERY, add_bos=False))
+        with pytest.raises(SlotReuseError, match=f"expected {state.n_tokens} restored cells"):
+            list(slot.generate(SamplingOptions(2)))
 
 
 def test_verify_server_report_holds_on_one_sample(server):
@@ -221,6 +237,7 @@ def test_verify_server_report_holds_on_one_sample(server):
     assert report.negative_control["samples"] == 1 and report.negative_control["sha_equal"] == 0
 
 
+@pytest.mark.model
 def test_cli_verify_through_the_server(server, runner):
     import json
 

@@ -81,6 +81,7 @@ def test_deposit_on_one_host_grafts_byte_exactly_on_another(tmp_path, shared, sm
         assert not (tmp_path / "b" / "catalog.db").exists() and not (tmp_path / "b" / "blocks").exists()
 
 
+@pytest.mark.sandbox
 def test_four_writers_on_two_hosts_lose_nothing(tmp_path, shared):
     env = {**os.environ, "SKILLGRAFT_CATALOG": shared["catalog"], "SKILLGRAFT_BLOCKS": shared["blocks"]}
     writers = [
@@ -179,6 +180,7 @@ def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, sh
         assert c.store.load_state(c.store.get(block.id)).state.sha256 == block.sha256
 
 
+@pytest.mark.sandbox
 def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path, shared, runner):
     from skillgraft.cli.main import cli
 

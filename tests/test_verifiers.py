@@ -3,8 +3,9 @@ import os
 import pytest
 
 from skillgraft.verify import sandbox
-from skillgraft.flywheel import extract_answer
-from skillgraft.verify.verifiers import PythonVerifier, answers_match
+from skillgraft.verify.verifiers import PythonVerifier
+
+pytestmark = pytest.mark.sandbox
 
 needs_sandbox = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None and not os.environ.get("SKILLGRAFT_REQUIRE_SANDBOX"), reason=f"no sandbox here: {sandbox.unavailable_reason()}"
@@ -65,9 +66,3 @@ def test_run_keeps_its_tuple_and_names_the_wall_limit():
     assert FAST.run("print(1)")[:3] == (0, "1\n", "")
     returncode, _, err, seconds = PythonVerifier(timeout_s=1).run("import time\ntime.sleep(30)")
     assert returncode < 0 and "wall time limit of 1s exceeded" in err and seconds < 4
-
-
-def test_answer_helpers():
-    assert answers_match("5050", "5,050") and answers_match("Paris", " paris ") and not answers_match("1", "2")
-    assert extract_answer("The answer is 1,234.") == "1234"
-    assert extract_answer("Paris\nis the capital") == "Paris"

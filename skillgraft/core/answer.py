@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, Optional, Sequence
 
 from ..errors import InputError
+from .gate import GateVerdict
 from .recall import Recall
 from .sampling import SamplingOptions
 from .states import KVState, TokenStep
@@ -131,7 +132,8 @@ class AnswerNote:
     text given to it as context) or ``delegated`` (passed on to a model that recalls from
     this memory itself: the LangChain middleware with another chat model). ``routed`` is
     the router's own decision; ``block_id`` / ``block_name`` the block used or tried;
-    ``cache_n`` the block cells the context reused; ``gate`` the confidence verdict.
+    ``cache_n`` the block cells the context reused; ``gate`` the confidence verdict
+    (:class:`~skillgraft.core.gate.GateVerdict`, None where no graft was judged).
     """
 
     decision: AnswerDecision
@@ -144,9 +146,10 @@ class AnswerNote:
     cache_n: int = 0
     prefill_tokens_avoided: int = 0
     near_miss: bool = False
-    gate: Optional[dict] = None
+    gate: Optional[GateVerdict] = None
 
     def as_dict(self) -> dict:
+        """The note as JSON takes it (the gate verdict as its own object)."""
         return asdict(self)
 
 

@@ -40,7 +40,4 @@ class ContextSlot:
         self.reused_cells = keep
 
     def generate(self, options: SamplingOptions) -> Iterator[TokenStep]:
-        return self.engine.generate(
-            options.max_tokens, temperature=options.temperature, top_p=options.top_p, seed=options.seed,
-            repeat_penalty=options.repeat_penalty, penalty_last_n=options.penalty_last_n, grammar=options.grammar,
-        )
+        return self.engine.generate(options)

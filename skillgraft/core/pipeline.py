@@ -34,7 +34,7 @@ from ..errors import ContextOverflowError, InputError
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from .chat_layout import block_tokens, chat_tokens, continuation
 from .recall import Recall
-from .gate import GATE_TOKENS, confidence, gate_policy, graft_verdict
+from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdict
 from .states import TokenStep
 from .stops import StopCutter
 from .timings import Timings
@@ -146,9 +146,9 @@ class AnswerPipeline:
         )
         if verdict.fell_back:
             _close(source)
-            return self._note(plan, "fallback", gate=verdict.as_dict(), reason=verdict.reason)
+            return self._note(plan, "fallback", gate=verdict, reason=verdict.reason)
         note = self._note(
-            plan, "graft", cache_n=slot.reused_cells, avoided=0 if plan.reprefill else keep, gate=verdict.as_dict()
+            plan, "graft", cache_n=slot.reused_cells, avoided=0 if plan.reprefill else keep, gate=verdict
         )
         yield note
         steps = list(held)
@@ -230,7 +230,7 @@ class AnswerPipeline:
 
 
 def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int = 0,
-                gate: Optional[dict] = None, reason: str = "") -> AnswerNote:
+                gate: Optional[GateVerdict] = None, reason: str = "") -> AnswerNote:
     """The note of an answer to ``recall`` that ended in ``decision``: the one place its
     fields get their meaning (a door that answers without the pipeline, say a LangChain
     agent's own model on an abstain, reports this too)."""

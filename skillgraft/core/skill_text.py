@@ -3,20 +3,23 @@
 A host whose model is not the one a block was captured with cannot graft the block, but it
 can read what the block holds: a manual's text, or a verified solution's question, answer,
 method and verifier. :func:`skill_text` gives one skill's text and :func:`recall_text` the
-skill the memory routes a query to, with the memory's decision, score and reasons (the
-recall is :meth:`SkillMemory.recall`'s, ledger row included), and a sentence telling the
-host how to use it. :func:`skill_context` is a routed block's text as context for a model the
-memory does not run (LangChain's text recall).
+skill the memory routes a query to, with the memory's note
+(:class:`~skillgraft.core.answer.AnswerNote`, the one every door reports; the recall is
+:meth:`SkillMemory.recall`'s, ledger row included) and a sentence telling the host how to use
+it. :func:`skill_context` is a routed block's text as context for a model the memory does not
+run, and :func:`recall_note` the note of handing it over (LangChain's text recall).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
+from .answer import AnswerNote
 from .blocks import Block
-from .recall import Recall
+from .pipeline import answer_note
+from .recall import Decision, Recall
 
 # How a host should use what a recall returns, per decision (a near miss has its own).
 USE = {
@@ -28,6 +31,8 @@ USE = {
     ),
     "abstain": "nothing in memory is close enough: answer without it",
 }
+# What a host is handed, per router decision: the verified answer, the skill's text, or nothing.
+HANDED = {"exact": "exact", "graft": "text", "abstain": "abstain"}
 
 
 class Memory(Protocol):
@@ -62,21 +67,55 @@ class SkillText(BaseModel):
 class SkillRecall(BaseModel):
     """What the memory would do for a query, with the routed skill's text for a host's own model.
 
-    ``answer`` is set on an exact hit only; ``skill`` on exact and graft; ``use`` says in one
-    sentence how to use them."""
+    ``note`` is the memory's :class:`~skillgraft.core.answer.AnswerNote`: ``exact`` (the
+    verified answer is handed over), ``text`` (the routed skill's text is) or ``abstain``,
+    ``routed`` the router's decision. ``decision`` (the router's: exact, graft or abstain),
+    ``block_id``, ``block_name``, ``score``, ``threshold``, ``reason`` and ``near_miss`` read
+    the note. ``answer`` is set on an exact hit only; ``skill`` on exact and graft; ``use``
+    says in one sentence how to use them."""
 
-    model_config = ConfigDict(frozen=True)
+    # The note's fields read at the top are part of the published schema.
+    model_config = ConfigDict(frozen=True, json_schema_mode_override="serialization")
 
-    decision: Literal["exact", "graft", "abstain"]
-    block_id: Optional[str]
-    block_name: Optional[str]
-    score: float
-    threshold: float
-    reason: str
-    near_miss: bool
+    note: AnswerNote
     use: str
     answer: Optional[str] = None
     skill: Optional[SkillText] = None
+
+    @computed_field
+    @property
+    def decision(self) -> Decision:
+        return self.note.routed
+
+    @computed_field
+    @property
+    def block_id(self) -> Optional[str]:
+        return self.note.block_id
+
+    @computed_field
+    @property
+    def block_name(self) -> Optional[str]:
+        return self.note.block_name
+
+    @computed_field
+    @property
+    def score(self) -> float:
+        return self.note.score
+
+    @computed_field
+    @property
+    def threshold(self) -> float:
+        return self.note.threshold
+
+    @computed_field
+    @property
+    def reason(self) -> str:
+        return self.note.reason
+
+    @computed_field
+    @property
+    def near_miss(self) -> bool:
+        return self.note.near_miss
 
 
 def skill_text(memory: Memory, ref: str) -> SkillText:
@@ -89,19 +128,18 @@ def recall_text(memory: Memory, query: str) -> SkillRecall:
     """The memory's recall for ``query`` with the routed skill's text."""
     recall = memory.recall(query)
     block = recall.block
-    skill = _text_of(memory, block) if block is not None else None
     return SkillRecall(
-        decision=recall.decision,
-        block_id=skill.id if skill else None,
-        block_name=skill.name if skill else None,
-        score=round(float(recall.score), 6),
-        threshold=float(recall.threshold),
-        reason=recall.reason,
-        near_miss=recall.near_miss,
+        note=recall_note(recall),
         use=USE["near_miss" if recall.near_miss else recall.decision],
         answer=block.answer if recall.decision == "exact" and block is not None else None,
-        skill=skill,
+        skill=_text_of(memory, block) if block is not None else None,
     )
+
+
+def recall_note(recall: Recall, *, reason: str = "") -> AnswerNote:
+    """The note of handing what ``recall`` found to a model the memory does not run
+    (:data:`HANDED`): ``exact``, ``text`` or ``abstain``, ``reason`` the recall's unless given."""
+    return answer_note(recall, HANDED[recall.decision], reason=reason)
 
 
 def _text_of(memory: Memory, block: Block) -> SkillText:

@@ -364,18 +364,9 @@ class Engine:
 
     # -- generation ----------------------------------------------------------------------
 
-    def generate(
-        self,
-        max_tokens: int,
-        *,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        repeat_penalty: float = 1.0,
-        penalty_last_n: int = 64,
-        grammar: Optional[str] = None,
-    ) -> Iterator[TokenStep]:
-        """Sample up to ``max_tokens`` after what the context holds; stops at end of generation.
+    def generate(self, options: SamplingOptions) -> Iterator[TokenStep]:
+        """Sample up to ``options.max_tokens`` after what the context holds; stops at end of
+        generation.
 
         ``temperature`` 0 is greedy. Sampling is seeded, so a seed reproduces a run.
         ``repeat_penalty`` > 1 discourages the last ``penalty_last_n`` generated tokens (as
@@ -383,8 +374,7 @@ class Engine:
         log-probability and entropy are those of the model's own distribution, before the
         penalty and the grammar (see :mod:`skillgraft.core.sampling`).
         """
-        options = SamplingOptions(max_tokens, temperature, top_p, seed, repeat_penalty, penalty_last_n)
-        constraint = self.text.grammar(grammar) if grammar else None
+        constraint = self.text.grammar(options.grammar) if options.grammar else None
         try:
             yield from sample(self, options, constraint=constraint)
         finally:

@@ -4,8 +4,9 @@
 routing of a query (:func:`skillgraft.routing.feedback.give_feedback`: a key of the block it
 belongs to, or with ``null`` a negative); ``GET`` lists the corrections; ``DELETE
 /v1/skills/feedback/{id}`` removes one. Giving and removing are writes: off unless deposits
-are allowed (:mod:`skillgraft.gateway.access`). Corrections are written by the gateway's
-writer memory under its lock and recorded as given by ``gateway:<client address>``.
+are allowed (:mod:`skillgraft.gateway.access`). The routes call the gateway's verbs
+(:meth:`~skillgraft.gateway.service.Gateway.feedback`, ``corrections``,
+``remove_correction``); each correction is recorded as given by ``gateway:<client address>``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Annotated, Optional
 
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
-
-from ..routing.feedback import give_feedback, list_corrections, remove_correction
 
 MAX_QUERY_CHARS = 4_000
 
@@ -34,21 +33,17 @@ def add_feedback_routes(app, gateway, in_thread) -> None:
     def by(request: Request) -> str:
         return f"gateway:{request.client.host if request.client else 'unknown'}"
 
-    def locked(function, *args, **options):
-        with gateway.writer_lock:
-            return function(gateway.writer, *args, **options)
-
     @app.post("/v1/skills/feedback")
     async def add_feedback(body: FeedbackRequest, request: Request):
-        result = await in_thread(lambda: locked(give_feedback, body.query, body.expected, by=by(request)))
+        result = await in_thread(lambda: gateway.feedback(body.query, body.expected, by=by(request)))
         return {"object": "skill.feedback", **result.as_dict()}
 
     @app.get("/v1/skills/feedback")
     async def feedback_list():
-        rows = await in_thread(lambda: locked(list_corrections))
+        rows = await in_thread(gateway.corrections)
         return {"object": "list", "data": [row.as_dict() for row in rows]}
 
     @app.delete("/v1/skills/feedback/{correction_id}")
     async def feedback_remove(correction_id: int, request: Request):
-        removed = await in_thread(lambda: locked(remove_correction, correction_id, by=by(request)))
+        removed = await in_thread(lambda: gateway.remove_correction(correction_id, by=by(request)))
         return {"object": "skill.feedback", "deleted": True, **removed.as_dict()}

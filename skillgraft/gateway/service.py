@@ -9,8 +9,9 @@ same answer through either door. A server that dies under a request that has sen
 yet is retried once on another lease.
 
 The store, router and embedder are used under one lock (a catalog connection serves one
-thread at a time); deposits use a second memory with its own connection, so a long
-capture never stalls recalls.
+thread at a time); deposits and routing corrections use a second memory with its own
+connection, so a long capture never stalls recalls. The API routes call the gateway's verbs
+(answers, skills, skill texts, routing corrections), which take the right lock.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Iterator, Optional, Sequence, Union
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.pipeline import AnswerPipeline, Event, collect_choices
+from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
 from ..errors import ServerError
 from ..memory import SkillMemory
+from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
 from .metrics import GatewayMetrics
 from .pool import Lease, ServerPool
 from .pooled_engine import PooledEngine
@@ -157,3 +160,33 @@ class Gateway:
     def delete_skill(self, ref: str) -> Block:
         with self.writer_lock:
             return self.writer.delete(ref)
+
+    # -- skill texts for a host's own model --------------------------------------------------
+
+    def read_skill(self, ref: str) -> SkillText:
+        """The text of the skill ``ref`` (:func:`~skillgraft.core.skill_text.skill_text`)."""
+        with self.memory_lock:
+            return skill_text(self.memory, ref)
+
+    def recall_skill(self, query: str) -> SkillRecall:
+        """What the memory would do for ``query``, with the routed skill's text
+        (:func:`~skillgraft.core.skill_text.recall_text`: recorded in the ledger)."""
+        with self.memory_lock:
+            return recall_text(self.memory, query)
+
+    # -- routing corrections (:mod:`skillgraft.routing.feedback`), written by the writer ----
+
+    def feedback(self, query: str, expected: Optional[str], *, by: str) -> FeedbackResult:
+        """Correct the routing of ``query``: it belongs to block ``expected``, or to none."""
+        with self.writer_lock:
+            return give_feedback(self.writer, query, expected, by=by)
+
+    def corrections(self) -> list[Correction]:
+        """Every routing correction, oldest first."""
+        with self.writer_lock:
+            return list_corrections(self.writer)
+
+    def remove_correction(self, correction_id: int, *, by: str) -> Correction:
+        """Remove one routing correction by its id."""
+        with self.writer_lock:
+            return remove_correction(self.writer, correction_id, by=by)

@@ -2,11 +2,12 @@
 
 ``GET /v1/skills/{ref}`` returns one skill's text (:class:`~skillgraft.core.skill_text.SkillText`)
 and ``POST /v1/skills/recall`` (``{"query": ...}``) the skill the memory routes a query to,
-with its decision, score and reasons (:class:`~skillgraft.core.skill_text.SkillRecall`); both
-are answered by :mod:`skillgraft.core.skill_text`, the one owner of a skill's text for a host.
-:func:`decision_headers` puts the memory's decision into response headers, which OpenAI
-clients can read without parsing the body (LangChain's ``ChatOpenAI`` with
-``include_response_headers=True``).
+with the memory's note, score and reasons (:class:`~skillgraft.core.skill_text.SkillRecall`);
+both are the gateway's verbs (:meth:`~skillgraft.gateway.service.Gateway.read_skill`,
+:meth:`~skillgraft.gateway.service.Gateway.recall_skill`) over :mod:`skillgraft.core.skill_text`,
+the one owner of a skill's text for a host. :func:`decision_headers` puts the memory's
+decision into response headers, which OpenAI clients can read without parsing the body
+(LangChain's ``ChatOpenAI`` with ``include_response_headers=True``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.answer import AnswerNote
-from ..core.skill_text import SkillRecall, recall_text, skill_text
+from ..core.skill_text import SkillRecall
 from .schemas import MAX_TEXT_CHARS
 
 DECISION_HEADER = "x-skillgraft-decision"
@@ -34,10 +35,11 @@ class RecallRequest(BaseModel):
 
 
 def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
-    """The memory's decision as response headers: ``x-skillgraft-decision`` (exact, graft,
-    fallback or abstain), ``x-skillgraft-score``, and when a block was used or tried
-    ``x-skillgraft-block`` (its id), ``x-skillgraft-block-name`` (percent-encoded) and, for a
-    chat, ``x-skillgraft-cache-n``."""
+    """The memory's decision as response headers: ``x-skillgraft-decision`` (a chat's note's:
+    exact, graft, fallback or abstain; a skill recall's is the router's: exact, graft or
+    abstain), ``x-skillgraft-score``, and when a block was used or tried ``x-skillgraft-block``
+    (its id), ``x-skillgraft-block-name`` (percent-encoded) and, for a chat,
+    ``x-skillgraft-cache-n``."""
     headers = {DECISION_HEADER: note.decision, "x-skillgraft-score": f"{float(note.score):.6g}"}
     if note.block_id:
         headers["x-skillgraft-block"] = note.block_id
@@ -52,19 +54,13 @@ def register_skill_routes(app: FastAPI, gateway, in_thread: Callable[..., Awaita
     """Add the skills API's reading routes to ``app``; ``in_thread`` runs a call off the event
     loop and turns its errors into the app's error responses."""
 
-    def read(ref: str) -> dict:
-        with gateway.memory_lock:
-            return {"object": "skill", **skill_text(gateway.memory, ref).model_dump()}
-
-    def recall(query: str) -> SkillRecall:
-        with gateway.memory_lock:
-            return recall_text(gateway.memory, query)
-
     @app.post("/v1/skills/recall")
     async def recall_skill(body: RecallRequest):
-        found = await in_thread(recall, body.query)
-        return JSONResponse({"object": "skill.recall", **found.model_dump()}, headers=decision_headers(found))
+        found = await in_thread(gateway.recall_skill, body.query)
+        reply = {"object": "skill.recall", **found.model_dump(mode="json")}
+        return JSONResponse(reply, headers=decision_headers(found))
 
     @app.get("/v1/skills/{ref:path}")
     async def get_skill(ref: str):
-        return await in_thread(read, ref)
+        skill = await in_thread(gateway.read_skill, ref)
+        return {"object": "skill", **skill.model_dump()}

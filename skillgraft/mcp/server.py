@@ -1,26 +1,30 @@
 """``skillgraft mcp``: the skill memory as MCP tools over stdio (the ``mcp`` SDK).
 
 Tools: ``recall`` (what the memory would do for a question, with the routed skill's text
-for the host's own model), ``read_skill`` (one skill's text, examples and, for a solution,
-its answer, method and verifier), ``ask`` (answer it: the verified answer, a grafted block,
-or plain generation) and ``list_skills``; with deposits allowed (``--allow-deposits``,
-rate-limited) also ``add_manual``, ``add_solution`` (verified here by running its method in
-the sandbox; nothing the client says is trusted) and ``feedback`` (a routing correction,
-given by ``mcp``). Results are typed (pydantic), so MCP hosts see their schemas. The memory
-is used by one tool call at a time; a refused call (a :class:`SkillgraftError`) returns its
-message as the tool's error, except what a refused method printed. Logs go to stderr at
-WARNING unless asked for more. Needs the ``serve`` extra.
+for the host's own model and the memory's note), ``read_skill`` (one skill's text, examples
+and, for a solution, its answer, method and verifier), ``ask`` (answer it through the answer
+pipeline: the text with the pipeline's note, whatever its decision — exact, graft, fallback
+or abstain) and ``list_skills``; with deposits allowed (``--allow-deposits``, rate-limited)
+also ``add_manual``, ``add_solution`` (verified here by running its method in the sandbox;
+nothing the client says is trusted) and ``feedback`` (a routing correction, given by
+``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
+schemas. The memory is used by one tool call at a time; a refused call (a
+:class:`SkillgraftError`) returns its message as the tool's error, except what a refused
+method printed. Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel
 
+from ..core.answer import AnswerNote
 from ..core.blocks import Block
 from ..core.manual_split import with_split_hint
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
@@ -37,12 +41,18 @@ INSTRUCTIONS = (
 )
 
 
-class AskResult(BaseModel):
-    text: str
-    decision: Literal["exact", "graft", "abstain"]
-    block_id: Optional[str]
-    prefill_tokens_avoided: int
-    reason: str
+@dataclass(frozen=True)
+class AskResult(AnswerNote):
+    """An answer of ``ask``: the pipeline's note (its fields, as every door reports them), the
+    answer's ``text`` and how many tokens were generated for it."""
+
+    text: str = dataclasses.field(kw_only=True)
+    completion_tokens: int = dataclasses.field(kw_only=True)
+
+    @classmethod
+    def of(cls, note: AnswerNote, text: str, completion_tokens: int) -> "AskResult":
+        fields = {field.name: getattr(note, field.name) for field in dataclasses.fields(AnswerNote)}
+        return cls(**fields, text=text, completion_tokens=completion_tokens)
 
 
 class SkillInfo(BaseModel):
@@ -83,7 +93,8 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
     @server.tool()
     def recall(question: str) -> SkillRecall:
         """What the memory would do for this question — exact (a verified answer), graft (a skill) or
-        abstain — with the skill's text for your own model, the score, the reasons and how to use it."""
+        abstain — with the skill's text for your own model, the score, the reasons, how to use it and the
+        memory's note (the note ask returns, its decision text when a skill's text is handed over)."""
         with one_call():
             return recall_text(memory, question)
 
@@ -96,14 +107,12 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
 
     @server.tool()
     def ask(question: str, system: Optional[str] = None, max_tokens: int = 128) -> AskResult:
-        """Answer a question with the memory: the verified answer, a grafted skill, or plain generation."""
+        """Answer a question with the memory's own model: the verified answer (exact), a grafted skill
+        (graft), a plain answer after a graft that did not stand (fallback), or a plain answer (abstain),
+        with what the memory did and why."""
         with one_call():
             result = memory.generate(question, system=system, max_tokens=max(1, min(max_tokens, 1024)))
-        return AskResult(
-            text=result.text, decision=result.decision, block_id=result.block_id,
-            prefill_tokens_avoided=result.prefill_tokens_avoided,
-            reason=result.note.reason,
-        )
+        return AskResult.of(result.note, result.text, result.decoded_tokens)
 
     @server.tool()
     def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:

@@ -13,7 +13,6 @@ mixed in; this module holds recall and answers.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -21,21 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings, default_home, default_model
-from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan, check_chat, rendered
+from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
-from ..core.chat_layout import continuation, with_system
-from ..core.context_slot import ContextSlot
-from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, Confidence, GateCalibration, GateCase, GateVerdict
+from ..core.chat_layout import with_system
+from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
+from ..core.planning import forced_recall, near_miss, plan_answer
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
-from ..core.sampling import SamplingOptions
-from ..core.states import TokenStep
-from ..core.text_checks import clean_query, require_text
+from ..core.text_checks import clean_query
 from ..core.timings import Timings
 from ..core.tools import OutputFormat
-from ..errors import BlockNotFoundError, InputError, StoreError
+from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .deposits import Deposits
@@ -164,15 +161,7 @@ class SkillMemory(Deposits, Upkeep):
         if not self.reprefill_foreign and len(self.store.fingerprint_ids()) > 1:
             runtime = self.engine.fingerprint.id
             accept = lambda block: block.fingerprint_id == runtime  # noqa: E731
-        recall = self.router.route(query, accept=accept)
-        block = recall.block
-        if recall.decision == "graft" and block.kind == "solution" and block.question_key != normalize_question(query):
-            reason = (
-                f"{recall.reason}; near miss: block {recall.block.name!r} is the verified solution of another "
-                f"question ({recall.block.question!r}), grafted as a worked example only: its answer is not reused"
-            )
-            recall = dataclasses.replace(recall, reason=reason, near_miss=True)
-        return recall
+        return near_miss(self.router.route(query, accept=accept), query)
 
     def recall(self, query, *, log: bool = True) -> Recall:
         """``exact`` when the normalized query is a verified question, else :meth:`route`."""
@@ -201,57 +190,35 @@ class SkillMemory(Deposits, Upkeep):
 
     def plan(self, messages: Sequence[tuple[str, str]], *, voice: bool = False, recall: Optional[Recall] = None,
              format: Optional[OutputFormat] = None) -> AnswerPlan:
-        """Check a chat and recall for its last user message; for a graft, read and verify
-        the block's state. :class:`InputError` for an unusable chat, :class:`FormatError` for
-        a ``format`` this model cannot be held to.
-
-        A verified answer is returned as it is (``exact``) unless ``format`` demands JSON or
-        a tool call: the verified solution is then grafted, and the model writes the answer
-        in that format."""
-        chat, query = check_chat(messages)
-        if format is not None:
-            self.engine.check_grammar(format.grammar)
-        started = time.perf_counter()
-        recall = recall or self.recall(query, log=False)
-        if recall.decision == "exact" and format is not None and format.demands_structure:
-            recall = dataclasses.replace(recall, decision="graft", reason=(
-                f"{recall.reason}; the answer must be {'JSON' if format.schema is not None else 'a tool call'}: "
-                "the verified solution is grafted and the model writes it so"))
-        timings = Timings(recall_s=time.perf_counter() - started)
-        block = recall.block
-        if not (recall.decision == "graft" or (voice and recall.decision == "exact")):
-            return AnswerPlan(chat, query, recall, self.gate_threshold, timings=timings)
-        runtime = self.engine.fingerprint
-        if block.fingerprint_id != runtime.id and self.reprefill_foreign:
-            return AnswerPlan(chat, query, recall, self.gate_threshold, reprefill=True, timings=timings)
-        try:
-            loaded = self.store.load_state(block)
-        except StoreError as exc:  # a damaged block is quarantined by the store: answered plainly
-            return AnswerPlan(chat, query, recall, self.gate_threshold, timings=timings,
-                              unusable=f"the routed block {block.id} cannot be read: {exc}")
-        loaded.state.fingerprint.require_equal(runtime, block.id)
-        timings.load_s, timings.from_cache = loaded.read_s, loaded.from_cache
-        return AnswerPlan(chat, query, recall, self.gate_threshold, state=loaded.state, timings=timings)
+        """The pipeline's plan for a chat (:func:`~skillgraft.core.planning.plan_answer`):
+        checked, recalled for its last user message unless ``recall`` is given, the block's
+        state read and verified for a graft."""
+        return plan_answer(_Planning(self), messages, voice=voice, recall=recall, format=format)
 
     def pipeline(self, gate: Union[str, bool, None] = None) -> AnswerPipeline:
         """The answer pipeline over this memory's engine, recording answers in the ledger."""
         return AnswerPipeline(self.engine, gate=self.gate if gate is None else gate, record=self.record_answer)
 
     def answer(self, messages: Sequence[tuple[str, str]], options: Optional[AnswerOptions] = None, *,
-               gate: Union[str, bool, None] = None, recall: Optional[Recall] = None) -> Answer:
+               gate: Union[str, bool, None] = None, recall: Optional[Recall] = None,
+               block: Union[Block, str, None] = None) -> Answer:
         """Answer a chat of ``[(role, content), ...]`` (the last message the user's) through
-        the answer pipeline: exact, graft, fallback or abstain, as every door does."""
+        the answer pipeline: exact, graft, fallback or abstain, as every door does. ``block``
+        (a :class:`Block`, id or name) is grafted whatever routing would say (a forced recall);
+        ``recall`` is a recall made beforehand."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=recall, format=options.format)
+        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format)
         with self._slot(plan, options) as slot:
             return self.pipeline(gate).answer(plan, slot, options)
 
     def stream(self, messages: Sequence[tuple[str, str]], options: Optional[AnswerOptions] = None, *,
-               gate: Union[str, bool, None] = None, recall: Optional[Recall] = None) -> Iterator[Event]:
+               gate: Union[str, bool, None] = None, recall: Optional[Recall] = None,
+               block: Union[Block, str, None] = None) -> Iterator[Event]:
         """The answer as events: an :class:`AnswerNote`, text deltas (``str``), then an
-        ``AnswerEnd``. The chat is checked and recalled before this returns."""
+        ``AnswerEnd``. The chat is checked and recalled before this returns; ``recall`` and
+        ``block`` as for :meth:`answer`."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=recall, format=options.format)
+        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format)
         pipeline = self.pipeline(gate)
 
         def events() -> Iterator[Event]:
@@ -259,6 +226,21 @@ class SkillMemory(Deposits, Upkeep):
                 yield from pipeline.events(plan, slot, options)
 
         return events()
+
+    def _given(self, recall: Optional[Recall], block: Union[Block, str, None]) -> Optional[Recall]:
+        """The recall a caller made: ``recall`` itself, or a forced graft of ``block``."""
+        if block is None:
+            return recall
+        if recall is not None:
+            raise InputError("give a recall or a block to graft, not both")
+        block = block if isinstance(block, Block) else self.get(block)
+        return forced_recall(block, self.router.threshold, f"block {block.name!r} named by the caller")
+
+    def _forced(self, block: Union[Block, str], messages, options: AnswerOptions) -> Answer:
+        """``block`` grafted for ``messages`` through the pipeline, the gate advisory, nothing recorded."""
+        plan = self.plan(messages, recall=self._given(None, block))
+        with self._slot(plan, options) as slot:
+            return AnswerPipeline(self.engine, gate="advisory").answer(plan, slot, options)
 
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):
         return self.engine.answer_slot() if plan.needs_model or options.voice else nullcontext(None)
@@ -284,48 +266,6 @@ class SkillMemory(Deposits, Upkeep):
         answer = self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall)
         return generation_of(answer)
 
-    def chat(
-        self,
-        messages: Sequence[tuple[str, str]],
-        *,
-        block: Union[Block, str, None] = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> Iterator[TokenStep]:
-        """Stream tokens after a chat of ``[(role, content), ...]``, with no decision made.
-
-        With ``block`` (a :class:`Block`, id or name) the block's state is restored at its
-        own position as the leading system turn and the chat is prefilled after it
-        (:mod:`skillgraft.core.chat_layout`), so the result equals a fresh prefill of the same
-        chat. Otherwise the whole chat is prefilled. :meth:`answer` is what a door calls.
-        """
-        from ..core.chat_layout import chat_tokens
-
-        if not messages:
-            raise InputError("the chat has no messages")
-        for role, content in messages:
-            require_text(content, f"a {role} message")
-        messages = list(rendered(messages))
-        slot = ContextSlot(self.engine)
-        if block is None:
-            slot.prefill(chat_tokens(self.engine, list(messages)))
-        else:
-            block = block if isinstance(block, Block) else self.get(block)
-            keep, after = continuation(self.engine, block, messages)
-            slot.restore(self.store.load_state(block).state, block.id, keep=keep)
-            slot.prefill(after)
-        room = max(1, self.engine.n_ctx - self.engine.n_past)
-        yield from slot.generate(SamplingOptions(min(max_tokens, room), temperature, seed=seed))
-
-    def restored_tokens(self, block: Block, messages: Sequence[tuple[str, str]]) -> int:
-        """How many of ``block``'s cells a graft leading this chat restores (see :meth:`chat`)."""
-        return continuation(self.engine, block, rendered(messages))[0]
-
-    def confidence(self, steps: Sequence[TokenStep]) -> Confidence:
-        """Mean log-probability of the first generated tokens against this store's gate threshold."""
-        return confidence(steps, self.gate_threshold)
-
     def calibrate_gate(
         self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True
     ) -> GateCalibration:
@@ -337,9 +277,10 @@ class SkillMemory(Deposits, Upkeep):
         """
         rows = []
         for query, block, expected in cases:
-            steps = list(self.chat([("user", clean_query(query))], block=block, max_tokens=max_tokens))
+            answer = self._forced(block, [("user", clean_query(query))], AnswerOptions(max_tokens=max_tokens))
+            steps = answer.end.steps
             text = "".join(s.piece for s in steps)
-            rows.append(GateCase(query, block, expected in text, self.confidence(steps).mean_logprob))
+            rows.append(GateCase(query, block, expected in text, confidence(steps, self.gate_threshold).mean_logprob))
         report = calibrate_threshold(rows)
         if save:
             self.store.set_setting(GATE_SETTING, repr(report.threshold))
@@ -351,7 +292,7 @@ class SkillMemory(Deposits, Upkeep):
             "generate", decision=note.decision, block_id=note.block_id, query_sha256=question_sha256(plan.query),
             score=note.score, threshold=note.threshold, decoded_tokens=end.completion_tokens,
             prefill_tokens_avoided=note.prefill_tokens_avoided, timings=end.timings.as_dict(),
-            detail={"routed": note.routed, "gate": note.gate, "reason": note.reason, "cache_n": note.cache_n},
+            detail={"routed": note.routed, "gate": note.gate.as_dict() if note.gate else None, "reason": note.reason, "cache_n": note.cache_n},
         ))
 
     def feedback(self, query: str, expected: Optional[str]) -> "FeedbackResult":
@@ -388,13 +329,37 @@ class SkillMemory(Deposits, Upkeep):
         ))
 
 
+class _Planning:
+    """A memory as the answer pipeline's planning sees it (a :class:`~skillgraft.core.planning.PlanMemory`)."""
+
+    def __init__(self, memory: SkillMemory) -> None:
+        self.memory = memory
+        self.reprefill_foreign = memory.reprefill_foreign
+
+    @property
+    def gate_threshold(self) -> float:
+        return self.memory.gate_threshold
+
+    @property
+    def runtime(self):
+        return self.memory.engine.fingerprint
+
+    def recall(self, query: str, *, log: bool = True) -> Recall:
+        return self.memory.recall(query, log=log)
+
+    def check_grammar(self, grammar: str) -> None:
+        self.memory.engine.check_grammar(grammar)
+
+    def load_state(self, block: Block):
+        return self.memory.store.load_state(block)
+
+
 def generation_of(answer: Answer) -> Generation:
     """The :class:`Generation` record of a pipeline answer."""
     note, end = answer.note, answer.end
-    gate = GateVerdict(**note.gate) if note.gate else None
     return Generation(
         answer.text, note.decision, note.block_id, end.completion_tokens, note.prefill_tokens_avoided, end.timings,
-        answer.recall, gate, list(end.steps), note,
+        answer.recall, note.gate, list(end.steps), note,
     )
 
 

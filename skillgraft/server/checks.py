@@ -27,7 +27,7 @@ import numpy as np
 
 from ..config import EngineSettings, engine_settings
 from ..verify.exactness import sample_prefix, sample_query
-from ..core.sampling import log_softmax
+from ..core.sampling import SamplingOptions, log_softmax
 from .engine import Completion, LlamaServerEngine
 from ..core.states import KVState, sha256_hex
 
@@ -81,6 +81,7 @@ def verify_server(
     started = time.perf_counter()
     report = ServerVerifyReport(model=server.model_name, continuation_tokens=continuation, top_k=top_k)
     control_equal = control_n = 0
+    greedy = SamplingOptions(continuation)
     cross = {"samples": 0, "capture_bytes_equal": 0, "greedy_tokens_equal": 0, "top_k_ids_equal": 0,
              "max_abs_logprob_diff": 0.0} if in_process is not None else None
     for i in range(samples):
@@ -88,8 +89,8 @@ def verify_server(
         prefix, query = sample_prefix(server, rng, 24, 400), sample_query(server, rng)
         # Fresh: the prefix prefilled in the slot, then the query evaluated on top of it.
         state = server.capture(prefix)
-        fresh = server.continue_restored(state, query, "fresh", n_predict=continuation, n_probs=top_k)
-        graft = server.graft(state, query, "sample", n_predict=continuation, n_probs=top_k).completion
+        fresh = server.continue_restored(state, query, "fresh", options=greedy, n_probs=top_k)
+        graft = server.graft(state, query, "sample", options=greedy, n_probs=top_k).completion
         report.samples += 1
         report.sha_equal += int(sha256_hex(repr(_steps_key(fresh)).encode()) == sha256_hex(repr(_steps_key(graft)).encode()))
         report.argmax_mismatch += int(fresh.tokens[:1] != graft.tokens[:1])
@@ -97,25 +98,25 @@ def verify_server(
         server.restore(state, "round-trip")
         report.round_trip_equal &= server.save_slot(0) == (state.tokens, state.payload)
         server.erase_slot(0)
-        concat = server.complete(list(prefix) + list(query), n_predict=continuation, n_probs=top_k, cache_prompt=False)
+        concat = server.complete(list(prefix) + list(query), greedy, n_probs=top_k, cache_prompt=False)
         report.concat_equal += int(_steps_key(concat) == _steps_key(fresh))
         # Negative control: the state of another text of the same length under this text's tokens.
         other = sample_prefix(server, np.random.default_rng([seed, i, 1]), len(prefix), len(prefix))
         if other != list(prefix):
             foreign = server.capture(other)
             swapped = KVState(state.tokens, foreign.payload, foreign.sha256, foreign.fingerprint)
-            wrong = server.graft(swapped, query, "control", n_predict=continuation, n_probs=top_k).completion
+            wrong = server.graft(swapped, query, "control", options=greedy, n_probs=top_k).completion
             control_n += 1
             control_equal += int(_steps_key(wrong) == _steps_key(fresh))
         if cross is not None:
             local = in_process.capture(list(prefix))
             in_process.graft(local, query)
             ids, values = _in_process_top(in_process, top_k)
-            greedy = [step.token for step in in_process.generate(continuation)]
+            in_process_tokens = [step.token for step in in_process.generate(greedy)]
             server_top = graft.steps[0].top
             cross["samples"] += 1
             cross["capture_bytes_equal"] += int(local.payload == state.payload)
-            cross["greedy_tokens_equal"] += int(greedy == list(graft.tokens))
+            cross["greedy_tokens_equal"] += int(in_process_tokens == list(graft.tokens))
             cross["top_k_ids_equal"] += int(ids == [t.token for t in server_top])
             if len(server_top) == len(values):
                 diff = float(np.max(np.abs(values - np.array([t.logprob for t in server_top]))))
@@ -245,11 +246,11 @@ def _prompt_cache_peer(model: str, settings: EngineSettings, block: list[int], q
     times, cache_ns = [], []
     with LlamaServerEngine(model, settings, prompt_cache_mib=8192) as server:
         other = server.tokenize("An unrelated request that pushes the block out of the slot.")
-        server.complete(block, n_predict=1)
+        server.complete(block)
         for _ in range(repeats):
-            server.complete(other, n_predict=1)
+            server.complete(other)
             started = time.perf_counter()
-            result = server.complete(block + query, n_predict=1)
+            result = server.complete(block + query)
             times.append(time.perf_counter() - started)
             cache_ns.append(result.cache_n)
     return statistics.median(times), min(cache_ns)

@@ -3,7 +3,9 @@
 :class:`ServerCompletions` is the half of :class:`~skillgraft.server.engine.LlamaServerEngine`
 that talks ``/completion``: every completion after a restored block checks that the server
 reused exactly the cells kept (``timings.cache_n``) and evaluated exactly the new tokens
-(``prompt_n``), streamed ones before their first chunk is yielded.
+(``prompt_n``), streamed ones (an answer slot's, :mod:`skillgraft.server.slot`) before their
+first chunk is yielded. The sampler is one :class:`~skillgraft.core.sampling.SamplingOptions`
+(one greedy token unless told otherwise).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from .records import (
     Restore,
     kept_cells,
     reusable_cells,
-    token_steps,
     stop_type,
 )
 from ..core.sampling import SamplingOptions
-from ..core.states import KVState, TokenStep
+from ..core.states import KVState
+
+ONE_TOKEN = SamplingOptions(1)  # one greedy token: what a prefill or a check asks for
 
 
 class ServerCompletions:
@@ -39,42 +42,33 @@ class ServerCompletions:
     def complete(
         self,
         tokens: Sequence[int],
+        options: SamplingOptions = ONE_TOKEN,
         *,
         slot: Optional[int] = 0,
-        n_predict: int = 1,
         n_probs: int = 0,
         cache_prompt: bool = True,
-        temperature: float = 0.0,
-        seed: int = 0,
         stop: Sequence[str] = (),
     ) -> Completion:
         """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
-        request = self._completion_request(tokens, slot, n_predict, n_probs, cache_prompt, temperature, seed, stop)
+        request = self.completion_request(tokens, options, slot=slot, n_probs=n_probs, cache_prompt=cache_prompt, stop=stop)
         started = time.perf_counter()
         self.completions += 1
         body = self._request("POST", "/completion", json=request)
         wall_s = time.perf_counter() - started
         return completion_from_body(body, wall_s)
 
-    def _completion_request(
-        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
-        temperature: float, seed: int, stop: Sequence[str], *, stream: bool = False,
-    ) -> dict:
-        options = SamplingOptions(n_predict, temperature, seed=seed)
-        return self.completion_request(tokens, slot, n_predict, n_probs, cache_prompt, options, stop, stream=stream)
-
     def completion_request(
-        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
-        options: SamplingOptions, stop: Sequence[str] = (), *, stream: bool = False,
+        self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
+        cache_prompt: bool = True, stop: Sequence[str] = (), stream: bool = False,
     ) -> dict:
         """A ``/completion`` request with the prompt as token ids and the sampler pinned to
         ``options`` (llama-server's own extra samplers off, as in the in-process sampler)."""
         self._require_serving()
-        if n_predict < 1:
-            raise InputError(f"n_predict must be >= 1, got {n_predict}")
+        if options.max_tokens < 1:
+            raise InputError(f"llama-server needs max_tokens >= 1, got {options.max_tokens}")
         request = {
             "prompt": [int(t) for t in tokens],
-            "n_predict": n_predict,
+            "n_predict": options.max_tokens,
             "n_probs": n_probs,
             "cache_prompt": cache_prompt,
             "temperature": options.temperature,
@@ -109,24 +103,23 @@ class ServerCompletions:
         query: Union[str, Sequence[int]],
         block_id: str = "",
         *,
+        options: SamplingOptions = ONE_TOKEN,
         slot: int = 0,
-        n_predict: int = 1,
         n_probs: int = 0,
-        temperature: float = 0.0,
-        seed: int = 0,
         verify_hash: bool = True,
     ) -> ServerGraft:
         """Restore ``state`` into ``slot`` and complete ``query`` after it, reusing the slot.
 
         Raises :class:`SlotReuseError` unless the server reused all ``N`` block tokens and
         evaluated exactly the ``q`` query tokens. ``verify_hash=False`` is for payloads
-        already verified since they were read.
+        already verified since they were read. This is the measurement path (a whole
+        completion with its top-``n_probs`` log-probabilities); answers are grafted through
+        :meth:`answer_slot`.
         """
         started = time.perf_counter()
-        query_tokens, restored = self._restore_for(state, query, block_id, slot, n_predict, verify_hash)
+        query_tokens, restored = self._restore_for(state, query, block_id, slot, options.max_tokens, verify_hash)
         completion = self.continue_restored(
-            state, query_tokens, block_id, slot=slot, n_predict=n_predict, n_probs=n_probs,
-            temperature=temperature, seed=seed,
+            state, query_tokens, block_id, options=options, slot=slot, n_probs=n_probs,
         )
         return ServerGraft(
             block_id=block_id, n_block=state.n_tokens, n_query=len(query_tokens), restore=restored,
@@ -139,55 +132,18 @@ class ServerCompletions:
         query: Union[str, Sequence[int]],
         block_id: str = "",
         *,
+        options: SamplingOptions = ONE_TOKEN,
         slot: int = 0,
         keep: Optional[int] = None,
-        n_predict: int = 1,
         n_probs: int = 0,
-        temperature: float = 0.0,
-        seed: int = 0,
         stop: Sequence[str] = (),
     ) -> Completion:
         """Complete ``query`` after the first ``keep`` cells of ``state`` (all by default),
         already restored into ``slot``; raise :class:`SlotReuseError` unless they were reused."""
         prompt = list(state.tokens[: kept_cells(state, keep)]) + self._query_tokens(query)
-        completion = self.complete(
-            prompt, slot=slot, n_predict=n_predict, n_probs=n_probs, temperature=temperature, seed=seed, stop=stop,
-        )
+        completion = self.complete(prompt, options, slot=slot, n_probs=n_probs, stop=stop)
         check_reuse(block_id, slot, completion.cache_n, completion.prompt_n, reusable_cells(state.tokens, prompt), len(prompt))
         return completion
-
-    def stream_restored(
-        self,
-        state: KVState,
-        query: Union[str, Sequence[int]],
-        block_id: str = "",
-        *,
-        slot: int = 0,
-        keep: Optional[int] = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int = 0,
-        stop: Sequence[str] = (),
-    ) -> Iterator[StreamChunk]:
-        """Stream the answer to ``query`` after ``state``'s first ``keep`` cells, already
-        restored into ``slot``; the reuse is checked before the first chunk is yielded."""
-        prompt = list(state.tokens[: kept_cells(state, keep)]) + self._query_tokens(query)
-        request = self._completion_request(prompt, slot, max_tokens, 1, True, temperature, seed, stop, stream=True)
-        yield from self.stream_request(request, (block_id, slot, reusable_cells(state.tokens, prompt), len(prompt)))
-
-    def stream(
-        self,
-        tokens: Sequence[int],
-        *,
-        slot: Optional[int] = 0,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int = 0,
-        stop: Sequence[str] = (),
-    ) -> Iterator[StreamChunk]:
-        """Stream a plain completion of ``tokens``, prefilled afresh (no cached prefix)."""
-        request = self._completion_request(tokens, slot, max_tokens, 1, False, temperature, seed, stop, stream=True)
-        yield from self.stream_request(request, None)
 
     def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
@@ -228,30 +184,11 @@ class ServerCompletions:
         except ValueError as exc:
             raise ServerError(f"{self.url} streamed a chunk that is not JSON: {exc}") from None
 
-    def stream_graft(
-        self,
-        state: KVState,
-        query: Union[str, Sequence[int]],
-        block_id: str = "",
-        *,
-        slot: int = 0,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int = 0,
-    ) -> Iterator[TokenStep]:
-        """Restore ``state`` and stream the answer to ``query``; the slot reuse is checked on
-        the first token, before anything is yielded."""
-        query_tokens, _ = self._restore_for(state, query, block_id, slot, 1, True)
-        for chunk in self.stream_restored(
-            state, query_tokens, block_id, slot=slot, max_tokens=max_tokens, temperature=temperature, seed=seed
-        ):
-            yield from token_steps(chunk.steps)
-
     def _restore_for(
-        self, state: KVState, query: Union[str, Sequence[int]], block_id: str, slot: int, n_predict: int, verify_hash: bool
+        self, state: KVState, query: Union[str, Sequence[int]], block_id: str, slot: int, max_tokens: int, verify_hash: bool
     ) -> tuple[list[int], Restore]:
         """The query's tokens, once the block plus query and answer are known to fit and
         ``state`` is restored into ``slot``."""
         query_tokens = self._query_tokens(query)
-        self.require_fits(state.n_tokens + len(query_tokens) + n_predict, "block plus query and answer")
+        self.require_fits(state.n_tokens + len(query_tokens) + max_tokens, "block plus query and answer")
         return query_tokens, self.restore(state, block_id, slot=slot, verify_hash=verify_hash)

@@ -3,12 +3,11 @@ and parsing of llama-server's ``/completion`` answers they are built from."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..errors import InputError, SlotReuseError
-from ..core.states import KVState, TokenStep
+from ..core.states import KVState
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,3 @@ def stop_type(body: dict) -> str:
         return "limit"
     return "word" if body.get("stopped_word") else "eos"
 
-
-def token_steps(steps: Sequence[ServerStep]) -> list[TokenStep]:
-    """Server steps as the engines' :class:`TokenStep` (the server reports no entropy)."""
-    return [TokenStep(step.token, step.piece, step.logprob, math.nan) for step in steps]

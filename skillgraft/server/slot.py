@@ -31,8 +31,8 @@ class SlotServer(Protocol):
     def require_fits(self, n_tokens: int, what: str = "text") -> None: ...
 
     def completion_request(
-        self, tokens: Sequence[int], slot: Optional[int], n_predict: int, n_probs: int, cache_prompt: bool,
-        options: SamplingOptions, stop: Sequence[str] = (), *, stream: bool = False,
+        self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
+        cache_prompt: bool = True, stop: Sequence[str] = (), stream: bool = False,
     ) -> dict: ...
 
     def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]: ...
@@ -71,7 +71,7 @@ class ServerSlot:
             expected = (block_id, self.slot, reusable_cells(state.tokens, prompt), len(prompt))
         self.engine.require_fits(len(prompt) + 1, "the prompt plus one answer token")
         request = self.engine.completion_request(
-            prompt, self.slot, options.max_tokens, 1, restored is not None, options, stream=True,
+            prompt, options, slot=self.slot, n_probs=1, cache_prompt=restored is not None, stream=True,
         )
         return self._steps(self.engine.stream_request(request, expected), expected)
 

@@ -116,7 +116,7 @@ class SlotStates:
 
     def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
         self.erase_slot(slot)
-        completion = self.complete(tokens, slot=slot, n_predict=1, n_probs=0)
+        completion = self.complete(tokens, slot=slot)
         if completion.cache_n != 0 or completion.prompt_n != len(tokens):
             raise SlotReuseError("capture", slot, completion.cache_n, 0, completion.prompt_n, len(tokens))
         saved_tokens, payload = self.save_slot(slot)

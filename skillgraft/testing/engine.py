@@ -298,21 +298,10 @@ class FakeEngine:
         reply = self.reply(self.context_text()) if callable(self.reply) else self.reply
         return None if reply is None else [*reply.encode("utf-8"), IM_END]
 
-    def generate(
-        self,
-        max_tokens: int,
-        *,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        repeat_penalty: float = 1.0,
-        penalty_last_n: int = 64,
-        grammar: Optional[str] = None,
-    ) -> Iterator[TokenStep]:
-        """Sample up to ``max_tokens`` after the context, as :meth:`Engine.generate` does. A
-        ``grammar`` is not enforced: a scripted ``reply`` stands for the constrained text."""
+    def generate(self, options: SamplingOptions) -> Iterator[TokenStep]:
+        """Sample up to ``options.max_tokens`` after the context, as :meth:`Engine.generate` does.
+        A ``grammar`` is not enforced: a scripted ``reply`` stands for the constrained text."""
         self.calls["generate"] += 1
-        options = SamplingOptions(max_tokens, temperature, top_p, seed, repeat_penalty, penalty_last_n)
         script = self._script()
 
         def logits(step: int) -> np.ndarray:

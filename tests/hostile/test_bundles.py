@@ -115,6 +115,7 @@ def test_python_solution_without_method_is_skipped(bundle, tmp_path, fresh):
     assert fresh.recall("What is 17 * 23?").decision != "exact"
 
 
+@pytest.mark.sandbox
 def test_bundle_never_overrides_a_local_answer(fresh, tmp_path, smollm2, embedder):
     with SkillMemory(tmp_path / "other", engine=smollm2, embedder=embedder) as other:
         other.add_solution("What is 17*23?", "392", method="print(392)", verifier="python")

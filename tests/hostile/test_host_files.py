@@ -23,10 +23,10 @@ import pytest
 from skillgraft.verify import sandbox
 from skillgraft.verify.sandbox import Limits, run_python
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
     sandbox.unavailable_reason() is not None and not os.environ.get("SKILLGRAFT_REQUIRE_SANDBOX"),
     reason=f"no sandbox here: {sandbox.unavailable_reason()}",
-)
+)]
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(wall_s=10, cpu_s=5, memory_mb=256)

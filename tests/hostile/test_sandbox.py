@@ -25,9 +25,9 @@ from skillgraft.errors import ConfigError
 from skillgraft.verify.verifiers import PythonVerifier
 from skillgraft.verify.sandbox import Limits, run_python
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(
     sandbox.unavailable_reason() is not None and not os.environ.get("SKILLGRAFT_REQUIRE_SANDBOX"), reason=f"no sandbox here: {sandbox.unavailable_reason()}"
-)
+)]
 
 LIMITS = Limits(wall_s=3, cpu_s=2, memory_mb=256, max_processes=16, max_output_bytes=4096, tmp_mb=8)
 VERIFIER = PythonVerifier(timeout_s=3, cpu_s=2, memory_mb=256, max_processes=16, max_output_bytes=4096, tmp_mb=8)

@@ -17,6 +17,7 @@ from skillgraft.errors import (
     RestoreRejectedError,
 )
 from skillgraft.protocols import GraftEngine, TextEmbedder
+from skillgraft.core.sampling import SamplingOptions
 from skillgraft.core.states import KVState
 from skillgraft.testing import BOS, EOS, IM_END, IM_START, N_VOCAB, FakeEmbedder, FakeEngine
 
@@ -90,9 +91,9 @@ def test_a_graft_equals_a_fresh_prefill_of_the_same_tokens(fake_engine):
     assert grafted == fresh_logits(fake_engine, [*state.tokens, *query])
     fake_engine.graft(state, QUERY)  # text queries are tokenized without BOS
     assert fake_engine.logits_bytes() == grafted
-    after_graft = [s.token for s in fake_engine.generate(16)]
+    after_graft = [s.token for s in fake_engine.generate(SamplingOptions(16))]
     fake_engine.prefill([*state.tokens, *query])
-    assert [s.token for s in fake_engine.generate(16)] == after_graft
+    assert [s.token for s in fake_engine.generate(SamplingOptions(16))] == after_graft
 
 
 def test_a_graft_keeping_fewer_cells_equals_a_prefill_of_that_prefix(fake_engine):
@@ -180,33 +181,33 @@ def test_context_limits_and_bad_input(fake_engine):
 def test_generation_is_seeded_and_scripted_replies_are_confident():
     engine = FakeEngine(reply=lambda prompt: "café ☕" if "assistant" in prompt else None)
     engine.prefill(engine.tokenize(engine.chat_prompt([("user", "hi")])))
-    steps = list(engine.generate(32))
+    steps = list(engine.generate(SamplingOptions(32)))
     assert "".join(s.piece for s in steps) == "café ☕"  # stops at the scripted end of turn
     assert any(s.piece == "" for s in steps)  # a partial multi-byte character
     assert all(s.logprob > -1e-6 for s in steps)
     engine.prefill([BOS, 65])
-    plain = list(engine.generate(8))
+    plain = list(engine.generate(SamplingOptions(8)))
     assert len(plain) == 8 and sum(s.logprob for s in plain) / 8 < -1.0
     assert all(s.entropy > 1.0 for s in plain)
 
     def sample(seed):
         engine.prefill([BOS, 65])
-        return [s.token for s in engine.generate(8, temperature=1.5, seed=seed)]
+        return [s.token for s in engine.generate(SamplingOptions(8, temperature=1.5, seed=seed))]
 
     assert sample(1) == sample(1) != sample(2)
     with pytest.raises(InputError):
-        list(engine.generate(-1))
+        SamplingOptions(-1)
 
 
 def test_generation_stops_at_end_of_generation_and_at_the_context_size():
     engine = FakeEngine(n_ctx=16, reply="x" * 100)
     engine.prefill([BOS, 65])
-    assert len(list(engine.generate(100))) == 14
+    assert len(list(engine.generate(SamplingOptions(100)))) == 14
     for end in (EOS, IM_END):
         assert engine.is_end_of_generation(end)
     engine = FakeEngine(reply="")
     engine.prefill([BOS])
-    assert list(engine.generate(5)) == []
+    assert list(engine.generate(SamplingOptions(5))) == []
 
 
 # -- embedder -----------------------------------------------------------------------------------

@@ -119,3 +119,43 @@ def test_the_decision_is_in_the_response_headers_streamed_or_not(client, fake_st
         "model": "fake-chatml", "stream": True, "messages": [{"role": "user", "content": OUT_OF_DOMAIN}],
     }) as response:
         assert response.headers["x-skillgraft-decision"] == "abstain" and "x-skillgraft-block" not in response.headers
+
+
+# -- the skills API and the routing corrections, through the gateway's verbs ---------------------
+
+
+def test_a_recall_over_http_is_the_skill_texts_recall_with_its_note(client, fake_stocked):
+    http, _ = client
+    block = fake_stocked.get("git-squash")
+    found = http.post("/v1/skills/recall", json={"query": GIT_QUERY})
+    body = found.json()
+    assert found.status_code == 200 and body["object"] == "skill.recall"
+    assert (body["decision"], body["block_id"], body["skill"]["id"], body["answer"]) == ("graft", block.id, block.id, None)
+    assert (body["note"]["decision"], body["note"]["routed"], body["note"]["block_name"]) == ("text", "graft", "git-squash")
+    assert found.headers["x-skillgraft-decision"] == "graft" and found.headers["x-skillgraft-block"] == block.id
+    exact = http.post("/v1/skills/recall", json={"query": QUESTION}).json()
+    assert (exact["decision"], exact["note"]["decision"], exact["answer"]) == ("exact", "exact", "391")
+    abstain = http.post("/v1/skills/recall", json={"query": OUT_OF_DOMAIN})
+    assert (abstain.json()["skill"], abstain.json()["note"]["block_id"]) == (None, None)
+    assert "x-skillgraft-block" not in abstain.headers
+    skill = http.get("/v1/skills/git-squash").json()
+    assert (skill["object"], skill["id"], skill["kind"]) == ("skill", block.id, "manual")
+    assert http.get("/v1/skills/no-such-skill").status_code == 404
+
+
+def test_corrections_are_given_listed_and_removed_through_the_gateway(fake_stocked, fake_engine, fake_embedder):
+    from skillgraft.deposit_policy import DepositPolicy
+
+    gateway = Gateway(fake_stocked.store.home, FakePool(fake_engine), embedder=fake_embedder)
+    query = "knead the dough and let it rise"
+    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+        given = http.post("/v1/skills/feedback", json={"query": query, "expected": "sourdough"}).json()
+        listed = http.get("/v1/skills/feedback").json()["data"]
+        refused = http.post("/v1/skills/feedback", json={"query": QUESTION, "expected": None})
+        removed = http.delete(f"/v1/skills/feedback/{listed[0]['id']}").json()
+        left = http.get("/v1/skills/feedback").json()["data"]
+    gateway.close()
+    assert (given["object"], given["kind"], given["block_id"]) == ("skill.feedback", "feedback", fake_stocked.get("sourdough").id)
+    assert [row["id"] for row in listed] == [given["correction_id"]] and listed[0]["created_by"].startswith("gateway:")
+    assert refused.status_code == 400 and "verified question" in refused.json()["error"]["message"]
+    assert removed["deleted"] is True and removed["id"] == given["correction_id"] and left == []

@@ -117,7 +117,7 @@ LAYERS = [
     {"protocols", "verify"},
     {"routing", "server"},
     {"memory"},
-    {"bundles", "flywheel", "mcp", "inspector", "demo"},
+    {"adapter", "bundles", "flywheel", "mcp", "inspector", "demo"},
     {"gateway"},
     {"testing", "bench"},
     {""},  # the package's own __init__
@@ -157,6 +157,19 @@ def test_every_package_imports_only_the_layers_below_it():
 def test_no_package_imports_itself_back():
     cycle = _cycle({f"p.{package}": {f"p.{dep}" for dep in deps} for package, deps in package_imports().items()})
     assert not cycle, " -> ".join(cycle)
+
+
+ADAPTER = PACKAGE.parent / "adapters" / "langchain" / "langchain_skillgraft"
+
+
+@pytest.mark.parametrize("path", sorted(ADAPTER.glob("*.py")), ids=lambda p: p.name)
+def test_the_langchain_adapter_imports_only_the_public_face_and_the_adapter_module(path):
+    """``skillgraft`` and ``skillgraft.adapter`` are what adapters build on; the rest may move."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    inner = {m for m in named if m and m.startswith("skillgraft.") and m != "skillgraft.adapter"}
+    assert not inner, f"{path.name} imports {sorted(inner)}: use skillgraft.adapter"
 
 
 MAX_LINES = 400

@@ -7,12 +7,13 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from skillgraft.core.answer import AnswerOptions  # noqa: E402
 from skillgraft.deposit_policy import DepositPolicy  # noqa: E402
 from skillgraft.mcp.server import build_server  # noqa: E402
 from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
 from skillgraft.verify.verifiers import PythonVerifier  # noqa: E402
 
-from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, QUESTION  # noqa: E402
+from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, OUT_OF_DOMAIN, QUESTION  # noqa: E402
 
 
 ALLOWED = DepositPolicy(allowed=True)
@@ -108,3 +109,51 @@ def test_feedback_corrects_the_router_and_says_what_it_did(fake_stocked):
     assert list_corrections(fake_stocked)[0].created_by == "mcp"
     refused = _call(fake_stocked, "feedback", {"query": "What is 17 * 23?", "expected": None})
     assert refused.is_error and "verified question" in refused.content[0].text
+
+
+PLAIN_REPLY = "I can help with that."
+ASKED = {"exact": QUESTION, "graft": GIT_QUERY, "abstain": OUT_OF_DOMAIN, "fallback": GIT_QUERY}
+
+
+@pytest.mark.parametrize("decision", sorted(ASKED))
+def test_ask_returns_the_pipelines_answer_and_note_whatever_it_decided(fake_stocked, fake_engine, decision):
+    """A fallback (here an enforced gate refusing an unsure graft) is an answer like any other:
+    its text and the pipeline's note, as the memory itself gives them."""
+    if decision == "fallback":
+        fake_stocked.gate = "enforce"
+        fake_engine.reply = lambda prompt: None if "squashing commits" in prompt else PLAIN_REPLY
+    else:
+        fake_engine.reply = lambda prompt: "Run git rebase -i." if "squashing commits" in prompt else PLAIN_REPLY
+    result = _call(fake_stocked, "ask", {"question": ASKED[decision], "max_tokens": 16})
+    assert not result.is_error, result.content[0].text
+    asked = dict(result.structured_content)
+    direct = fake_stocked.answer([("user", ASKED[decision])], AnswerOptions(max_tokens=16))
+    assert (asked.pop("text"), asked.pop("completion_tokens")) == (direct.text, direct.end.completion_tokens)
+    assert asked == direct.note.as_dict() and asked["decision"] == decision
+    if decision == "fallback":
+        assert (asked["routed"], asked["block_name"]) == ("graft", "git-squash") and asked["gate"]["fell_back"]
+        assert asked["reason"].startswith("graft not confident")
+
+
+def test_recall_reports_the_note_of_handing_the_skill_over(fake_stocked):
+    recalled = _call(fake_stocked, "recall", {"question": GIT_QUERY}).structured_content
+    note = recalled["note"]
+    assert (note["decision"], note["routed"], note["block_id"]) == ("text", "graft", recalled["block_id"])
+    assert (note["score"], note["reason"]) == (recalled["score"], recalled["reason"])
+    exact = _call(fake_stocked, "recall", {"question": QUESTION}).structured_content
+    assert (exact["note"]["decision"], exact["decision"]) == ("exact", "exact")
+
+
+def test_the_results_schemas_carry_the_notes_fields(fake_stocked):
+    from mcp import Client
+
+    async def run():
+        async with Client(build_server(fake_stocked)) as client:
+            return {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+
+    schemas = anyio.run(run)
+    note_fields = {"decision", "routed", "block_id", "block_name", "score", "threshold", "reason", "cache_n",
+                   "prefill_tokens_avoided", "near_miss", "gate"}
+    assert set(schemas["ask"]["properties"]) == note_fields | {"text", "completion_tokens"}
+    assert "fallback" in schemas["ask"]["properties"]["decision"]["enum"]
+    assert {"note", "decision", "block_id", "score", "use", "skill"} <= set(schemas["recall"]["properties"])

@@ -108,14 +108,21 @@ def test_the_apps_system_prompt_follows_the_grafted_block(fake_stocked, fake_eng
 
 def test_chat_with_a_block_streams_what_a_plain_chat_streams(fake_stocked, fake_engine):
     messages = [("system", GIT_MANUAL), ("user", "hello"), ("assistant", "hi"), ("user", GIT_QUERY)]
-    plain = [(s.token, s.logprob) for s in fake_stocked.chat(messages, max_tokens=12)]
-    grafted = [(s.token, s.logprob) for s in fake_stocked.chat(messages[1:], block="git-squash", max_tokens=12)]
-    assert grafted == plain and fake_engine.calls["graft"] == 1
+    from skillgraft import AnswerOptions
+    from skillgraft.core.planning import forced_recall
+
+    options = AnswerOptions(max_tokens=12)
+    unrouted = forced_recall(None, fake_stocked.router.threshold, "no recall")
+    plain = fake_stocked.answer(messages, options, recall=unrouted)
+    grafted = fake_stocked.answer(messages[1:], options, block="git-squash")
+    assert plain.note.decision == "abstain" and grafted.note.decision == "graft"
+    assert [(s.token, s.logprob) for s in grafted.end.steps] == [(s.token, s.logprob) for s in plain.end.steps]
+    assert fake_engine.calls["graft"] == 1
     with pytest.raises(InputError):
-        list(fake_stocked.chat([]))
+        fake_stocked.answer([], block="git-squash")
     for content in ("a\x00b", "a\ud800b"):  # a NUL byte, a lone surrogate
         with pytest.raises(InputError, match="user message"):
-            list(fake_stocked.chat([("user", content)]))
+            fake_stocked.answer([("user", content)], block="git-squash")
 
 
 def test_a_block_of_another_runtime_raises_unless_reprefilled(fake_stocked, fake_embedder):

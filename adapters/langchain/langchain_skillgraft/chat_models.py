@@ -32,24 +32,30 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from skillgraft import Block, Confidence, Recall, SkillMemory, TokenStep
-from skillgraft.config import default_home, default_model
-from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions
-from skillgraft.core.tools import OutputFormat, ToolCall, output_format
+from skillgraft.adapter import (
+    AnswerEnd,
+    AnswerNote,
+    AnswerOptions,
+    Confidence,
+    OutputFormat,
+    Recall,
+    SkillMemory,
+    TokenStep,
+    ToolCall,
+    default_home,
+    default_model,
+    forced_recall,
+    output_format,
+)
 
 from .messages import to_chat
 from .structured import structured
 from .shared import memory_lock, open_memory, store_key
-from skillgraft.core.stops import StopCutter
 
 PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
 _PASSED_THROUGH = frozenset({"stream"})
-NO_USER_MESSAGE = "the chat does not end with a user message: answered plainly, nothing recalled"
-NO_FORMAT_UNROUTED = (
-    "tools and structured output go through the answer pipeline: call ChatSkillGraft with route=True "
-    "and without block_id (the memory then grafts the routed block and holds the answer to the format)"
-)
+NOT_ROUTED = "routing is off (route=False): answered plainly, nothing recalled"
 
 
 def _stops(stop: Any) -> list[str]:
@@ -78,7 +84,6 @@ class CallOptions:
 class Outcome:
     """What a finished generation cost and why it ended."""
 
-    block: Optional[Block] = None
     restored_tokens: int = 0
     prefilled_tokens: int = 0
     output_tokens: int = 0
@@ -86,7 +91,6 @@ class Outcome:
     confidence: Optional[Confidence] = None
     steps: list[TokenStep] = field(default_factory=list, repr=False)
     note: Optional[AnswerNote] = None
-    reason: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
 
     @property
@@ -99,20 +103,10 @@ class Outcome:
         )
 
     def skillgraft_metadata(self) -> dict:
-        """The pipeline's note (the same keys through every door), or for an explicit
-        ``block_id`` or a plain answer what was restored; plus the tokens restored and prefilled."""
-        block = self.block
-        if self.note is not None:
-            described = self.note.as_dict()
-        else:
-            described = {
-                "decision": "graft" if block else "plain",
-                "block_id": block.id if block else None,
-                "block_name": block.name if block else None,
-                "reason": self.reason,
-            }
+        """The pipeline's note (the same keys through every door), plus the tokens restored
+        and prefilled (nothing, when nothing was generated)."""
         return {
-            **described,
+            **(self.note.as_dict() if self.note is not None else {}),
             "restored_tokens": self.restored_tokens,
             "prefilled_tokens": self.prefilled_tokens,
             "confidence": self.confidence.as_dict() if self.confidence else None,
@@ -241,20 +235,26 @@ class ChatSkillGraft(BaseChatModel):
         return options
 
     def _pieces(self, messages: list[BaseMessage], options: CallOptions, outcome: Outcome) -> Iterator[str]:
-        """Yield the output text as it is decoded; fill ``outcome`` once it ends."""
+        """Yield the output text as it is decoded; fill ``outcome`` once it ends. Every call
+        goes through the answer pipeline: a ``block_id`` is a forced graft of that block,
+        ``route=False`` a forced abstain, else the memory recalls for the last user message."""
         chat = to_chat(messages)
         memory = self.skill_memory
         with memory_lock(memory):
             if options.max_tokens == 0:
-                outcome.reason = "max_tokens is 0: nothing generated"
                 return
-            if options.block_id is None and self.route and chat[-1][0] in ("user", "tool"):
-                yield from self._answered(memory, chat, options, outcome)
-                return
-            if options.format is not None:
-                raise ValueError(NO_FORMAT_UNROUTED)
-            outcome.reason = "" if options.block_id or not self.route else NO_USER_MESSAGE
-            yield from self._chatted(memory, chat, options, outcome)
+            yield from self._answered(memory, chat, options, outcome)
+
+    def _recall(self, memory: SkillMemory, options: CallOptions) -> Optional[Recall]:
+        """The recall the call forces, or None to let the memory recall."""
+        if options.block_id is not None:
+            if options.recall is not None:
+                raise ValueError("give block_id or recall, not both")
+            block = memory.get(options.block_id)
+            return forced_recall(block, memory.router.threshold, f"block {block.name!r} named by block_id")
+        if options.recall is None and not self.route:
+            return forced_recall(None, memory.router.threshold, NOT_ROUTED)
+        return options.recall
 
     def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
         """The answer pipeline's answer, as every door makes it."""
@@ -262,7 +262,8 @@ class ChatSkillGraft(BaseChatModel):
             max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed, stop=tuple(options.stop),
             format=options.format,
         )
-        with closing(memory.stream(chat, answer, gate=options.gate, recall=options.recall)) as events:
+        recall = self._recall(memory, options)
+        with closing(memory.stream(chat, answer, gate=options.gate, recall=recall)) as events:
             for event in events:
                 if isinstance(event, AnswerNote):
                     outcome.note = event
@@ -276,35 +277,7 @@ class ChatSkillGraft(BaseChatModel):
                 elif event:
                     yield event
         gate = outcome.note.gate
-        outcome.confidence = Confidence(**{k: gate[k] for k in ("confident", "mean_logprob", "threshold", "reason")}) if gate else None
-
-    def _chatted(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
-        """The chat continued with no decision: after ``block_id``'s restored state, or plainly."""
-        block = memory.store.get(options.block_id) if options.block_id else None
-        engine = memory.engine
-        cutter = StopCutter(options.stop)
-        steps = outcome.steps
-        stream = memory.chat(
-            chat, block=block, max_tokens=options.max_tokens, temperature=options.temperature, seed=options.seed
-        )
-        with closing(stream):
-            for step in stream:
-                steps.append(step)
-                text = cutter.feed(step.piece)  # whole characters: a partial one yields ""
-                if text:
-                    yield text
-                if cutter.stopped:
-                    break
-        tail = "" if cutter.stopped else cutter.flush()
-        if tail:
-            yield tail
-        restored = memory.restored_tokens(block, chat) if block else 0
-        outcome.block = block
-        outcome.restored_tokens = restored
-        outcome.output_tokens = len(steps)
-        outcome.prefilled_tokens = engine.n_past - restored - len(steps)
-        outcome.finish_reason = "length" if not cutter.stopped and len(steps) >= options.max_tokens else "stop"
-        outcome.confidence = memory.confidence(steps) if block is not None and steps else None
+        outcome.confidence = Confidence(gate.confident, gate.mean_logprob, gate.threshold, gate.reason) if gate else None
 
     def _response_metadata(self, outcome: Outcome) -> dict[str, Any]:
         return {

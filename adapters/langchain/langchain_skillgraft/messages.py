@@ -18,7 +18,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from skillgraft.core.tools import tool_calls_turn, tool_result_turn
+from skillgraft.adapter import tool_calls_turn, tool_result_turn
 
 MEDIA_BLOCKS = frozenset({"audio", "file", "image", "image_url", "input_audio", "media", "video"})
 _ROLE_NAMES = {

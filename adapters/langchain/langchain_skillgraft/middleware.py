@@ -33,9 +33,7 @@ from urllib.parse import unquote
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
-from skillgraft import Recall, SkillMemory
-from skillgraft.core.pipeline import answer_note
-from skillgraft.core.skill_text import skill_context
+from skillgraft.adapter import Recall, SkillMemory, answer_note, skill_context
 
 from .chat_models import PROVIDER, ChatSkillGraft
 from .messages import last_user_text, to_chat

@@ -10,7 +10,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field, field_validator
-from skillgraft import Block, Recall, SkillMemory
+from skillgraft.adapter import Block, Recall, SkillMemory
 
 from .shared import memory_lock, open_memory
 

@@ -13,8 +13,7 @@ import weakref
 from pathlib import Path
 from typing import Optional, Union
 
-from skillgraft import Embedder, SkillMemory
-from skillgraft.config import default_home, default_model
+from skillgraft.adapter import Embedder, SkillMemory, default_home, default_model
 
 _guard = threading.Lock()
 _memories: dict[tuple[Path, str], SkillMemory] = {}

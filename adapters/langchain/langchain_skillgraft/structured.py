@@ -11,7 +11,7 @@ from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser,
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from skillgraft.core.tools import output_format
+from skillgraft.adapter import output_format
 
 METHODS = ("json_schema", "function_calling", "json_mode")
 

@@ -9,8 +9,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
-from skillgraft import BlockNotFoundError
+from skillgraft.errors import BlockNotFoundError
 from skillgraft.core.answer import AnswerOptions
+from skillgraft.core.chat_layout import continuation
 from skillgraft.core.tools import output_format
 
 import lc_store
@@ -36,7 +37,7 @@ def test_graft_matches_prefilling_the_block_text(chat, plain, manual):
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id and meta["block_name"] == "git-squash"
     assert meta["restored_tokens"] == manual.n_tokens
     assert meta["confidence"]["mean_logprob"] is not None
-    assert prefilled.response_metadata["skillgraft"]["decision"] == "plain"
+    assert prefilled.response_metadata["skillgraft"]["decision"] == "abstain"  # route=False: nothing recalled
     # Only the chat after the block is prefilled and counted as input.
     assert grafted.usage_metadata["input_tokens"] == meta["prefilled_tokens"]
     assert grafted.usage_metadata["input_tokens"] + manual.n_tokens == prefilled.usage_metadata["input_tokens"]
@@ -135,7 +136,8 @@ def test_a_system_message_first_still_grafts(chat, manual):
     grafted = chat.invoke([SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(QUESTION)], block_id=manual.id)
     meta = grafted.response_metadata["skillgraft"]
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id
-    assert meta["restored_tokens"] == chat.skill_memory.restored_tokens(manual, [("system", lc_store.SYSTEM_PROMPT), ("user", QUESTION)])
+    keep, _ = continuation(chat.skill_memory.engine, manual, [("system", lc_store.SYSTEM_PROMPT), ("user", QUESTION)])
+    assert meta["restored_tokens"] == keep
     assert 0 < meta["restored_tokens"] < manual.n_tokens and grafted.content  # the block's system turn
     # The system text is prefilled after the block: more input than the bare question.
     bare = chat.invoke([HumanMessage(QUESTION)], block_id=manual.id)
@@ -196,10 +198,16 @@ def test_structured_output_is_held_to_the_schema(memory):
     assert raw["raw"].response_metadata["skillgraft"]["decision"] == "graft"
 
 
+def test_tools_with_a_named_block_go_through_the_pipeline(memory, manual):
+    bound = ChatSkillGraft(memory=memory, max_tokens=FORMAT_TOKENS).bind_tools([run_git])
+    answer = bound.invoke(QUESTION, block_id=manual.id)
+    meta = answer.response_metadata["skillgraft"]
+    assert meta["routed"] == "graft" and meta["block_id"] == manual.id
+    assert answer.tool_calls or answer.content
+
+
 def test_what_cannot_be_done_with_tools_is_refused(chat, manual):
     with pytest.raises(ValueError, match="tool_choice"):
         chat.bind_tools([run_git], tool_choice="search")
-    with pytest.raises(ValueError, match="route=True"):
-        chat.bind_tools([run_git]).invoke(QUESTION, block_id=manual.id)
     with pytest.raises(ValueError, match="method"):
         chat.with_structured_output(Command, method="xml")

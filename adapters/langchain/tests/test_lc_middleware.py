@@ -10,7 +10,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from skillgraft import SkillMemory
+from skillgraft.core.chat_layout import continuation
 from skillgraft.core.gate import repeats_answer
+from skillgraft.core.sampling import SamplingOptions
 
 import lc_store
 from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
@@ -155,8 +157,16 @@ def test_the_gate_defaults_as_in_the_core(memory):
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 async def test_a_near_miss_never_repeats_the_stored_answer(agent, chat, memory, asynchronous):
     question, solution = lc_store.NEAR_MISS_QUESTION, memory.get(lc_store.SOLVED_QUESTION)
-    copied = chat.invoke(question, block_id=solution.id).content
-    assert repeats_answer(copied, lc_store.SOLVED_ANSWER)  # what grafting the solution says: 391
+    # What grafting the solution says, with no rule in the way: 391.
+    engine = memory.engine
+    keep, after = continuation(engine, solution, [("user", question)])
+    engine.graft(memory.store.load_state(solution).state, after, solution.id, keep=keep)
+    copied = "".join(step.piece for step in engine.generate(SamplingOptions(lc_store.MAX_TOKENS)))
+    assert repeats_answer(copied, lc_store.SOLVED_ANSWER)
+    # Naming the block is a forced recall through the pipeline: the near-miss rule still holds.
+    forced = chat.invoke(question, block_id=solution.id)
+    assert forced.response_metadata["skillgraft"]["decision"] == "fallback"
+    assert not repeats_answer(forced.content, lc_store.SOLVED_ANSWER)
 
     answer, meta, model_calls = await ask(agent, question, asynchronous)
     assert meta["decision"] == "fallback" and meta["block_id"] == solution.id and meta["near_miss"]

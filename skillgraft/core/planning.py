@@ -1,0 +1,118 @@
+"""The plan of an answer: what the memory recalled for a chat, turned into what the pipeline
+(:mod:`skillgraft.core.pipeline`) will do — the one owner of these decisions, whichever door asks:
+
+- **near miss**: a graft of a verified solution whose question is not this query's is a worked
+  example only; its stored answer is never reused (:func:`near_miss`);
+- **format**: a verified answer is returned as it is (``exact``) unless the answer must be JSON
+  or a tool call: the solution is then grafted and the model writes it so (:func:`held_to_format`);
+- **forced**: a door that names the block to graft (or asks for no recall) hands the pipeline a
+  forced recall (:func:`forced_recall`), and the same steps run;
+- **foreign**: a block captured under another runtime is prefilled from its text when the memory
+  allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
+- **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback.
+
+:func:`plan_answer` needs only a :class:`PlanMemory` of the memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Optional, Protocol, Sequence
+
+from ..errors import StoreError
+from .answer import AnswerPlan, check_chat
+from .questions import normalize_question
+from .recall import Recall
+from .timings import Timings
+from .tools import OutputFormat
+
+if TYPE_CHECKING:
+    from .blocks import Block
+    from .fingerprint import RuntimeFingerprint
+    from .states import KVState
+
+FORCED_SCORE = 1.0
+
+
+class LoadedState(Protocol):
+    """A block's verified state as a store reads it."""
+
+    state: "KVState"
+    from_cache: bool
+    read_s: float
+
+
+class PlanMemory(Protocol):
+    """What planning an answer needs of a memory (:class:`~skillgraft.memory.SkillMemory`
+    hands the pipeline one)."""
+
+    reprefill_foreign: bool
+
+    @property
+    def gate_threshold(self) -> float: ...
+
+    @property
+    def runtime(self) -> "RuntimeFingerprint": ...
+
+    def recall(self, query: str, *, log: bool = True) -> Recall: ...
+
+    def check_grammar(self, grammar: str) -> None: ...
+
+    def load_state(self, block: "Block") -> LoadedState: ...
+
+
+def near_miss(recall: Recall, query: str) -> Recall:
+    """``recall`` marked as a near miss when it grafts the verified solution of another question."""
+    block = recall.block
+    if recall.near_miss or recall.decision != "graft" or block.kind != "solution":
+        return recall
+    if block.question_key == normalize_question(query):
+        return recall
+    reason = (
+        f"{recall.reason}; near miss: block {block.name!r} is the verified solution of another "
+        f"question ({block.question!r}), grafted as a worked example only: its answer is not reused"
+    )
+    return dataclasses.replace(recall, reason=reason, near_miss=True)
+
+
+def held_to_format(recall: Recall, format: Optional[OutputFormat]) -> Recall:
+    """An exact recall turned into a graft of its solution when ``format`` demands structure."""
+    if recall.decision != "exact" or format is None or not format.demands_structure:
+        return recall
+    shape = "JSON" if format.schema is not None else "a tool call"
+    return dataclasses.replace(recall, decision="graft", reason=(
+        f"{recall.reason}; the answer must be {shape}: the verified solution is grafted and the model writes it so"))
+
+
+def forced_recall(block: Optional["Block"], threshold: float, reason: str) -> Recall:
+    """A recall the door decided itself: graft ``block``, or abstain (``block`` None)."""
+    if block is None:
+        return Recall("abstain", None, 0.0, threshold, reason)
+    return Recall("graft", block, FORCED_SCORE, threshold, reason)
+
+
+def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
+                recall: Optional[Recall] = None, format: Optional[OutputFormat] = None) -> AnswerPlan:
+    """Check a chat and recall for its last user message (unless ``recall`` is given); for a
+    graft, read and verify the block's state. :class:`InputError` for an unusable chat,
+    :class:`FormatError` for a ``format`` this model cannot be held to."""
+    chat, query = check_chat(messages)
+    if format is not None:
+        memory.check_grammar(format.grammar)
+    started = time.perf_counter()
+    recall = near_miss(held_to_format(recall or memory.recall(query, log=False), format), query)
+    timings = Timings(recall_s=time.perf_counter() - started)
+    plan = AnswerPlan(chat, query, recall, memory.gate_threshold, timings=timings)
+    if not (recall.decision == "graft" or (voice and recall.decision == "exact")):
+        return plan
+    block, runtime = recall.block, memory.runtime
+    if block.fingerprint_id != runtime.id and memory.reprefill_foreign:
+        return dataclasses.replace(plan, reprefill=True)
+    try:
+        loaded = memory.load_state(block)
+    except StoreError as exc:  # a damaged block is quarantined by the store: answered plainly
+        return dataclasses.replace(plan, unusable=f"the routed block {block.id} cannot be read: {exc}")
+    loaded.state.fingerprint.require_equal(runtime, block.id)
+    timings.load_s, timings.from_cache = loaded.read_s, loaded.from_cache
+    return dataclasses.replace(plan, state=loaded.state)
