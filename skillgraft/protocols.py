@@ -36,6 +36,7 @@ __all__ = ["AnswerSlot", "BlockStorage", "CaptureEngine", "Catalog", "ChatText",
 Messages = Sequence[tuple[str, str]]
 
 if TYPE_CHECKING:
+    from .core.prefix_reuse import PrefixCache
     from .core.sampling import SamplingOptions
 
 
@@ -67,11 +68,13 @@ class AnswerSlot(Protocol):
     prefill tokens after it (or from position 0 when nothing was restored), then generate.
 
     ``generate`` yields :class:`TokenStep` s (end of generation not included) and may run
-    lazily; ``reused_cells`` is how many restored cells the context reused, known once the
-    first step arrived.
+    lazily; ``reused_cells`` is how many prompt cells the context reused (the block's, a
+    derived prefix state's or what it held from its last answer: ``reused_from`` says which),
+    known once the first step arrived.
     """
 
     reused_cells: int
+    reused_from: str
 
     def restore(self, state: KVState, block_id: str, *, keep: int) -> None:
         ...
@@ -94,8 +97,9 @@ class CaptureEngine(ChatText, Protocol):
         """Prefill ``source`` (text or token ids) and capture the state of the sequence."""
         ...
 
-    def answer_slot(self) -> ContextManager[AnswerSlot]:
-        """A context for one answer, held until the ``with`` block ends."""
+    def answer_slot(self, prefixes: Optional["PrefixCache"] = None) -> ContextManager[AnswerSlot]:
+        """A context for one answer, held until the ``with`` block ends; with ``prefixes`` it
+        restores and captures derived prefix states (:mod:`skillgraft.core.prefix_reuse`)."""
         ...
 
     def check_grammar(self, gbnf: str) -> None:

@@ -29,7 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = ROOT / "adapters" / "langchain"
 OWN = re.compile(r"^(__editable__.*|_?_?editable.*finder.*|(skillgraft|langchain_skillgraft)([-.].*)?|.*\.pth)$", re.I)
-PACKAGE_DATA = ("skillgraft/gateway/inspector/templates/skills.html", "skillgraft/gateway/inspector/static/inspector.css",
+PACKAGE_DATA = ("skillgraft/inspector/templates/skills.html", "skillgraft/inspector/static/inspector.css",
                 "skillgraft/py.typed")
 
 pytestmark = pytest.mark.slow

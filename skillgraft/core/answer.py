@@ -132,7 +132,11 @@ class AnswerNote:
     text given to it as context) or ``delegated`` (passed on to a model that recalls from
     this memory itself: the LangChain middleware with another chat model). ``routed`` is
     the router's own decision; ``block_id`` / ``block_name`` the block used or tried;
-    ``cache_n`` the block cells the context reused; ``gate`` the confidence verdict
+    ``cache_n`` the prompt cells the context reused instead of evaluating them and
+    ``reused_from`` where they came from (``block``: the block's state; ``derived``: a derived
+    prefix state; ``slot``: what the context held from its last answer; ``""``: nothing);
+    ``prefill_tokens_avoided`` counts them too (the block's and the app's prefix alike);
+    ``gate`` the confidence verdict
     (:class:`~skillgraft.core.gate.GateVerdict`, None where no graft was judged).
     """
 
@@ -144,6 +148,7 @@ class AnswerNote:
     threshold: float
     reason: str
     cache_n: int = 0
+    reused_from: str = ""
     prefill_tokens_avoided: int = 0
     near_miss: bool = False
     gate: Optional[GateVerdict] = None
@@ -151,6 +156,17 @@ class AnswerNote:
     def as_dict(self) -> dict:
         """The note as JSON takes it (the gate verdict as its own object)."""
         return asdict(self)
+
+
+# What a context reused for an answer: its own history, not the memory's decision.
+REUSE_FIELDS = ("cache_n", "prefill_tokens_avoided", "reused_from")
+
+
+def decision_of(note) -> dict:
+    """A note (an :class:`AnswerNote` or its JSON) less :data:`REUSE_FIELDS`: what every door
+    agrees on for the same chat, whatever its contexts held before."""
+    fields = note.as_dict() if isinstance(note, AnswerNote) else dict(note)
+    return {k: v for k, v in fields.items() if k not in REUSE_FIELDS}
 
 
 @dataclass(frozen=True)

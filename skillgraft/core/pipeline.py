@@ -63,6 +63,20 @@ class AnswerPipeline:
     def n_ctx(self) -> int:
         return int(self.engine.n_ctx)
 
+    def prompt_tokens(self, plan: AnswerPlan, options: AnswerOptions) -> Optional[list[int]]:
+        """The tokens ``plan`` will prompt a context with (None when it needs none, or when its
+        block cannot lead the chat): for a pool to lease the slot that holds most of them."""
+        recall = plan.recall
+        try:
+            if recall.decision == "graft" and not plan.unusable and not plan.reprefill:
+                keep, after = continuation(self.engine, recall.block, _chat(plan, options))
+                return [*recall.block.tokens[:keep], *after]
+            if recall.decision != "exact":
+                return chat_tokens(self.engine, _chat(plan, options))
+        except InputError:
+            return None
+        return None
+
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
         """The whole answer (the events collected)."""
         return collect(plan, self.events(plan, slot, options))
@@ -148,7 +162,8 @@ class AnswerPipeline:
             _close(source)
             return self._note(plan, "fallback", gate=verdict, reason=verdict.reason)
         note = self._note(
-            plan, "graft", cache_n=slot.reused_cells, avoided=0 if plan.reprefill else keep, gate=verdict
+            plan, "graft", cache_n=slot.reused_cells, avoided=slot.reused_cells, gate=verdict,
+            reused_from=_reused_from(slot)
         )
         yield note
         steps = list(held)
@@ -170,6 +185,9 @@ class AnswerPipeline:
         source = slot.generate(sampling)
         first = next(source, None)  # the context has answered before anything is sent
         generate_started = time.perf_counter()
+        if slot.reused_cells:
+            note = dataclasses.replace(note, cache_n=slot.reused_cells, prefill_tokens_avoided=slot.reused_cells,
+                                       reused_from=_reused_from(slot))
         yield note
         cutter, steps = StopCutter(options.stop), []
         if first is not None:
@@ -230,7 +248,7 @@ class AnswerPipeline:
 
 
 def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int = 0,
-                gate: Optional[GateVerdict] = None, reason: str = "") -> AnswerNote:
+                gate: Optional[GateVerdict] = None, reason: str = "", reused_from: str = "") -> AnswerNote:
     """The note of an answer to ``recall`` that ended in ``decision``: the one place its
     fields get their meaning (a door that answers without the pipeline, say a LangChain
     agent's own model on an abstain, reports this too)."""
@@ -238,7 +256,7 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
     return AnswerNote(
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),
-        threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n,
+        threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n, reused_from=reused_from,
         prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate,
     )
 
@@ -293,6 +311,11 @@ def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
             yield event
         else:
             yield event
+
+
+def _reused_from(slot) -> str:
+    """Where a slot's reused cells came from (a slot that does not say reuses only the block)."""
+    return getattr(slot, "reused_from", "block" if slot.reused_cells else "")
 
 
 def _close(source) -> None:

@@ -14,23 +14,21 @@ guard it with a lock.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
-from ..core.context_slot import ContextSlot
-from ..core.progress import Progress
-
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
+import llama_cpp
 import numpy as np
 
-import llama_cpp
-
 from . import state_io as engine_state
+from ..core.context_slot import ContextSlot
+from ..core.progress import Progress
 from ..core.chat_layout import split_chat
 from ..config import EngineSettings, default_model, engine_settings
 from .native import build_info, context_params, init_backend, kv_bytes_per_token
+from .state_cut import cut_payload
 from .state_io import SEQ
 from .text import LlamaText
 from ..errors import ConfigError, EngineError, RestoreRejectedError
@@ -40,7 +38,6 @@ from ..core.sampling import SamplingOptions, sample
 from ..core.states import (
     KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits, sha256_hex,
 )
-
 
 
 class Engine:
@@ -101,8 +98,7 @@ class Engine:
         self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(s.n_batch, 0, 1)
-        self.n_past = 0
-        self._has_logits = False
+        self.reset(data=False)
 
     def _build_fingerprint(self) -> RuntimeFingerprint:
         s = self.settings
@@ -214,8 +210,8 @@ class Engine:
     def reset(self, *, data: bool = True) -> None:
         """Forget every cell of the context (``data=False``: without zeroing the KV buffer)."""
         llama_cpp.llama_memory_clear(self._memory, data)
-        self.n_past = 0
-        self._has_logits = False
+        self.n_past, self._has_logits = 0, False
+        self.held: Optional[list[int]] = []  # the tokens of the cells held at their own positions (None: unknown)
 
     def _decode(self, tokens: Sequence[int], start: int, progress: Progress = None) -> None:
         """Decode ``tokens`` at positions ``start...`` in n_batch chunks; logits for the last one."""
@@ -238,8 +234,8 @@ class Engine:
                 raise EngineError(f"llama_decode failed with code {rc} at position {start + offset}")
             if progress:
                 progress(offset + len(chunk), len(tokens))
-        self.n_past = start + len(tokens)
-        self._has_logits = True
+        self.held = self.held + list(tokens) if self.held is not None and len(self.held) == start else None
+        self.n_past, self._has_logits = start + len(tokens), True
 
     def append(self, tokens: Sequence[int]) -> None:
         """Decode ``tokens`` after what the context holds (at ``[n_past, n_past+len)``)."""
@@ -255,6 +251,12 @@ class Engine:
         self.reset()
         self._decode(tokens, start, progress)
 
+    def keep_cells(self, n: int) -> None:
+        """Keep the first ``n`` cells of seq 0, forget the rest (exact: no cell depends on a later one)."""
+        engine_state.drop_after(self._memory, n)
+        self.n_past, self._has_logits = n, False
+        self.held = None if self.held is None else self.held[:n]
+
     def logits(self) -> np.ndarray:
         """A float32 copy of the logits of the last decoded token."""
         if not self._has_logits:
@@ -266,9 +268,10 @@ class Engine:
         """The last logits as float32 bytes, for byte-exact comparisons."""
         return self.logits().astype(np.float32).tobytes()
 
-    def answer_slot(self):
-        """This context, held for one answer (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
-        return nullcontext(ContextSlot(self))
+    def answer_slot(self, prefixes=None):
+        """This context, held for one answer, continuing what it holds and the derived states of
+        ``prefixes`` (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
+        return nullcontext(ContextSlot(self, prefixes))
 
     # -- capture and graft -----------------------------------------------------------------
 
@@ -285,6 +288,10 @@ class Engine:
         """The raw per-sequence state bytes of seq 0 as it stands."""
         return engine_state.read_state(self._ctx)
 
+    def save_prefix(self, n: int) -> bytes:
+        """The state of seq 0's first ``n`` cells, cut from the whole (the context is unchanged)."""
+        return cut_payload(self.save_state(), n)
+
     def save_state_file(self, path: Union[str, Path], tokens: Sequence[int]) -> int:
         """Write seq 0 and its ``tokens`` with llama.cpp's own ``llama_state_seq_save_file``."""
         return engine_state.save_state_file(self._ctx, path, tokens)
@@ -300,6 +307,7 @@ class Engine:
         except EngineError:
             self.reset()
             raise
+        self.held = None
         return elapsed
 
     def check_payload(self, state: KVState, block_id: str = "", *, verify_hash: bool = True) -> None:
@@ -323,7 +331,7 @@ class Engine:
         except RestoreRejectedError:
             self.reset()
             raise
-        self.n_past = state.n_tokens
+        self.n_past, self.held = state.n_tokens, list(state.tokens)
         return elapsed
 
     def graft(
@@ -346,11 +354,10 @@ class Engine:
         self.restore(state, block_id, verify_hash=verify_hash)
         if keep < state.n_tokens:
             try:
-                engine_state.drop_after(self._memory, keep, block_id)
+                self.keep_cells(keep)
             except EngineError:
                 self.reset()
                 raise
-            self.n_past = keep
         self._decode(tokens, keep)
         return self.logits()
 
@@ -360,7 +367,7 @@ class Engine:
             raise EngineError(f"{self.model_name} cannot shift positions in this context")
         require_fits(self, self.n_past + delta, "shifted context")
         llama_cpp.llama_memory_seq_add(self._memory, SEQ, 0, -1, delta)
-        self.n_past += delta
+        self.n_past, self.held = self.n_past + delta, None
 
     # -- generation ----------------------------------------------------------------------
 

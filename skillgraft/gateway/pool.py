@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
+from ..core.prefix_reuse import common_prefix
 from ..core.states import KVState
 from ..server.slot import ServerSlot
 
@@ -50,9 +50,9 @@ class Lease:
     slot: int
     engine: "LlamaServerEngine"
 
-    def answer_slot(self) -> ServerSlot:
-        """The leased slot, as a context for one answer."""
-        return ServerSlot(self.engine, self.slot)
+    def answer_slot(self, prefixes=None) -> ServerSlot:
+        """The leased slot, as a context for one answer (with the derived states of ``prefixes``)."""
+        return ServerSlot(self.engine, self.slot, prefixes)
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
@@ -132,9 +132,15 @@ class ServerPool:
         return self.engines[0]  # its next request restarts it
 
     @contextmanager
-    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None) -> Iterator[Lease]:
-        """Hold one free slot for the ``with`` block; prefer servers not in ``avoid``."""
-        server, slot = self._take(avoid, self.lease_timeout_s if timeout_s is None else timeout_s)
+    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None,
+              prompt: Optional[Sequence[int]] = None) -> Iterator[Lease]:
+        """Hold one free slot for the ``with`` block; prefer servers not in ``avoid``, then the
+        slot that already holds the longest beginning of ``prompt`` (its tokens), so the
+        request continues what that slot holds instead of prefilling it again."""
+        prefer = None
+        if prompt is not None:
+            prefer = lambda server, slot: common_prefix(self.engines[server].held_tokens(slot) or (), prompt)  # noqa: E731
+        server, slot = self._take(avoid, self.lease_timeout_s if timeout_s is None else timeout_s, prefer)
         with self._count_lock:
             self._leased += 1
         try:
@@ -144,28 +150,33 @@ class ServerPool:
                 self._leased -= 1
             self._free.put((server, slot))
 
-    def _take(self, avoid: Sequence[int], timeout_s: float) -> tuple[int, int]:
+    def _take(self, avoid: Sequence[int], timeout_s: float,
+              prefer: Optional[Callable[[int, int], int]] = None) -> tuple[int, int]:
+        """The best free slot once one is free: not on an avoided server (unless only those
+        are free), then the highest ``prefer(server, slot)``, then the first freed."""
         if self._closed.is_set():
             raise ServerError("the server pool is closed")
-        deadline = time.monotonic() + timeout_s
-        skipped: list[tuple[int, int]] = []
         try:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    candidate = self._free.get(timeout=max(remaining, 0.0)) if remaining > 0 else self._free.get_nowait()
-                except queue.Empty:
-                    if skipped:  # only avoided servers are free: better one of them than none
-                        return skipped.pop(0)
-                    raise NoSlotError(timeout_s, self.n_leases) from None
-                if candidate[0] not in avoid or len(avoid) >= len(self.engines):
-                    return candidate
-                skipped.append(candidate)
-                if self._free.empty():
-                    return skipped.pop(0)
-        finally:
-            for item in skipped:
-                self._free.put(item)
+            first = self._free.get(timeout=timeout_s) if timeout_s > 0 else self._free.get_nowait()
+        except queue.Empty:
+            raise NoSlotError(timeout_s, self.n_leases) from None
+        free = [first]
+        while True:
+            try:
+                free.append(self._free.get_nowait())
+            except queue.Empty:
+                break
+        avoiding = len(avoid) < len(self.engines)
+
+        def rank(index_candidate):
+            index, (server, slot) = index_candidate
+            usable = not (avoiding and server in avoid)
+            return (usable, prefer(server, slot) if prefer is not None else 0, -index)
+
+        index, chosen = max(enumerate(free), key=rank)
+        for item in free[:index] + free[index + 1:]:
+            self._free.put(item)
+        return chosen
 
     def _supervise(self) -> None:
         while not self._closed.wait(SUPERVISE_EVERY_S):

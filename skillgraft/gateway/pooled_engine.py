@@ -59,10 +59,10 @@ class PooledEngine:
         return state
 
     @contextmanager
-    def answer_slot(self) -> Iterator[AnswerSlot]:
-        """A leased slot, held for one answer."""
+    def answer_slot(self, prefixes=None) -> Iterator[AnswerSlot]:
+        """A leased slot, held for one answer (``prefixes``: see :class:`ServerSlot`)."""
         with self.pool.lease() as lease:
-            yield lease.answer_slot()
+            yield lease.answer_slot(prefixes)
 
     def close(self) -> None:
         """The pool is closed by its owner."""

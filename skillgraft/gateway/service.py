@@ -75,6 +75,7 @@ class Gateway:
         self.n_ctx = engine.n_ctx
         self.memory_lock = threading.Lock()
         self.writer_lock = threading.Lock()
+        self.prefixes = self.memory.prefixes  # derived prefix states, shared by every slot
 
     def close(self) -> None:
         self.memory.close()
@@ -126,12 +127,13 @@ class Gateway:
 
     def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int) -> Iterator[Event]:
         failed: list[int] = []
+        prompt = self.pipeline.prompt_tokens(plan, options)
         for round_ in range(2):
-            with self.pool.lease(avoid=failed) as lease:
+            with self.pool.lease(avoid=failed, prompt=prompt) as lease:
                 generation = lease.engine.restarts
                 sent = False
                 try:
-                    for event in self._choices(plan, lease.answer_slot, options, n):
+                    for event in self._choices(plan, lambda: lease.answer_slot(self.prefixes), options, n):
                         sent = True
                         yield event
                     return

@@ -27,6 +27,7 @@ from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, Gat
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import forced_recall, near_miss, plan_answer
+from ..core.prefix_reuse import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
 from ..core.text_checks import clean_query
@@ -36,6 +37,7 @@ from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .deposits import Deposits
+from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER, DerivedStates
 from ..store.ledger import LedgerEvent
 from .upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
 
@@ -104,6 +106,7 @@ class SkillMemory(Deposits, Upkeep):
         blocks: Optional[str] = None,
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
+        derived_bytes: Optional[int] = None,
     ) -> None:
         from ..routing.encoders import choose_embedder
         from ..store.block_store import BlockStore
@@ -122,6 +125,8 @@ class SkillMemory(Deposits, Upkeep):
             self.store.close()
             raise
         self.gate = gate_policy(gate)
+        self.derived_bytes = DEFAULT_DERIVED_BYTES if derived_bytes is None else derived_bytes
+        self._prefixes: Optional[PrefixCache] = None
 
     @classmethod
     def open(cls, home: Union[str, Path, None] = None, **options) -> "SkillMemory":
@@ -242,8 +247,20 @@ class SkillMemory(Deposits, Upkeep):
         with self._slot(plan, options) as slot:
             return AnswerPipeline(self.engine, gate="advisory").answer(plan, slot, options)
 
+    @property
+    def prefixes(self) -> Optional[PrefixCache]:
+        """The derived prefix states of this memory's runtime, on the home's disk (None when the
+        store is read-only or ``derived_bytes`` is 0); see :mod:`skillgraft.core.prefix_reuse`."""
+        if self._prefixes is None and self.derived_bytes and not self.store.read_only:
+            fingerprint = self.engine.fingerprint
+            folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
+            self._prefixes = PrefixCache(DerivedStates(folder, fingerprint, max_bytes=self.derived_bytes), fingerprint.id)
+        return self._prefixes
+
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):
-        return self.engine.answer_slot() if plan.needs_model or options.voice else nullcontext(None)
+        if not (plan.needs_model or options.voice):
+            return nullcontext(None)
+        return self.engine.answer_slot(self.prefixes)
 
     def generate(
         self,

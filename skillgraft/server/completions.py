@@ -51,6 +51,7 @@ class ServerCompletions:
     ) -> Completion:
         """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
         request = self.completion_request(tokens, options, slot=slot, n_probs=n_probs, cache_prompt=cache_prompt, stop=stop)
+        self.forget_held(slot)
         started = time.perf_counter()
         self.completions += 1
         body = self._request("POST", "/completion", json=request)
@@ -149,6 +150,7 @@ class ServerCompletions:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
         reuse, prompt tokens) the slot reuse is checked on the first chunk's timings."""
         checked = expected is None
+        self.forget_held(request.get("id_slot"))
         self.completions += 1
         client = self._client
         if client is None:
@@ -162,11 +164,11 @@ class ServerCompletions:
                         continue
                     chunk = json.loads(line[len("data: "):])
                     timings = chunk.get("timings") or {}
+                    cache_n = None
                     if not checked and timings:
                         block_id, slot, reuse, n_prompt = expected
-                        check_reuse(
-                            block_id, slot, int(timings.get("cache_n", -1)), int(timings.get("prompt_n", -1)), reuse, n_prompt
-                        )
+                        cache_n = int(timings.get("cache_n", -1))
+                        check_reuse(block_id, slot, cache_n, int(timings.get("prompt_n", -1)), reuse, n_prompt)
                         checked = True
                     probs = chunk.get("completion_probabilities") or []
                     steps = []
@@ -176,7 +178,8 @@ class ServerCompletions:
                     if steps and not checked:
                         raise ServerError("the server streamed a token without timings to check the slot reuse")
                     stopped = bool(chunk.get("stop"))
-                    yield StreamChunk(str(chunk.get("content", "")), tuple(steps), stop_type(chunk) if stopped else None)
+                    yield StreamChunk(str(chunk.get("content", "")), tuple(steps), stop_type(chunk) if stopped else None,
+                                      cache_n)
                     if stopped:
                         return
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart

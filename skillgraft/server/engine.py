@@ -143,6 +143,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
 
     def _start(self) -> None:
         assert self._private_dir is not None
+        self.forget_held()  # a new process holds nothing of the old one's slots
         log_path = self._private_dir / "server.log"
         last_error = ""
         for _ in range(3):  # another process may take the free port before the server binds it

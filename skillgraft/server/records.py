@@ -4,7 +4,7 @@ and parsing of llama-server's ``/completion`` answers they are built from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from ..errors import InputError, SlotReuseError
 from ..core.states import KVState
@@ -50,6 +50,7 @@ class StreamChunk:
     text: str
     steps: tuple[ServerStep, ...]
     stopped_by: Optional[str] = None
+    cache_n: Optional[int] = None  # on the chunk whose timings were checked: the cells the server reused
 
 
 @dataclass(frozen=True)
@@ -138,11 +139,14 @@ def reusable_cells(restored: Sequence[int], prompt: Sequence[int]) -> int:
     return min(common, len(prompt) - 1)
 
 
-def check_reuse(block_id: str, slot: int, cache_n: int, prompt_n: int, reuse: int, n_prompt: int) -> None:
-    """Raise :class:`SlotReuseError` unless the server reused exactly ``reuse`` restored cells
-    and evaluated the rest of the ``n_prompt`` prompt tokens."""
-    if cache_n != reuse or prompt_n != n_prompt - reuse:
-        raise SlotReuseError(block_id, slot, cache_n, reuse, prompt_n, n_prompt - reuse)
+def check_reuse(block_id: str, slot: int, cache_n: int, prompt_n: int, reuse: Union[int, tuple[int, int]],
+                n_prompt: int) -> None:
+    """Raise :class:`SlotReuseError` unless the server reused exactly ``reuse`` cells (or, for
+    a range ``(lo, hi)``, between those: a slot may still hold some of the tokens it generated
+    last) and evaluated the rest of the ``n_prompt`` prompt tokens."""
+    lo, hi = reuse if isinstance(reuse, tuple) else (reuse, reuse)
+    if not lo <= cache_n <= hi or prompt_n != n_prompt - cache_n:
+        raise SlotReuseError(block_id, slot, cache_n, lo, prompt_n, n_prompt - lo)
 
 
 def stop_type(body: dict) -> str:

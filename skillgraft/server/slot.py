@@ -1,57 +1,78 @@
 """ServerSlot: one llama-server slot held for one answer.
 
-Restoring writes the verified state's slot file and restores it into the slot at once;
-prefilling only records the tokens; generating sends one streamed ``/completion`` whose
-prompt is the block's kept cells plus those tokens, and checks on the first chunk that the
-server reused exactly the kept cells (``timings.cache_n``) and evaluated exactly the new
-ones, else :class:`~skillgraft.errors.SlotReuseError`. With nothing restored the prompt is
-evaluated afresh. Token pieces are decoded here from the token ids, with the model's own
-vocabulary, exactly as the in-process sampler decodes them.
+Restoring only records the block's state; generating makes the prompt — the block's kept
+cells and the tokens prefilled after them, or those tokens alone — and reuses the longest
+beginning of it already at hand (:func:`~skillgraft.core.prefix_reuse.choose_reuse`): what
+the slot holds from its last answer (sent with ``cache_prompt``: the server keeps the longest
+common prefix), a derived prefix state or the block (restored into the slot first). One
+streamed ``/completion`` then evaluates the rest, and its first chunk must show that the
+server reused exactly those cells (``timings.cache_n``; for what the slot held, between the
+prompt it surely holds and the tokens it generated after it) and evaluated the rest, else
+:class:`~skillgraft.errors.SlotReuseError`: never a silent re-prefill passed off as reuse.
+With a :class:`~skillgraft.core.prefix_reuse.PrefixCache`, a prefix two prompts shared is
+kept as a derived state once the answer is made: the slot is saved and the prefix's cells cut
+from it (:func:`~skillgraft.engine.state_cut.cut_payload`), never evaluated again. Token pieces are decoded
+here from the token ids, with the model's own vocabulary, as the in-process sampler does.
 """
 
 from __future__ import annotations
 
 import codecs
+import logging
+import time
 from typing import Iterator, Optional, Protocol, Sequence
 
+from ..core.prefix_reuse import MIN_TAIL, PrefixCache, Reuse, choose_reuse
+from ..engine.state_cut import cut_payload
 from ..core.sampling import SamplingOptions
-from ..core.states import KVState, TokenStep
-from ..errors import InputError
+from ..core.states import KVState, TokenStep, sha256_hex
+from ..errors import InputError, SlotReuseError
 from ..protocols import ChatText
 from .records import StreamChunk, reusable_cells
+
+ONE = SamplingOptions(1)
+logger = logging.getLogger("skillgraft.server")
 
 
 class SlotServer(Protocol):
     """What a slot needs of its server (a :class:`~skillgraft.server.engine.LlamaServerEngine`)."""
 
     text: ChatText
+    fingerprint: object
 
     def restore(self, state: KVState, block_id: str = "", *, slot: int = 0, verify_hash: bool = True) -> object: ...
 
     def require_fits(self, n_tokens: int, what: str = "text") -> None: ...
+
+    def held_tokens(self, slot: int, *, maybe: bool = False) -> Optional[list[int]]: ...
+
+    def note_held(self, slot: int, tokens: Sequence[int], surely: Optional[int] = None, *, open_end: bool = False) -> None: ...
+
+    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]: ...
 
     def completion_request(
         self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
         cache_prompt: bool = True, stop: Sequence[str] = (), stream: bool = False,
     ) -> dict: ...
 
-    def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]: ...
+    def stream_request(self, request: dict, expected) -> Iterator[StreamChunk]: ...
 
 
 class ServerSlot:
     """An :class:`~skillgraft.protocols.AnswerSlot` over slot ``slot`` of ``engine``."""
 
-    def __init__(self, engine: SlotServer, slot: int) -> None:
+    def __init__(self, engine: SlotServer, slot: int, prefixes: Optional[PrefixCache] = None) -> None:
         self.engine = engine
         self.slot = slot
+        self.prefixes = prefixes
         self.reused_cells = 0
+        self.reused_from = ""
         self._restored: Optional[tuple[KVState, str, int]] = None
         self._prompt: list[int] = []
 
     def restore(self, state: KVState, block_id: str, *, keep: int) -> None:
         if not 0 < keep <= state.n_tokens:
             raise InputError(f"keep must be within 1..{state.n_tokens}, got {keep}")
-        self.engine.restore(state, block_id, slot=self.slot, verify_hash=False)
         self._restored = (state, block_id, keep)
 
     def prefill(self, tokens: Sequence[int]) -> None:
@@ -61,30 +82,90 @@ class ServerSlot:
 
     def generate(self, options: SamplingOptions) -> Iterator[TokenStep]:
         restored, self._restored = self._restored, None
-        prompt, self._prompt = self._prompt, []
-        if not prompt:
+        tokens, self._prompt = self._prompt, []
+        if not tokens:
             raise InputError("nothing was prefilled")
-        expected = None
-        if restored is not None:
-            state, block_id, keep = restored
-            prompt = list(state.tokens[:keep]) + prompt
-            expected = (block_id, self.slot, reusable_cells(state.tokens, prompt), len(prompt))
+        block_id = restored[1] if restored else ""
+        prompt = [*restored[0].tokens[: restored[2]], *tokens] if restored else tokens
         self.engine.require_fits(len(prompt) + 1, "the prompt plus one answer token")
-        request = self.engine.completion_request(
-            prompt, options, slot=self.slot, n_probs=1, cache_prompt=restored is not None, stream=True,
+        prefixes = self.prefixes
+        surely, maybe = self.engine.held_tokens(self.slot), self.engine.held_tokens(self.slot, maybe=True)
+        reuse = choose_reuse(
+            prompt, held=surely, held_at_most=maybe if maybe is not None else prompt,
+            block=(restored[0], restored[2]) if restored else None,
+            derived=prefixes.lookup(prompt) if prefixes else None,
+            capture_at=prefixes.capture_point(prompt) if prefixes else 0,
         )
-        return self._steps(self.engine.stream_request(request, expected), expected)
+        cache_prompt, expected = self._prepare(reuse, prompt, block_id)
+        if prefixes is not None:
+            prefixes.remember(prompt)
+        request = self.engine.completion_request(
+            prompt, options, slot=self.slot, n_probs=1, cache_prompt=cache_prompt, stream=True,
+        )
+        self._source = reuse.source or "slot"
+        self._capture = (prompt[: reuse.capture_at], block_id)
+        return self._steps(self.engine.stream_request(request, expected), prompt)
 
-    def _steps(self, chunks, expected) -> Iterator[TokenStep]:
+    def _prepare(self, reuse: Reuse, prompt: list[int], block_id: str):
+        """Restore what ``reuse`` asks; return ``cache_prompt`` and the reuse the server must
+        report ``(block id, slot, (lo, hi) cells, prompt tokens)``."""
+        engine, slot = self.engine, self.slot
+        if reuse.state is not None:
+            engine.restore(reuse.state, block_id if reuse.source == "block" else "", slot=slot, verify_hash=False)
+        surely, maybe = engine.held_tokens(slot), engine.held_tokens(slot, maybe=True)
+        if surely is None:  # nothing known of the slot: evaluate the whole prompt afresh
+            return False, None
+        lo, hi = self._bounds(surely, maybe, prompt)
+        if not reuse.source and hi > len(prompt) - MIN_TAIL:  # it would keep too much: evaluate afresh
+            return False, None
+        return True, (block_id or "a prompt", slot, (lo, hi), len(prompt))
+
+    @staticmethod
+    def _bounds(surely: list[int], maybe: Optional[list[int]], prompt: list[int]) -> tuple[int, int]:
+        """The cells the server may reuse for ``prompt``: at least those it surely holds, at
+        most those it may hold (any, when the slot's last answer was cut short unseen)."""
+        hi = len(prompt) - 1 if maybe is None else reusable_cells(maybe, prompt)
+        return reusable_cells(surely, prompt), hi
+
+    def _keep_derived(self) -> None:
+        """Save the slot and keep the prefix the prompt shared with an earlier one."""
+        prefix, block_id = self._capture
+        self._capture = ([], "")
+        if not prefix or self.prefixes is None:
+            return
+        started = time.perf_counter()
+        try:
+            saved, payload = self.engine.save_slot(self.slot)
+            if list(saved[: len(prefix)]) != prefix:
+                raise SlotReuseError(block_id or "a prefix", self.slot, len(saved), len(prefix), 0, 0)
+            payload = cut_payload(payload, len(prefix))
+        except Exception as exc:  # a derived state is only a shortcut: the answer stands without it
+            logger.warning("a derived prefix state of %d tokens was not kept: %s", len(prefix), exc)
+            return
+        state = KVState(tuple(prefix), payload, sha256_hex(payload), self.engine.fingerprint, time.perf_counter() - started)
+        self.prefixes.keep(state, parent=block_id or None)
+
+    def _steps(self, chunks, prompt: list[int]) -> Iterator[TokenStep]:
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         vocabulary = self.engine.text
+        generated: list[int] = []
+        finished = False
         try:
             for chunk in chunks:
-                if expected is not None:
-                    self.reused_cells = expected[2]
+                if chunk.cache_n is not None:
+                    self.reused_cells = chunk.cache_n
+                    self.reused_from = self._source if chunk.cache_n else ""
                 for step in chunk.steps:
+                    generated.append(step.token)
                     if vocabulary.is_end_of_generation(step.token):
+                        finished = True
                         return
                     yield TokenStep(step.token, text.decode(vocabulary.piece(step.token)), step.logprob, float("nan"))
+            finished = True
         finally:
             chunks.close()  # an answer cut short gives its slot back at once
+            # The server keeps the prompt and the tokens it generated (perhaps not the last);
+            # of an answer cut short it may have generated more than was seen.
+            self.engine.note_held(self.slot, [*prompt, *generated], surely=len(prompt), open_end=not finished)
+            if finished:
+                self._keep_derived()

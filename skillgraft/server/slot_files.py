@@ -19,11 +19,11 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..engine.state_cut import STATE_MAGIC  # the preamble of llama_state_seq_get_data
 from ..errors import SlotFileError
 
 SLOT_FILE_MAGIC = 0x67677371  # 'ggsq', LLAMA_STATE_SEQ_MAGIC
 SLOT_FILE_VERSION = 3  # LLAMA_STATE_SEQ_VERSION
-STATE_MAGIC = 0xAF143CD8  # the preamble of llama_state_seq_get_data
 PACKED_MARKER = -1  # LLAMA_TOKEN_NULL: the token words hold a packed record
 PACKED_VERSION = 1  # SERVER_TOKENS_STATE_VERSION
 _HEADER = struct.Struct("<III")

@@ -89,6 +89,38 @@ class SlotStates:
             return None
         return self._state_header + n_tokens * self._state_per_token
 
+    # -- what each slot holds ----------------------------------------------------------------
+
+    def _slots_held(self) -> dict[int, tuple[list[int], int, bool]]:
+        held = self.__dict__.get("_held")
+        if held is None:
+            held = self._held = {}
+        return held
+
+    def held_tokens(self, slot: int, *, maybe: bool = False) -> Optional[list[int]]:
+        """The tokens slot ``slot`` surely holds at their own positions (None: unknown); with
+        ``maybe``, those it may hold at most (the tokens it generated last, of which the server
+        keeps all but perhaps the last; None when an answer was cut short and it may hold more)."""
+        entry = self._slots_held().get(slot)
+        if entry is None:
+            return None
+        if maybe:
+            return None if entry[2] else list(entry[0])
+        return entry[0][: entry[1]]
+
+    def note_held(self, slot: int, tokens: Sequence[int], surely: Optional[int] = None, *, open_end: bool = False) -> None:
+        """Record what slot ``slot`` holds: ``tokens``, the first ``surely`` of them for certain
+        (``open_end``: and perhaps more after them)."""
+        tokens = [int(t) for t in tokens]
+        self._slots_held()[slot] = (tokens, len(tokens) if surely is None else surely, open_end)
+
+    def forget_held(self, slot: Optional[int] = None) -> None:
+        """What ``slot`` (every slot: None) holds is unknown from now on."""
+        if slot is None:
+            self._slots_held().clear()
+        else:
+            self._slots_held().pop(slot, None)
+
     # -- save and erase --------------------------------------------------------------------
 
     def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]:
@@ -107,6 +139,7 @@ class SlotStates:
 
     def erase_slot(self, slot: int = 0) -> None:
         self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
+        self.note_held(slot, [])
 
     def forget_slot_file(self, sha256: str) -> None:
         """Remove a cached slot file (tests use this to reach the write path again)."""
@@ -119,6 +152,7 @@ class SlotStates:
         completion = self.complete(tokens, slot=slot)
         if completion.cache_n != 0 or completion.prompt_n != len(tokens):
             raise SlotReuseError("capture", slot, completion.cache_n, 0, completion.prompt_n, len(tokens))
+        self.note_held(slot, tokens)
         saved_tokens, payload = self.save_slot(slot)
         if list(saved_tokens) != tokens:
             raise ServerError(
@@ -163,6 +197,7 @@ class SlotStates:
             self.forget_slot_file(state.sha256)
             self._after_failed_restore(generation)
             raise ServerError(f"restore of {block_id or 'a block'} into slot {slot} failed: {exc}") from None
+        self.note_held(slot, state.tokens)
         timings = body.get("timings", {})
         return Restore(
             slot=slot, n_restored=n_restored, n_bytes=int(body.get("n_read", 0)),

@@ -167,6 +167,19 @@ class FakeEngine:
     def context_tokens(self) -> list[int]:
         return [token for token, _, _ in self._cells]
 
+    @property
+    def held(self) -> Optional[list[int]]:
+        """The tokens of the cells held at their own positions (None once shifted), as the engine tracks them."""
+        if any(position != index for index, (_, position, _) in enumerate(self._cells)):
+            return None
+        return self.context_tokens
+
+    def keep_cells(self, n: int) -> None:
+        """Keep the first ``n`` cells, forget the rest."""
+        self.calls["keep"] += 1
+        del self._cells[n:]
+        self.n_past, self._has_logits = len(self._cells), False
+
     def context_text(self) -> str:
         """What the context holds, rendered with its control tokens (what ``reply`` is given)."""
         return self.detokenize(self.context_tokens, special=True)
@@ -227,9 +240,15 @@ class FakeEngine:
         cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells)
         return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells)) + cells
 
-    def answer_slot(self):
-        """This context, held for one answer (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
-        return nullcontext(ContextSlot(self))
+    def save_prefix(self, n: int) -> bytes:
+        """The first ``n`` cells as a payload (the context is unchanged)."""
+        cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells[:n])
+        return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells[:n])) + cells
+
+    def answer_slot(self, prefixes=None):
+        """This context, held for one answer, continuing what it holds and the derived states of
+        ``prefixes`` (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
+        return nullcontext(ContextSlot(self, prefixes))
 
     def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
         """Prefill ``source`` (text or token ids) and capture the cells."""

@@ -20,8 +20,8 @@ class FakeLease:
     def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
         self.server, self.slot, self.engine = server, slot, engine
 
-    def answer_slot(self) -> ContextSlot:
-        return ContextSlot(self.engine)
+    def answer_slot(self, prefixes=None) -> ContextSlot:
+        return ContextSlot(self.engine, prefixes)
 
     def capture(self, source) -> KVState:
         return self.engine.capture(source)
@@ -49,7 +49,8 @@ class FakePool:
         return 1
 
     @contextmanager
-    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None) -> Iterator[FakeLease]:
+    def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None,
+              prompt: Optional[Sequence[int]] = None) -> Iterator[FakeLease]:
         from ..gateway.pool import NoSlotError
 
         if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):

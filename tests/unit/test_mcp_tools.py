@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from skillgraft.core.answer import AnswerOptions  # noqa: E402
+from skillgraft.core.answer import AnswerOptions, decision_of  # noqa: E402
 from skillgraft.deposit_policy import DepositPolicy  # noqa: E402
 from skillgraft.mcp.server import build_server  # noqa: E402
 from skillgraft.verify.sandbox import SandboxRun  # noqa: E402
@@ -129,7 +129,7 @@ def test_ask_returns_the_pipelines_answer_and_note_whatever_it_decided(fake_stoc
     asked = dict(result.structured_content)
     direct = fake_stocked.answer([("user", ASKED[decision])], AnswerOptions(max_tokens=16))
     assert (asked.pop("text"), asked.pop("completion_tokens")) == (direct.text, direct.end.completion_tokens)
-    assert asked == direct.note.as_dict() and asked["decision"] == decision
+    assert decision_of(asked) == decision_of(direct.note) and asked["decision"] == decision
     if decision == "fallback":
         assert (asked["routed"], asked["block_name"]) == ("graft", "git-squash") and asked["gate"]["fell_back"]
         assert asked["reason"].startswith("graft not confident")
@@ -152,7 +152,7 @@ def test_the_results_schemas_carry_the_notes_fields(fake_stocked):
             return {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
 
     schemas = anyio.run(run)
-    note_fields = {"decision", "routed", "block_id", "block_name", "score", "threshold", "reason", "cache_n",
+    note_fields = {"decision", "routed", "block_id", "block_name", "score", "threshold", "reason", "cache_n", "reused_from",
                    "prefill_tokens_avoided", "near_miss", "gate"}
     assert set(schemas["ask"]["properties"]) == note_fields | {"text", "completion_tokens"}
     assert "fallback" in schemas["ask"]["properties"]["decision"]["enum"]

@@ -56,7 +56,7 @@ def test_a_named_block_is_a_forced_recall_and_route_false_a_forced_abstain(memor
     assert meta(forced)["routed"] == "graft" and meta(forced)["block_id"] == block.id
     assert "named by block_id" in meta(forced)["reason"]
     plain = ChatSkillGraft(memory=memory, max_tokens=6, route=False).invoke(GRAFT_QUESTION)
-    assert meta(plain)["decision"] == "abstain" and meta(plain)["restored_tokens"] == 0
+    assert meta(plain)["decision"] == "abstain" and meta(plain)["reused_from"] != "block"
     assert "route=False" in meta(plain)["reason"]
     with pytest.raises(ValueError, match="not both"):
         ChatSkillGraft(memory=memory).invoke(GRAFT_QUESTION, block_id="git-squash", recall=memory.recall(GRAFT_QUESTION))

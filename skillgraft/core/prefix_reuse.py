@@ -1,0 +1,167 @@
+"""Prefix reuse: a prompt continues what a context already holds, or a derived prefix state,
+instead of being prefilled again.
+
+A request's prompt (a block's kept cells, then the chat after them; or the chat alone) is
+compared with three things that may already hold its beginning:
+
+- ``slot``: the cells the context (an in-process context, a llama-server slot) holds from its
+  last request — the same block, the same app system turns and tools, the same earlier turns;
+- ``derived``: a *derived state*, the state after a prefix two earlier requests shared
+  (:class:`PrefixCache`), kept in a bounded cache that outlives the process;
+- ``block``: the routed block's own verified state.
+
+:func:`choose_reuse` takes the longest; every cell kept is exact (a cell depends only on the
+tokens before it), and at least the last prompt token is always evaluated, for its logits.
+
+A derived state is captured where two prompts part ways — the prefix recurs with another
+continuation (an agent's system prompt and tools before each new question) — never where one
+prompt merely extends the other (a conversation's next turn: the slot holds that already).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence
+
+import numpy as np
+
+from .states import KVState
+
+# Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
+MIN_DERIVED_TOKENS = 64
+# At least this many prompt tokens are evaluated after reused cells: a batch of fewer tokens
+# takes another matrix kernel on some CPUs and gives other bits (measured on Gemma 3: batches
+# of 1 to 6 tokens differ from the same tokens in a large batch, 8 and more are equal).
+MIN_TAIL = 8
+RECENT_PROMPTS = 32
+SOURCES = ("slot", "derived", "block")
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    left, right = np.asarray(a[:n], dtype=np.int64), np.asarray(b[:n], dtype=np.int64)
+    differ = np.flatnonzero(left != right)
+    return int(differ[0]) if differ.size else n
+
+
+def prefix_key(fingerprint_id: str, tokens: Sequence[int]) -> str:
+    """The content address of a derived state: the runtime and the exact token ids."""
+    digest = hashlib.sha256(fingerprint_id.encode() + b"\0")
+    digest.update(np.asarray(tokens, dtype="<i4").tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What a prompt reuses: ``cells`` from ``source`` (``""``: nothing, prefill it all);
+    ``state`` to restore first (a derived state or the block's), None to continue what the
+    context holds; ``capture_at`` > 0 asks for a derived state after that many tokens."""
+
+    source: str
+    cells: int
+    state: Optional[KVState] = None
+    capture_at: int = 0
+
+
+def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
+                 block: Optional[tuple[KVState, int]] = None, derived: Optional[KVState] = None,
+                 capture_at: int = 0, held_at_most: Optional[Sequence[int]] = None) -> Reuse:
+    """The longest reuse for ``prompt``: the context's ``held`` tokens (None: unknown), a
+    ``derived`` state whose tokens begin the prompt, or ``block`` (its state and the cells
+    kept). Ties go to what needs no restore, then to the derived state.
+
+    What the context held or a derived state leaves at least :data:`MIN_TAIL` tokens to
+    evaluate (the block, as the graft without reuse, only the last). A context that cannot
+    keep fewer cells than it holds (a llama-server slot keeps the longest common prefix) says
+    what it may hold at most (``held_at_most``): it is reused only when even that leaves the
+    tail. ``capture_at`` is kept when no derived state that long is at hand: the caller saves
+    the prefix once the answer is made."""
+    whole = len(prompt) - 1  # the last prompt token is evaluated for its logits
+    limit = len(prompt) - MIN_TAIL
+    options: list[Reuse] = []
+    if held is not None:
+        cells = min(common_prefix(held, prompt), whole)
+        most = cells if held_at_most is None else min(common_prefix(held_at_most, prompt), whole)
+        if most <= limit:
+            options.append(Reuse("slot", cells))
+        elif held_at_most is None:
+            options.append(Reuse("slot", max(limit, 0)))
+    if derived is not None and derived.n_tokens <= limit and common_prefix(derived.tokens, prompt) == derived.n_tokens:
+        options.append(Reuse("derived", derived.n_tokens, derived))
+    if block is not None:
+        state, keep = block
+        options.append(Reuse("block", min(keep, whole), state))
+    best = max(options, key=lambda r: (r.cells, -SOURCES.index(r.source)), default=Reuse("", 0))
+    if best.cells == 0:
+        best = Reuse("", 0)
+    captured = derived.n_tokens if derived is not None else 0
+    if captured < capture_at < len(prompt):
+        return Reuse(best.source, best.cells, best.state, capture_at)
+    return best
+
+
+class DerivedStore(Protocol):
+    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
+
+    def lengths(self) -> Sequence[int]:
+        """The token counts of the states held."""
+        ...
+
+    def get(self, key: str) -> Optional[KVState]:
+        """The state under ``key``, digest-checked, or None (missing, damaged or foreign: ignored)."""
+        ...
+
+    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None: ...
+
+
+class PrefixCache:
+    """Derived prefix states for one runtime: looked up for each prompt, captured where two
+    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``."""
+
+    def __init__(self, store: DerivedStore, fingerprint_id: str, *, min_tokens: int = MIN_DERIVED_TOKENS,
+                 recent: int = RECENT_PROMPTS) -> None:
+        self.store = store
+        self.fingerprint_id = fingerprint_id
+        self.min_tokens = min_tokens
+        self._recent: deque[tuple[int, ...]] = deque(maxlen=recent)
+        self._lock = threading.Lock()  # slots of one gateway answer at once
+
+    def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
+        """The longest derived state whose tokens begin ``prompt`` (leaving one token to evaluate)."""
+        for length in sorted(set(self.store.lengths()), reverse=True):
+            if length >= len(prompt):
+                continue
+            state = self.store.get(prefix_key(self.fingerprint_id, prompt[:length]))
+            if state is not None and tuple(state.tokens) == tuple(prompt[:length]):
+                return state
+        return None
+
+    def capture_point(self, prompt: Sequence[int]) -> int:
+        """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
+        prefix it shares with a recent prompt that went on differently."""
+        best = 0
+        with self._lock:
+            recent = list(self._recent)
+        for earlier in recent:
+            shared = common_prefix(earlier, prompt)
+            if shared < len(earlier) and shared < len(prompt) and shared >= max(self.min_tokens, best + 1):
+                best = shared
+        return best
+
+    def remember(self, prompt: Sequence[int]) -> None:
+        """Note ``prompt`` for later capture points (the same prompt again is noted once)."""
+        prompt = tuple(int(t) for t in prompt)
+        with self._lock:
+            if prompt in self._recent:
+                self._recent.remove(prompt)
+            self._recent.append(prompt)
+
+    def keep(self, state: KVState, parent: Optional[str] = None) -> None:
+        """Store a captured derived state under its content address."""
+        self.store.put(prefix_key(self.fingerprint_id, state.tokens), state, parent)

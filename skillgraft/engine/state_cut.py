@@ -1,0 +1,91 @@
+"""Cut a sequence state to its first cells: a derived prefix state from a saved context.
+
+A context (a llama-server slot, the in-process context) that holds a prompt and its answer
+is saved whole; the state of the prompt's first ``n`` tokens is those same cells, byte for
+byte, so it is cut out of the saved state instead of being evaluated again (which would recompute the last cell alone, in a batch
+of one, and give other bits on some CPUs). The layout is llama.cpp's sequence state (after the
+8-byte preamble of a block payload), one part per KV cache (two for sliding-window models)::
+
+    u32 n_stream (1) | u32 cells | cells × (i32 pos, u32 n_seq, n_seq × i32 seq)
+    | u32 v_trans | u32 n_layer | n_layer × (i32 type, u64 row bytes, cells × row)          keys
+    | v_trans 0: as the keys; 1: n_layer × (i32 type, u32 element bytes, u32 rows, rows × cells × element)
+
+Every count is checked against the bytes at hand; anything unexpected raises
+:class:`~skillgraft.errors.SlotFileError` (the state is then not kept, never guessed at).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..errors import SlotFileError
+
+PREAMBLE = struct.Struct("<Ii")  # the state magic 0xaf143cd8 and the sequence id
+STATE_MAGIC = 0xAF143CD8
+
+__all__ = ["cut_payload"]
+
+MAX_LAYERS = 4096
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.data):
+            raise SlotFileError(f"the state ends after {len(self.data)} bytes, {n} more were needed at {self.at}")
+        chunk = self.data[self.at: self.at + n]
+        self.at += n
+        return chunk
+
+    def word(self, fmt: str = "<I") -> int:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+
+def _cut_cache(reader: _Reader, keep: int) -> bytes:
+    """One KV cache's part of the state, cut to its first ``keep`` cells."""
+    if reader.word() != 1:
+        raise SlotFileError("only a state of one KV stream can be cut")
+    cells = reader.word()
+    if not 0 < keep <= cells:
+        raise SlotFileError(f"cannot keep {keep} of {cells} cells")
+    out = [struct.pack("<II", 1, keep)]
+    for index in range(cells):
+        pos, n_seq = reader.word("<i"), reader.word()
+        seqs = reader.take(4 * n_seq)
+        if index < keep:
+            if pos != index:
+                raise SlotFileError(f"cell {index} is at position {pos}: not a prefix at its own positions")
+            out.append(struct.pack("<iI", pos, n_seq) + seqs)
+    v_trans, n_layer = reader.word(), reader.word()
+    if v_trans not in (0, 1) or not 0 < n_layer <= MAX_LAYERS:
+        raise SlotFileError(f"unexpected state layout (v_trans {v_trans}, {n_layer} layers)")
+    out.append(struct.pack("<II", v_trans, n_layer))
+    for _ in range(n_layer):  # keys, one row a cell
+        kind, row = reader.word("<i"), reader.word("<Q")
+        data = reader.take(row * cells)
+        out.append(struct.pack("<iQ", kind, row) + data[: row * keep])
+    for _ in range(n_layer):
+        if not v_trans:
+            kind, row = reader.word("<i"), reader.word("<Q")
+            data = reader.take(row * cells)
+            out.append(struct.pack("<iQ", kind, row) + data[: row * keep])
+            continue
+        kind, element, rows = reader.word("<i"), reader.word(), reader.word()
+        data = reader.take(element * rows * cells)
+        stride = element * cells
+        out.append(struct.pack("<iII", kind, element, rows))
+        out.extend(data[j * stride: j * stride + element * keep] for j in range(rows))
+    return b"".join(out)
+
+
+def cut_payload(payload: bytes, keep: int) -> bytes:
+    """A block payload (``llama_state_seq_get_data``'s bytes) cut to its first ``keep`` cells."""
+    if len(payload) <= PREAMBLE.size or PREAMBLE.unpack_from(payload)[0] != STATE_MAGIC:
+        raise SlotFileError("not a sequence state payload")
+    state = payload[PREAMBLE.size:]
+    reader, parts = _Reader(state), []
+    while reader.at < len(state):
+        parts.append(_cut_cache(reader, keep))
+    return payload[: PREAMBLE.size] + b"".join(parts)

@@ -1,0 +1,203 @@
+"""Derived prefix states on the home's disk: a bounded, least-recently-used cache.
+
+A derived state (:mod:`skillgraft.core.prefix_reuse`) is the KV state after a prefix two
+requests shared: a block plus an app's system turns and tools, or an app's prefix alone. It is
+content-addressed by the runtime and its token ids, digest-checked like a block, never routed
+to and never part of a bundle. Each is one file ``<key>.state`` in ``home/derived/``:
+
+    b"SGDERIV1" | header length (u32 LE) | header (JSON: tokens, sha256, fingerprint, parent) | payload
+
+Reads check the header's size and shape, the runtime's fingerprint and the payload's SHA-256;
+a damaged file is deleted with a warning, a foreign one ignored: a derived state is only ever a
+shortcut, so the prompt is then prefilled as if it had none. Files are written whole (staged,
+then renamed); the folder is held under ``max_bytes`` (oldest use first out, the use time kept
+as the file's mtime, so the order outlives the process), and the latest states are also kept in
+memory up to ``memory_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from ..core.fingerprint import RuntimeFingerprint
+from ..core.states import KVState, sha256_hex
+from ..core.sha import SHA256_HEX
+from ..errors import ConfigError
+
+__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates"]
+
+logger = logging.getLogger("skillgraft.store")
+
+DERIVED_FOLDER = "derived"
+MAGIC = b"SGDERIV1"
+SUFFIX = ".state"
+MAX_HEADER_BYTES = 1 << 20
+DEFAULT_DERIVED_BYTES = 2 << 30
+DEFAULT_MEMORY_BYTES = 256 << 20
+
+
+class DerivedStates:
+    """Derived states of one runtime (``fingerprint``) in ``folder``, at most ``max_bytes`` on
+    disk and ``memory_bytes`` in memory. Thread-safe."""
+
+    def __init__(self, folder: Union[str, Path], fingerprint: RuntimeFingerprint, *,
+                 max_bytes: int = DEFAULT_DERIVED_BYTES, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+        if max_bytes < 0 or memory_bytes < 0:
+            raise ConfigError(f"derived-state limits must be >= 0 bytes, got {max_bytes} and {memory_bytes}")
+        self.folder = Path(folder)
+        self.fingerprint = fingerprint
+        self.max_bytes = max_bytes
+        self.memory_bytes = memory_bytes
+        self._lock = threading.Lock()
+        self._memory: OrderedDict[str, KVState] = OrderedDict()
+        self._files: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (bytes, n_tokens), oldest use first
+        self._scan()
+
+    # -- the folder ------------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        if not self.folder.is_dir():
+            return
+        found = []
+        for path in self.folder.iterdir():
+            name = path.name
+            if name.startswith(".") and name.endswith(".tmp"):
+                path.unlink(missing_ok=True)  # a write cut short
+                continue
+            key = name[: -len(SUFFIX)]
+            if not name.endswith(SUFFIX) or not SHA256_HEX.fullmatch(key) or not path.is_file() or path.is_symlink():
+                continue
+            n_tokens = self._peek_tokens(path)
+            if n_tokens:
+                stat = path.stat()
+                found.append((stat.st_mtime, key, stat.st_size, n_tokens))
+        for _, key, size, n_tokens in sorted(found):
+            self._files[key] = (size, n_tokens)
+        self._evict()
+
+    def _peek_tokens(self, path: Path) -> int:
+        """The token count a file's header claims (0 when it is not one of ours)."""
+        try:
+            with path.open("rb") as handle:
+                header = self._read_header(handle)
+        except (OSError, ValueError):
+            return 0
+        return len(header["tokens"]) if header.get("fingerprint_id") == self.fingerprint.id else 0
+
+    @staticmethod
+    def _read_header(handle) -> dict:
+        if handle.read(len(MAGIC)) != MAGIC:
+            raise ValueError("not a derived state")
+        (size,) = struct.unpack("<I", handle.read(4))
+        if size > MAX_HEADER_BYTES:
+            raise ValueError(f"header of {size} bytes")
+        header = json.loads(handle.read(size))
+        tokens = header.get("tokens") if isinstance(header, dict) else None
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) and 0 <= t < 2**31 for t in tokens):
+            raise ValueError("bad token list")
+        if not isinstance(header.get("sha256"), str) or not SHA256_HEX.fullmatch(header["sha256"]):
+            raise ValueError("bad digest")
+        return header
+
+    def _evict(self) -> None:
+        while self._files and sum(size for size, _ in self._files.values()) > self.max_bytes:
+            key, _ = self._files.popitem(last=False)
+            self._memory.pop(key, None)
+            (self.folder / f"{key}{SUFFIX}").unlink(missing_ok=True)
+        while self._memory and sum(s.n_bytes for s in self._memory.values()) > self.memory_bytes:
+            self._memory.popitem(last=False)
+
+    # -- the cache -------------------------------------------------------------------------
+
+    @property
+    def n_bytes(self) -> int:
+        """The bytes of the files held."""
+        with self._lock:
+            return sum(size for size, _ in self._files.values())
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def lengths(self) -> Sequence[int]:
+        with self._lock:
+            return [n for _, n in self._files.values()]
+
+    def get(self, key: str) -> Optional[KVState]:
+        with self._lock:
+            if key not in self._files:
+                return None
+            self._files.move_to_end(key)
+            state = self._memory.get(key)
+            if state is not None:
+                self._memory.move_to_end(key)
+                return state
+        path = self.folder / f"{key}{SUFFIX}"
+        try:
+            state = self._read(path)
+        except (OSError, ValueError, KeyError) as exc:
+            logger.warning("derived state %s is damaged (%s): deleted, its prompt is prefilled", key[:12], exc)
+            with self._lock:
+                self._files.pop(key, None)
+            path.unlink(missing_ok=True)
+            return None
+        if state.fingerprint.id != self.fingerprint.id:
+            logger.warning("derived state %s is of another runtime: ignored", key[:12])
+            return None
+        now = time.time()
+        os.utime(path, (now, now))
+        with self._lock:
+            self._memory[key] = state
+            self._evict()
+        return state
+
+    def _read(self, path: Path) -> KVState:
+        with path.open("rb") as handle:
+            header = self._read_header(handle)
+            payload = handle.read()
+        if sha256_hex(payload) != header["sha256"]:
+            raise ValueError("payload does not match its SHA-256")
+        fingerprint = RuntimeFingerprint.model_validate(header["fingerprint"])
+        return KVState(tuple(header["tokens"]), payload, header["sha256"], fingerprint)
+
+    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None:
+        if not SHA256_HEX.fullmatch(key) or state.fingerprint.id != self.fingerprint.id:
+            raise ValueError("a derived state is stored under its own key and runtime")
+        header = json.dumps({
+            "tokens": list(state.tokens), "sha256": state.sha256, "parent": parent,
+            "fingerprint_id": state.fingerprint.id, "fingerprint": state.fingerprint.model_dump(mode="json"),
+        }).encode()
+        data = MAGIC + struct.pack("<I", len(header)) + header + state.payload
+        if len(data) > self.max_bytes:
+            return  # larger than the whole cache: never kept
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staged = self.folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            staged.write_bytes(data)
+            os.replace(staged, self.folder / f"{key}{SUFFIX}")
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            logger.warning("derived state %s not kept: %s", key[:12], exc)
+            return
+        with self._lock:
+            self._files[key] = (len(data), state.n_tokens)
+            self._files.move_to_end(key)
+            self._memory[key] = state
+            self._evict()
+
+    def clear(self) -> int:
+        """Delete every derived state; return how many there were."""
+        with self._lock:
+            keys = list(self._files)
+            self._files.clear()
+            self._memory.clear()
+        for key in keys:
+            (self.folder / f"{key}{SUFFIX}").unlink(missing_ok=True)
+        return len(keys)

@@ -1,0 +1,171 @@
+"""Prefix reuse on the fakes: continuing what a context holds, derived prefix states captured
+where prompts part ways, restored in another context and after a restart, bounded, and
+ignored when damaged or foreign — the answer always the one a fresh prefill gives."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from skillgraft import AnswerOptions
+from skillgraft.core.prefix_reuse import MIN_TAIL, PrefixCache, choose_reuse, common_prefix
+from skillgraft.memory import SkillMemory
+from skillgraft.store.derived_states import DerivedStates
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+from .conftest import GIT_MANUAL
+
+AGENT = "You are a coding agent. " + " ".join(f"Rule {i}: keep changes small and tested." for i in range(40))
+QUESTIONS = ["how do I squash my last commits?", "combine commits into one please", "squash two commits with git",
+             "merge my three latest commits", "how to squash commits before a push"]
+OPTIONS = AnswerOptions(max_tokens=6)
+
+
+def open_memory(home, **options) -> SkillMemory:
+    memory = SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder(), **options)
+    if not memory.list():
+        memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
+    return memory
+
+
+def chat(question: str, system: str = AGENT):
+    return [("system", system), ("user", question)]
+
+
+def fresh_answer(tmp_path, messages):
+    """The same chat in a memory whose context holds nothing and keeps no derived state."""
+    with open_memory(tmp_path / "fresh", derived_bytes=0) as memory:
+        memory.engine.reset()
+        return memory.answer(messages, OPTIONS)
+
+
+def test_common_prefix_and_the_longest_reuse_wins():
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2 and common_prefix([], [1]) == 0 and common_prefix([1, 2], [1, 2]) == 2
+    engine = FakeEngine()
+    block = engine.capture(list(range(10, 60)))
+    prompt = list(range(10, 80))
+    assert choose_reuse(prompt, block=(block, 50)).source == "block"
+    assert choose_reuse(prompt, held=list(range(10, 70)), block=(block, 50)).cells == 60
+    # What a context held leaves MIN_TAIL tokens to evaluate in one batch ...
+    assert choose_reuse(prompt, held=prompt).cells == len(prompt) - MIN_TAIL
+    # ... and a context that cannot keep fewer cells than it shares is not reused then.
+    assert choose_reuse(prompt, held=prompt[:10], held_at_most=prompt).source == ""
+    assert choose_reuse(prompt, held=list(range(10, 40)), held_at_most=list(range(10, 41))).cells == 30
+    assert choose_reuse(prompt, held=[99]).source == ""
+    reuse = choose_reuse(prompt, held=list(range(10, 60)), capture_at=40)
+    assert (reuse.source, reuse.cells, reuse.capture_at) == ("slot", 50, 40)  # saved once the answer is made
+    derived = engine.capture(list(range(10, 50)))
+    assert choose_reuse(prompt, derived=derived, capture_at=40) == choose_reuse(prompt, derived=derived)
+    assert choose_reuse(prompt, derived=derived).source == "derived"
+
+
+def test_an_agents_prefix_is_continued_not_prefilled_and_the_answer_is_unchanged(tmp_path):
+    with open_memory(tmp_path / "store") as memory:
+        first = memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        second = memory.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert second.note.decision == first.note.decision == "graft"
+        assert second.note.reused_from == "slot"
+        assert second.note.cache_n > len(memory.engine.tokenize(AGENT)) + 10
+        assert second.note.prefill_tokens_avoided == second.note.cache_n
+        assert second.text == fresh_answer(tmp_path, chat(QUESTIONS[3])).text
+        assert [s.token for s in second.end.steps] == [s.token for s in fresh_answer(tmp_path, chat(QUESTIONS[3])).end.steps]
+
+
+def test_a_conversation_keeps_its_prefix_across_turns(tmp_path):
+    with open_memory(tmp_path / "store") as memory:
+        turns = [("system", AGENT)]
+        for index, question in enumerate(QUESTIONS[:4]):
+            turns.append(("user", question))
+            answer = memory.answer(turns, OPTIONS)
+            if index:
+                assert answer.note.reused_from == "slot" and answer.note.cache_n >= previous
+            assert answer.text == fresh_answer(tmp_path, turns).text
+            previous = answer.end.prompt_tokens
+            turns.append(("assistant", answer.text or "ok"))
+
+
+def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_restart(tmp_path, caplog):
+    home = tmp_path / "store"
+    with open_memory(home) as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: captured
+        assert len(memory.prefixes.store) == 1
+        memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)  # another app
+        third = memory.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert third.note.reused_from == "derived" and third.note.cache_n > 100
+        assert third.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+    with open_memory(home) as restarted:  # a new process: the context holds nothing
+        again = restarted.answer(chat(QUESTIONS[0]), OPTIONS)
+        assert again.note.reused_from == "derived" and again.note.cache_n == third.note.cache_n
+        assert again.text == fresh_answer(tmp_path, chat(QUESTIONS[0])).text
+
+
+def test_a_damaged_or_foreign_derived_state_is_ignored_with_a_log_line(tmp_path, caplog):
+    home = tmp_path / "store"
+    with open_memory(home) as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)
+        (path,) = list((home / "derived").rglob("*.state"))
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="skillgraft.store"), open_memory(home) as restarted:
+        answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from != "derived" and "damaged" in caplog.text
+        assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+        assert not path.exists()
+    other = FakeEngine("another-model")
+    foreign = DerivedStates(tmp_path / "derived", other.fingerprint)
+    cache = PrefixCache(foreign, other.fingerprint.id)
+    cache.keep(other.capture(list(range(5, 100))))
+    mine = DerivedStates(tmp_path / "derived", FakeEngine().fingerprint)
+    assert len(mine) == 0 and PrefixCache(mine, FakeEngine().fingerprint.id).lookup(list(range(5, 120))) is None
+
+
+def test_the_size_limit_holds_over_a_long_run(tmp_path):
+    engine = FakeEngine()
+    one = engine.capture(list(range(5, 205)))
+    limit = 3 * (one.n_bytes + 4096)
+    store = DerivedStates(tmp_path / "derived", engine.fingerprint, max_bytes=limit, memory_bytes=one.n_bytes * 2)
+    cache = PrefixCache(store, engine.fingerprint.id)
+    for index in range(40):
+        cache.keep(engine.capture([index % 200 + 1, *range(5, 205)]))
+        assert store.n_bytes <= limit and len(store) <= 3
+    assert sum(p.stat().st_size for p in (tmp_path / "derived").iterdir()) <= limit
+    reopened = DerivedStates(tmp_path / "derived", engine.fingerprint, max_bytes=limit)
+    assert len(reopened) == len(store)
+    with pytest.raises(Exception):
+        DerivedStates(tmp_path / "d2", engine.fingerprint, max_bytes=-1)
+
+
+def test_no_derived_state_for_a_read_only_store_or_a_zero_budget(tmp_path):
+    home = tmp_path / "store"
+    open_memory(home).close()
+    with open_memory(home, derived_bytes=0) as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert memory.prefixes is None and not (home / "derived").exists()
+
+
+def test_the_gateway_leases_the_slot_that_holds_the_longest_prefix():
+    from skillgraft.gateway.pool import ServerPool
+
+    class Engine:
+        def __init__(self, held):
+            self.held = held
+
+        def held_tokens(self, slot):
+            return self.held[slot]
+
+    pool = ServerPool.__new__(ServerPool)
+    import queue
+
+    pool.engines = [Engine({0: [1, 2, 3], 1: [1, 2, 3, 4, 5]}), Engine({0: [9], 1: None})]
+    pool._free = queue.Queue()
+    for item in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+        pool._free.put(item)
+    pool._closed = type("E", (), {"is_set": lambda self: False})()
+    assert pool._take((), 1.0, lambda s, n: common_prefix(pool.engines[s].held_tokens(n) or (), [1, 2, 3, 4, 9])) == (0, 1)
+    assert pool._free.qsize() == 3
+    assert pool._take((0,), 1.0, None) == (1, 0)  # another server than the one avoided
