@@ -243,3 +243,106 @@ def test_both_engines_render_and_tokenize_a_chat_alike(smollm2, gemma3):
     assert len(im_start) == 1
     assert tokens.count(im_start[0]) == 3  # system, user, assistant: the user's markers are text
     assert INJECTED in smollm2.detokenize(tokens)
+
+
+# -- prefix reuse: every door continues what its context holds, and the answer never changes --
+
+AGENT = (
+    "You are a careful coding agent working in a git repository. Rules: explain before you act; never force-push "
+    "a shared branch; keep commits small; answer in one short paragraph. Tools you may call: run_git(command) runs "
+    "a git command and returns its output; read_file(path) returns a file's text; write_file(path, text) replaces "
+    "a file; search(query) finds files by content; run_tests() runs the test suite; open_pr(title) opens a pull "
+    "request. Use a tool only when the user asks for an action; otherwise answer from what you know."
+)
+SHOP = "You are a friendly bakery assistant. Answer in one sentence and suggest one of our breads at the end."
+AGENT_QUESTIONS = ("How can I squash my last three commits into one?", "How do I combine my last two commits?",
+                   "Squash the commits on this branch before I push, how?")
+INTERLEAVED = [
+    [("system", AGENT), ("user", AGENT_QUESTIONS[0])],
+    [("system", AGENT), ("user", AGENT_QUESTIONS[1])],  # the agent's prefix continued
+    [("system", SHOP), ("user", "How do I bake sourdough bread?")],  # a second app on the same slot
+    [("system", AGENT), ("user", AGENT_QUESTIONS[2])],  # back to the first: a derived state or the slot
+]
+TURNS = [("hello", "Hello! What are you working on?"), ("a feature branch with many small commits", "Good to know."),
+         ("they are all typo fixes", "Then they can be combined."), ("is that safe?", "Yes, before you push."),
+         ("what about merge commits?", "Rebase drops them unless you keep them."), ("ok", "Anything else?"),
+         ("one more thing", "Go ahead."), (QUESTION, "")]
+
+
+def _fresh(memory, chat, options):
+    """The answer with no reuse at all: a cleared context and no derived state."""
+    from skillgraft.memory import SkillMemory
+
+    memory.engine.reset()
+    with SkillMemory(memory.store.home, model=memory.model, engine=memory.engine, embedder=memory.router.embedder,
+                     gate="enforce", derived_bytes=0) as fresh:
+        return fresh.answer(chat, options)
+
+
+def _served(client, name, chat):
+    body = dict(model=name, messages=[{"role": r, "content": c} for r, c in chat], max_tokens=MAX_TOKENS, temperature=0)
+    response = client.chat.completions.create(**body)
+    note = response.model_extra["skillgraft"]
+    return (note["decision"], note["block_id"], response.choices[0].message.content.strip(),
+            response.usage.completion_tokens), note
+
+
+def _same_through_every_door(doors, chats):
+    """Each chat in turn through the memory and the gateway (both continuing what they hold)
+    and afresh: the same decision, block, text and token count; returns the doors' notes."""
+    name, memory, client = doors
+    memory.store.set_setting(GATE_SETTING, "-100")
+    options = AnswerOptions(max_tokens=MAX_TOKENS)
+    notes = []
+    for chat in chats:
+        continued = memory.answer(chat, options)
+        served, served_note = _served(client, name, chat)
+        fresh = _fresh(memory, chat, options)
+        answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens)
+                   for door, a in (("memory", continued), ("fresh", fresh))}
+        answers["gateway"] = served
+        assert len(set(answers.values())) == 1, (chat[-1], answers)
+        notes.append((continued.note, served_note))
+    return notes
+
+
+@pytest.mark.slow
+def test_an_agents_prefix_and_two_apps_on_one_slot_are_continued_exactly(doors):
+    notes = _same_through_every_door(doors, INTERLEAVED)
+    memory_second, served_second = notes[1]
+    assert memory_second.reused_from == "slot" and served_second["reused_from"] == "slot"
+    assert memory_second.cache_n > 100 and served_second["cache_n"] > 100  # the agent's prefix, not only the block
+    memory_back, served_back = notes[3]
+    assert memory_back.reused_from == served_back["reused_from"] == "derived"
+
+
+@pytest.mark.slow
+def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors):
+    chat, chats = [("system", AGENT)], []
+    for user, assistant in TURNS:
+        chat = [*chat, ("user", user)]
+        chats.append(chat)
+        chat = [*chat, ("assistant", assistant)] if assistant else chat
+    notes = _same_through_every_door(doors, chats)
+    for (memory_note, served_note), previous in zip(notes[1:], chats):
+        assert memory_note.cache_n > 0 and served_note["cache_n"] > 0
+
+
+@pytest.mark.slow
+def test_a_restarted_gateway_restores_the_agents_prefix_from_disk(doors):
+    from skillgraft.bench.serve import GatewayProcess
+
+    name, memory, client = doors
+    _same_through_every_door(doors, INTERLEAVED[:2])  # the prefix is captured by both doors
+    home = memory.store.home
+    restarted = GatewayProcess(home, servers=1, model=name, log_path=home.parent / "restarted.log",
+                               extra_args=["--gate", "enforce"])
+    try:
+        fresh_client = openai.OpenAI(base_url=restarted.url + "/v1", api_key="unused", max_retries=0)
+        chat = [("system", AGENT), ("user", "What is the safest way to squash commits?")]
+        served, note = _served(fresh_client, name, chat)
+        assert note["reused_from"] == "derived" and note["cache_n"] > 100
+        fresh = _fresh(memory, chat, AnswerOptions(max_tokens=MAX_TOKENS))
+        assert served == (fresh.note.decision, fresh.note.block_id, fresh.text.strip(), fresh.end.completion_tokens)
+    finally:
+        restarted.stop()

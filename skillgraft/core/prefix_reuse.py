@@ -24,7 +24,7 @@ import hashlib
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -109,8 +109,8 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
 class DerivedStore(Protocol):
     """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
 
-    def lengths(self) -> Sequence[int]:
-        """The token counts of the states held."""
+    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The key and the tokens of every state held."""
         ...
 
     def get(self, key: str) -> Optional[KVState]:
@@ -122,24 +122,33 @@ class DerivedStore(Protocol):
 
 class PrefixCache:
     """Derived prefix states for one runtime: looked up for each prompt, captured where two
-    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``."""
+    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``. A state
+    longer than what a prompt shares with it is cut to the shared cells (``cut(state, n)``,
+    the engine's: a cell depends only on the tokens before it), so a prefix captured where two
+    questions shared a first word still serves a third question."""
 
-    def __init__(self, store: DerivedStore, fingerprint_id: str, *, min_tokens: int = MIN_DERIVED_TOKENS,
-                 recent: int = RECENT_PROMPTS) -> None:
+    def __init__(self, store: DerivedStore, fingerprint_id: str, cut: Callable[[KVState, int], KVState], *,
+                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS) -> None:
         self.store = store
         self.fingerprint_id = fingerprint_id
+        self.cut = cut
         self.min_tokens = min_tokens
         self._recent: deque[tuple[int, ...]] = deque(maxlen=recent)
         self._lock = threading.Lock()  # slots of one gateway answer at once
 
     def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
-        """The longest derived state whose tokens begin ``prompt`` (leaving one token to evaluate)."""
-        for length in sorted(set(self.store.lengths()), reverse=True):
-            if length >= len(prompt):
+        """The derived state sharing the longest beginning with ``prompt`` (at least
+        ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share."""
+        limit = len(prompt) - MIN_TAIL
+        ranked = sorted(((min(common_prefix(tokens, prompt), limit), key) for key, tokens in self.store.entries()),
+                        reverse=True)
+        for shared, key in ranked:
+            if shared < self.min_tokens:
+                return None
+            state = self.store.get(key)
+            if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
                 continue
-            state = self.store.get(prefix_key(self.fingerprint_id, prompt[:length]))
-            if state is not None and tuple(state.tokens) == tuple(prompt[:length]):
-                return state
+            return state if shared == state.n_tokens else self.cut(state, shared)
         return None
 
     def capture_point(self, prompt: Sequence[int]) -> int:

@@ -28,7 +28,7 @@ from ..core.progress import Progress
 from ..core.chat_layout import split_chat
 from ..config import EngineSettings, default_model, engine_settings
 from .native import build_info, context_params, init_backend, kv_bytes_per_token
-from .state_cut import cut_payload
+from .state_cut import cut_payload, cut_state
 from .state_io import SEQ
 from .text import LlamaText
 from ..errors import ConfigError, EngineError, RestoreRejectedError
@@ -291,6 +291,8 @@ class Engine:
     def save_prefix(self, n: int) -> bytes:
         """The state of seq 0's first ``n`` cells, cut from the whole (the context is unchanged)."""
         return cut_payload(self.save_state(), n)
+
+    cut_state = staticmethod(cut_state)
 
     def save_state_file(self, path: Union[str, Path], tokens: Sequence[int]) -> int:
         """Write seq 0 and its ``tokens`` with llama.cpp's own ``llama_state_seq_save_file``."""

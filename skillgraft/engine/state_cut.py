@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import struct
 
+from ..core.states import KVState, sha256_hex
 from ..errors import SlotFileError
 
 PREAMBLE = struct.Struct("<Ii")  # the state magic 0xaf143cd8 and the sequence id
 STATE_MAGIC = 0xAF143CD8
 
-__all__ = ["cut_payload"]
+__all__ = ["STATE_MAGIC", "cut_payload", "cut_state"]
 
 MAX_LAYERS = 4096
 
@@ -89,3 +90,9 @@ def cut_payload(payload: bytes, keep: int) -> bytes:
     while reader.at < len(state):
         parts.append(_cut_cache(reader, keep))
     return payload[: PREAMBLE.size] + b"".join(parts)
+
+
+def cut_state(state: KVState, keep: int) -> KVState:
+    """``state`` cut to its first ``keep`` tokens and cells."""
+    payload = cut_payload(state.payload, keep)
+    return KVState(tuple(state.tokens[:keep]), payload, sha256_hex(payload), state.fingerprint)

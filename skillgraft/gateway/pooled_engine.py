@@ -12,6 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence, Union
 
+from ..engine.state_cut import cut_state
 from ..core.chat_layout import split_chat
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
@@ -41,6 +42,8 @@ class PooledEngine:
 
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
         return split_chat(self, system, user)
+
+    cut_state = staticmethod(cut_state)  # llama-server's states are llama.cpp's
 
     def check_grammar(self, gbnf: str) -> None:
         self.text.check_grammar(gbnf)

@@ -254,7 +254,8 @@ class SkillMemory(Deposits, Upkeep):
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
-            self._prefixes = PrefixCache(DerivedStates(folder, fingerprint, max_bytes=self.derived_bytes), fingerprint.id)
+            store = DerivedStates(folder, fingerprint, max_bytes=self.derived_bytes)
+            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state)
         return self._prefixes
 
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):

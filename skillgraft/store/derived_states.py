@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState, sha256_hex
@@ -58,7 +58,7 @@ class DerivedStates:
         self.memory_bytes = memory_bytes
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, KVState] = OrderedDict()
-        self._files: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (bytes, n_tokens), oldest use first
+        self._files: OrderedDict[str, tuple[int, tuple[int, ...]]] = OrderedDict()  # key -> (bytes, tokens), oldest use first
         self._scan()
 
     # -- the folder ------------------------------------------------------------------------
@@ -75,22 +75,22 @@ class DerivedStates:
             key = name[: -len(SUFFIX)]
             if not name.endswith(SUFFIX) or not SHA256_HEX.fullmatch(key) or not path.is_file() or path.is_symlink():
                 continue
-            n_tokens = self._peek_tokens(path)
-            if n_tokens:
+            tokens = self._peek_tokens(path)
+            if tokens:
                 stat = path.stat()
-                found.append((stat.st_mtime, key, stat.st_size, n_tokens))
-        for _, key, size, n_tokens in sorted(found):
-            self._files[key] = (size, n_tokens)
+                found.append((stat.st_mtime, key, stat.st_size, tokens))
+        for _, key, size, tokens in sorted(found):
+            self._files[key] = (size, tokens)
         self._evict()
 
-    def _peek_tokens(self, path: Path) -> int:
-        """The token count a file's header claims (0 when it is not one of ours)."""
+    def _peek_tokens(self, path: Path) -> tuple[int, ...]:
+        """The tokens a file's header claims (none when it is not one of this runtime's)."""
         try:
             with path.open("rb") as handle:
                 header = self._read_header(handle)
         except (OSError, ValueError):
-            return 0
-        return len(header["tokens"]) if header.get("fingerprint_id") == self.fingerprint.id else 0
+            return ()
+        return tuple(header["tokens"]) if header.get("fingerprint_id") == self.fingerprint.id else ()
 
     @staticmethod
     def _read_header(handle) -> dict:
@@ -126,9 +126,9 @@ class DerivedStates:
     def __len__(self) -> int:
         return len(self._files)
 
-    def lengths(self) -> Sequence[int]:
+    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
         with self._lock:
-            return [n for _, n in self._files.values()]
+            return [(key, tokens) for key, (_, tokens) in self._files.items()]
 
     def get(self, key: str) -> Optional[KVState]:
         with self._lock:
@@ -187,7 +187,7 @@ class DerivedStates:
             logger.warning("derived state %s not kept: %s", key[:12], exc)
             return
         with self._lock:
-            self._files[key] = (len(data), state.n_tokens)
+            self._files[key] = (len(data), tuple(state.tokens))
             self._files.move_to_end(key)
             self._memory[key] = state
             self._evict()

@@ -240,6 +240,12 @@ class FakeEngine:
         cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells)
         return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells)) + cells
 
+    def cut_state(self, state: KVState, n: int) -> KVState:
+        """``state`` cut to its first ``n`` tokens and cells."""
+        cells = state.payload[PAYLOAD_HEADER.size: PAYLOAD_HEADER.size + n * PAYLOAD_CELL.size]
+        payload = PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, n) + cells
+        return KVState(tuple(state.tokens[:n]), payload, hashlib.sha256(payload).hexdigest(), state.fingerprint)
+
     def save_prefix(self, n: int) -> bytes:
         """The first ``n`` cells as a payload (the context is unchanged)."""
         cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells[:n])

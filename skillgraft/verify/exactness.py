@@ -3,7 +3,9 @@
 :func:`verify` runs the self-test behind ``skillgraft verify``: seeded prefixes of varied
 length from a built-in corpus, each captured, grafted into a cleared context and queried,
 compared with a fresh run that decodes in the same chunks (and, separately, with one
-concatenated prefill). A negative control that must *not* be exact proves the check can
+concatenated prefill), and a derived prefix state (cut from a context that went on with
+another query) restored and queried, compared with one fresh prefill of the whole prompt.
+A negative control that must *not* be exact proves the check can
 fail: a graft shifted by one position, or for sliding-window models a context without
 ``swa_full`` and prefixes longer than the window.
 """
@@ -22,7 +24,9 @@ import numpy as np
 
 from ..config import EngineSettings, engine_settings
 from ..engine.llama import Engine
+from ..core.prefix_reuse import MIN_TAIL
 from ..core.sampling import log_softmax
+from ..core.states import KVState, sha256_hex
 
 
 CORPUS = (
@@ -134,6 +138,17 @@ def concatenated_logits(engine: Engine, prefix: Sequence[int], query: Sequence[i
     return engine.logits()
 
 
+def derived_logits(engine: Engine, prefix: Sequence[int], other: Sequence[int], query: Sequence[int]) -> np.ndarray:
+    """``prefix``'s state cut from a context that went on with ``other``, restored, then ``query``."""
+    engine.prefill(list(prefix) + list(other))
+    payload = engine.save_prefix(len(prefix))
+    state = KVState(tuple(prefix), payload, sha256_hex(payload), engine.fingerprint)
+    engine.reset()
+    engine.restore(state)
+    engine.append(query)
+    return engine.logits()
+
+
 def shifted_graft_logits(engine: Engine, prefix: Sequence[int], query: Sequence[int], delta: int) -> np.ndarray:
     """Graft ``prefix``'s state moved by ``delta`` positions, then evaluate ``query``."""
     state = engine.capture(prefix)
@@ -158,7 +173,7 @@ def verify(
     own_engine = engine is None
     engine = engine or Engine(model, settings)
     try:
-        graft, concat = Comparison(), Comparison()
+        graft, concat, derived = Comparison(), Comparison(), Comparison()
         sliding = engine.sliding_window > 0
         total = samples + (min(samples, control_samples) if sliding else 0)
         control = Comparison()
@@ -168,6 +183,10 @@ def verify(
             fresh, grafted = compare_graft(engine, prefix, query)
             graft.add(fresh, grafted)
             concat.add(fresh, concatenated_logits(engine, prefix, query))
+            tail = list(query)
+            while len(tail) < MIN_TAIL:  # as prefix reuse does: at least MIN_TAIL tokens after a derived state
+                tail += sample_query(engine, rng)
+            derived.add(concatenated_logits(engine, prefix, tail), derived_logits(engine, prefix, sample_query(engine, rng), tail))
             if not sliding:
                 control.add(fresh, shifted_graft_logits(engine, prefix, query, 1))
             if progress:
@@ -183,6 +202,7 @@ def verify(
             "model": engine.model_name,
             **graft.summary(),
             "concat": concat.summary(),
+            "derived": derived.summary(),
             "negative_control": {"kind": control_kind, **control.summary()},
             "bytes_per_token": engine.state_bytes_per_token,
             "kv_bytes_per_token": engine.kv_bytes_per_token,

@@ -74,7 +74,7 @@ def test_an_agents_prefix_is_continued_not_prefilled_and_the_answer_is_unchanged
 
 def test_a_conversation_keeps_its_prefix_across_turns(tmp_path):
     with open_memory(tmp_path / "store") as memory:
-        turns = [("system", AGENT)]
+        turns, previous = [("system", AGENT)], 0
         for index, question in enumerate(QUESTIONS[:4]):
             turns.append(("user", question))
             answer = memory.answer(turns, OPTIONS)
@@ -117,10 +117,10 @@ def test_a_damaged_or_foreign_derived_state_is_ignored_with_a_log_line(tmp_path,
         assert not path.exists()
     other = FakeEngine("another-model")
     foreign = DerivedStates(tmp_path / "derived", other.fingerprint)
-    cache = PrefixCache(foreign, other.fingerprint.id)
+    cache = PrefixCache(foreign, other.fingerprint.id, other.cut_state)
     cache.keep(other.capture(list(range(5, 100))))
     mine = DerivedStates(tmp_path / "derived", FakeEngine().fingerprint)
-    assert len(mine) == 0 and PrefixCache(mine, FakeEngine().fingerprint.id).lookup(list(range(5, 120))) is None
+    assert len(mine) == 0 and PrefixCache(mine, FakeEngine().fingerprint.id, FakeEngine().cut_state).lookup(list(range(5, 120))) is None
 
 
 def test_the_size_limit_holds_over_a_long_run(tmp_path):
@@ -128,7 +128,7 @@ def test_the_size_limit_holds_over_a_long_run(tmp_path):
     one = engine.capture(list(range(5, 205)))
     limit = 3 * (one.n_bytes + 4096)
     store = DerivedStates(tmp_path / "derived", engine.fingerprint, max_bytes=limit, memory_bytes=one.n_bytes * 2)
-    cache = PrefixCache(store, engine.fingerprint.id)
+    cache = PrefixCache(store, engine.fingerprint.id, engine.cut_state)
     for index in range(40):
         cache.keep(engine.capture([index % 200 + 1, *range(5, 205)]))
         assert store.n_bytes <= limit and len(store) <= 3
@@ -169,3 +169,14 @@ def test_the_gateway_leases_the_slot_that_holds_the_longest_prefix():
     assert pool._take((), 1.0, lambda s, n: common_prefix(pool.engines[s].held_tokens(n) or (), [1, 2, 3, 4, 9])) == (0, 1)
     assert pool._free.qsize() == 3
     assert pool._take((0,), 1.0, None) == (1, 0)  # another server than the one avoided
+
+
+def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path):
+    with open_memory(tmp_path / "store") as memory:
+        memory.answer(chat("how do I squash my commits?"), OPTIONS)
+        memory.answer(chat("how do I combine two commits?"), OPTIONS)  # they share "how do I" too
+        ((_, tokens),) = memory.prefixes.store.entries()
+        memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)
+        third = memory.answer(chat("squash my commits before a push"), OPTIONS)
+        assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
+        assert third.text == fresh_answer(tmp_path, chat("squash my commits before a push")).text
