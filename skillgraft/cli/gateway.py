@@ -50,11 +50,15 @@ def _serve_extra() -> None:
               help="Open connections from one client address.")
 @click.option("--slot-wait", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a request waits for a free slot before a 503 (default 30).")
+@click.option("--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
+              help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
+                   "($SKILLGRAFT_DERIVED_MIB).")
 @create_option
 @model_option
 @click.pass_context
 def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
-                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, create, model) -> None:
+                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, derived_mib, create,
+                  model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
@@ -70,7 +74,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
         api_key=api_key, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
-        embedder=(ctx.obj or {}).get("embedder"),
+        embedder=(ctx.obj or {}).get("embedder"), derived_bytes=None if derived_mib is None else derived_mib << 20,
     )
 
     def ready(url: str, server_pids: list[int]) -> None:

@@ -30,6 +30,10 @@ class GatewayMetrics:
             "skillgraft_graft_seconds", "Restore plus generation of a grafted answer", buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.reused_cells = Counter(
+            "skillgraft_reused_cells", "Prompt cells reused instead of prefilled, by where they came from "
+            "(block, derived, slot)", ["source"], registry=self.registry,
+        )
         self.slots_leased = Gauge("skillgraft_slots_leased", "Slots held by requests now", registry=self.registry)
         self.slots_total = Gauge("skillgraft_slots", "Slots in the server pool", registry=self.registry)
         self.restarts = Gauge("skillgraft_server_restarts", "llama-server restarts since the gateway started", registry=self.registry)
@@ -37,6 +41,10 @@ class GatewayMetrics:
     def request(self, decision: str, seconds: float) -> None:
         self.requests.labels(decision=decision).inc()
         self.request_seconds.labels(decision=decision).observe(seconds)
+
+    def reused(self, source: str, cells: int) -> None:
+        if cells and source:
+            self.reused_cells.labels(source=source).inc(cells)
 
     def error(self, status: int) -> None:
         self.errors.labels(status=str(status)).inc()

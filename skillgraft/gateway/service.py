@@ -64,11 +64,13 @@ class Gateway:
         metrics: Optional[GatewayMetrics] = None,
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
+        derived_bytes: Optional[int] = None,
     ) -> None:
         self.pool = pool
         self.metrics = metrics or GatewayMetrics()
         engine = PooledEngine(pool)
-        self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate)
+        self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate,
+                                  derived_bytes=derived_bytes)
         self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder, catalog=catalog, blocks=blocks)
         self.pipeline = AnswerPipeline(engine, gate=self.memory.gate, record=self._record)
         self.model_name = engine.model_name
@@ -122,6 +124,7 @@ class Gateway:
         for event in events:
             if isinstance(event, AnswerNote) and not counted:
                 self.metrics.request(event.decision, time.perf_counter() - started)
+                self.metrics.reused(event.reused_from, event.cache_n)
                 counted = True
             yield event
 
