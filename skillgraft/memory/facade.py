@@ -310,7 +310,8 @@ class SkillMemory(Deposits, Upkeep):
             "generate", decision=note.decision, block_id=note.block_id, query_sha256=question_sha256(plan.query),
             score=note.score, threshold=note.threshold, decoded_tokens=end.completion_tokens,
             prefill_tokens_avoided=note.prefill_tokens_avoided, timings=end.timings.as_dict(),
-            detail={"routed": note.routed, "gate": note.gate.as_dict() if note.gate else None, "reason": note.reason, "cache_n": note.cache_n},
+            detail={"routed": note.routed, "gate": note.gate.as_dict() if note.gate else None, "reason": note.reason,
+                    "cache_n": note.cache_n, "reused_from": note.reused_from},
         ))
 
     def feedback(self, query: str, expected: Optional[str]) -> "FeedbackResult":
