@@ -36,7 +36,9 @@ def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_j
 
     Each sample is a seeded prefix from a built-in corpus, captured, grafted into a
     cleared context and queried; its logits are compared with a fresh run that decodes
-    in the same chunks (and, as `concat`, with one concatenated prefill). A negative
+    in the same chunks (and, as `concat`, with one concatenated prefill); as `derived`, a
+    derived prefix state restored and queried is compared with one fresh prefill of the
+    whole prompt. A negative
     control that must not be exact shows the check can fail. With `--engine server` the
     graft goes through a real llama-server: its next-token distribution and a greedy
     continuation are compared with the server's own fresh prefill, plus the byte round
@@ -62,7 +64,7 @@ def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_j
 
 
 def _render_verify(report: dict) -> str:
-    control, concat = report["negative_control"], report["concat"]
+    control, concat, derived = report["negative_control"], report["concat"], report["derived"]
     return "\n".join(
         [
             f"model            {report['model']}  (fingerprint {report['fingerprint']['id']})",
@@ -70,6 +72,8 @@ def _render_verify(report: dict) -> str:
             f"{report['argmax_mismatch']} argmax flips, KL median {report['kl_median']:.3g}, p99 {report['kl_p99']:.3g}",
             f"graft vs concat  {concat['sha_equal']}/{concat['samples']} SHA-equal, "
             f"{concat['argmax_mismatch']} argmax flips, KL median {concat['kl_median']:.3g}",
+            f"derived vs fresh {derived['sha_equal']}/{derived['samples']} SHA-equal, "
+            f"{derived['argmax_mismatch']} argmax flips",
             f"negative control {control['sha_equal']}/{control['samples']} SHA-equal "
             f"({control['kind']}), KL median {control['kl_median']:.3g}",
             f"bytes per token  {report['bytes_per_token']} (KV {report['kv_bytes_per_token']:.0f})",
@@ -287,11 +291,12 @@ def _int_list(value: str) -> list[int]:
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve"]))
+@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100), help="Repetitions; the median is kept.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Repetitions; the median is kept (agent: restarts measured).")
 @click.option("--samples", default=50, show_default=True, type=click.IntRange(1, 10_000), help="Samples (positions).")
 @click.option("--blocks", default=64, show_default=True, type=click.IntRange(2, 10_000), help="Blocks (needles).")
 @click.option("--no-peers", is_flag=True, help="Skip llama-cpp-python's own state APIs (graft).")
@@ -299,11 +304,13 @@ def _int_list(value: str) -> list[int]:
 @click.option("--requests", default=8, show_default=True, type=click.IntRange(1, 10_000), help="Requests per client (serve).")
 @click.option("--servers", default=2, show_default=True, type=click.IntRange(1, 16), help="llama-servers in the pool (serve).")
 @click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
+@click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent).")
+@click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @json_option
 @click.pass_context
-def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, plot,
-          as_json) -> None:
+def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
+          two_slots, plot, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -311,12 +318,16 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
     sequential exactness), route (flat vs HNSW search, on the encoder `--embedder` names,
     MiniLM by default), needles (a store far larger
     than the serving window, with planted facts), server (a graft through llama-server
-    vs its cold prefill and its own prompt caches) or serve (the gateway under load from
-    openai clients, optionally with a llama-server killed mid-load).
+    vs its cold prefill and its own prompt caches), serve (the gateway under load from
+    openai clients, optionally with a llama-server killed mid-load) or agent (time to first
+    token of agent requests: the gateway grafting the routed manual against plain llama-server
+    with its prompt cache and the manual pasted into the prompt, over five scenarios).
     """
     from .. import bench as benchmarks
     from ..config import default_model
 
+    if plot and kind == "agent":
+        raise click.BadParameter("the agent benchmark draws no plot", param_hint="--plot")
     model = model or default_model()
     with Activity(f"bench {kind}", "preparing") as progress:
         if kind == "graft":
@@ -335,13 +346,30 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.serve import bench_serve
 
             report = bench_serve(clients=clients, requests=requests, servers=servers, kill=kill, model=model, progress=progress)
+        elif kind == "agent":
+            from ..bench.agent import bench_agent
+
+            report = bench_agent(model, repeats, progress=progress, quick=quick, two_slots=two_slots)
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:
         from ..bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
-    emit(report, as_json, _render_bench)
+    emit(report, as_json, _render_agent if kind == "agent" else _render_bench)
+
+
+def _render_agent(report: dict) -> str:
+    """The agent benchmark: per scenario and measure, each system's seconds [min, max] and the ratio."""
+    span = lambda r, s: f"{r[s + '_s']:.3f} [{r[s + '_min']:.3f}, {r[s + '_max']:.3f}]"  # noqa: E731
+    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {'llama-server s':>26} {'ratio':>7}"]
+    lines += [f"{r['scenario']:20} {r['measure']:30} {span(r, 'skillgraft'):>26} {span(r, 'llama_server'):>26} "
+              f"{r['ratio']:>7.3f}" for r in report["rows"]]
+    summary, decisions = report["summary"], report["decisions"]
+    lines.append(f"restart: {summary['restart_speedup']}x faster than llama-server's cold prefill "
+                 f"(target {summary['restart_target']:g}x); grafts on the expected manual: "
+                 f"{decisions['graft_on_expected']}/{decisions['requests']}")
+    return "\n".join(lines)
 
 
 def _render_bench(report: dict) -> str:

@@ -101,7 +101,9 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
     if best.cells == 0:
         best = Reuse("", 0)
     captured = derived.n_tokens if derived is not None else 0
-    if captured < capture_at < len(prompt):
+    # A state only a few tokens longer than one at hand (two questions sharing a first word) is
+    # not worth its file: the one at hand serves, cut to what it shares.
+    if captured + MIN_DERIVED_TOKENS <= capture_at < len(prompt):
         return Reuse(best.source, best.cells, best.state, capture_at)
     return best
 

@@ -78,6 +78,15 @@ class Gateway:
         self.memory_lock = threading.Lock()
         self.writer_lock = threading.Lock()
         self.prefixes = self.memory.prefixes  # derived prefix states, shared by every slot
+        self._warm_routing()
+
+    def _warm_routing(self) -> None:
+        """Route one query now, so the first request after a start does not pay for loading the
+        encoder and the index."""
+        try:
+            self.memory.route("warm up")
+        except Exception as exc:  # a store that cannot route yet still serves what it can
+            logger.info("routing is not warm yet: %s", exc)
 
     def close(self) -> None:
         self.memory.close()

@@ -53,11 +53,15 @@ def test_common_prefix_and_the_longest_reuse_wins():
     assert choose_reuse(prompt, held=prompt[:10], held_at_most=prompt).source == ""
     assert choose_reuse(prompt, held=list(range(10, 40)), held_at_most=list(range(10, 41))).cells == 30
     assert choose_reuse(prompt, held=[99]).source == ""
-    reuse = choose_reuse(prompt, held=list(range(10, 60)), capture_at=40)
-    assert (reuse.source, reuse.cells, reuse.capture_at) == ("slot", 50, 40)  # saved once the answer is made
-    derived = engine.capture(list(range(10, 50)))
-    assert choose_reuse(prompt, derived=derived, capture_at=40) == choose_reuse(prompt, derived=derived)
-    assert choose_reuse(prompt, derived=derived).source == "derived"
+    long = list(range(10, 250))
+    reuse = choose_reuse(long, held=list(range(10, 160)), capture_at=100)
+    assert (reuse.source, reuse.cells, reuse.capture_at) == ("slot", 150, 100)  # saved once the answer is made
+    derived = engine.capture(list(range(10, 110)))
+    assert choose_reuse(long, derived=derived, capture_at=100) == choose_reuse(long, derived=derived)
+    assert choose_reuse(long, derived=derived).source == "derived"
+    # A few tokens more than the state at hand are not worth another file; many are.
+    assert choose_reuse(long, derived=derived, capture_at=120).capture_at == 0
+    assert choose_reuse(long, derived=derived, capture_at=200).capture_at == 200
 
 
 def test_an_agents_prefix_is_continued_not_prefilled_and_the_answer_is_unchanged(tmp_path):

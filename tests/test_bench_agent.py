@@ -1,0 +1,76 @@
+"""`skillgraft bench agent --quick`: the gateway and plain llama-server side by side on short
+prompts, every scenario once. Timings are not compared here (too short to mean anything); the
+report's shape, the decisions and where the gateway's reused cells came from are. `make test`
+builds the server first; a missing build fails here under SKILLGRAFT_REQUIRE_SERVER instead of
+skipping.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _require_server() -> None:
+    from skillgraft.errors import ServerBuildError
+    from skillgraft.server.build import find_server
+
+    try:
+        find_server()
+    except ServerBuildError as exc:
+        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
+            pytest.fail(f"no llama-server build although make built one: {exc}")
+        pytest.skip(f"no llama-server build: {exc}")
+
+
+def test_plot_is_refused_before_anything_runs(runner):
+    from skillgraft.cli.main import cli
+
+    result = runner.invoke(cli, ["bench", "agent", "--quick", "--plot", "agent.png"])
+    assert result.exit_code == 2 and "draws no plot" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.model
+def test_quick_agent_benchmark():
+    _require_server()
+    from skillgraft.bench.agent import CONVERSATION, ROUNDS, bench_agent, requests_per_system
+
+    seen: list[tuple[int, int]] = []
+    report = bench_agent(quick=True, repeats=5, two_slots=True, progress=lambda done, total: seen.append((done, total)))
+    per_system = requests_per_system(1, two_slots=True)  # quick measures one restart whatever repeats says
+    assert report["kind"] == "agent" and report["quick"] and report["repeats"] == 1
+    assert len(report["requests"]) == 2 * per_system and seen[-1] == (2 * per_system, 2 * per_system)
+    assert report["max_tokens"] == 1 and report["prompt_tokens"]["agent"] > 0
+
+    # Every request through the gateway was in-domain and grafted the manual its question is about.
+    decisions = report["decisions"]
+    assert decisions["ok"], decisions["mismatches"]
+    assert decisions["graft_on_expected"] == decisions["requests"] == per_system
+
+    ours = [r for r in report["requests"] if r["system"] == "skillgraft"]
+    theirs = [r for r in report["requests"] if r["system"] == "llama-server"]
+    assert {r["decision"] for r in theirs} == {"pasted"}
+    # Where the reused cells came from: what the slot held for the agent's later questions, a
+    # derived state after a restart and in the last round of six skills (captured in round 2).
+    assert {r["reused_from"] for r in ours if r["scenario"] == "agent" and r["round"] > 1} == {"slot"}
+    assert [r["reused_from"] for r in ours if r["scenario"] == "restart"] == ["derived"]
+    assert {r["reused_from"] for r in ours if r["scenario"] == "six skills" and r["round"] == ROUNDS} == {"derived"}
+    assert all(r["cache_n"] > 0 for r in theirs if r["scenario"] == "agent" and r["round"] > 1)
+    assert [r["round"] for r in ours if r["scenario"] == "conversation"] == list(range(1, len(CONVERSATION) + 1))
+    # The gateway's own stage timings, read back from its ledgers, belong to every one of its requests.
+    assert all(r["gateway_total_s"] > 0 and r["gateway_recall_s"] is not None for r in ours)
+
+    rows = {(r["scenario"], r["measure"]): r for r in report["rows"]}
+    for key in [("agent", "first request"), ("agent", "later requests"), ("restart", "first request after a restart"),
+                ("six skills", "round 2"), ("conversation", f"{len(CONVERSATION)} turns, total"),
+                ("three apps", "rounds 2-3"), ("three apps, 2 slots", "rounds 2-3")]:
+        row = rows[key]
+        assert row["skillgraft_s"] > 0 and row["llama_server_s"] > 0 and row["requests"] >= 1
+        assert row["ratio"] == pytest.approx(row["skillgraft_s"] / row["llama_server_s"], rel=1e-2)
+        assert row["skillgraft_min"] <= row["skillgraft_max"]
+    summary = report["summary"]
+    assert summary["restart_speedup"] > 0 and isinstance(summary["restart_target_met"], bool)
+    assert report["setup"]["gateway_exit_codes"] and set(report["setup"]["gateway_exit_codes"]) == {0}
