@@ -69,6 +69,8 @@ class ServerSlot:
         self.reused_from = ""
         self._restored: Optional[tuple[KVState, str, int]] = None
         self._prompt: list[int] = []
+        self._source = ""
+        self._capture: tuple[list[int], str] = ([], "")
 
     def restore(self, state: KVState, block_id: str, *, keep: int) -> None:
         if not 0 < keep <= state.n_tokens:
