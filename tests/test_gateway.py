@@ -98,7 +98,7 @@ def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, mode
     # The app's system turn follows the block's: the block's user opener is dropped, the rest
     # reused (and a token of the opener too when the next turn starts with the same one).
     assert block.n_tokens - 8 < kept < block.n_tokens
-    assert kept <= note["cache_n"] <= block.n_tokens
+    assert kept <= note["cache_n"]
     assert response.choices[0].message.content.strip()
     assert response.usage.completion_tokens > 0
 
@@ -109,7 +109,7 @@ def test_a_user_only_chat_reuses_every_block_token(client, model_id, store):
         model=model_id, messages=[{"role": "user", "content": IN_DOMAIN}], max_tokens=16, temperature=0
     )
     assert response.skillgraft["decision"] == "graft"
-    assert response.skillgraft["cache_n"] == blocks["git-squash"].n_tokens
+    assert response.skillgraft["cache_n"] >= blocks["git-squash"].n_tokens  # the whole block, and what the slot held
 
 
 def test_the_grafted_answer_equals_a_fresh_prefill_on_a_server(client, model_id, store, smollm2):
@@ -146,7 +146,7 @@ def test_an_off_topic_question_abstains_and_generates_plainly(client, model_id):
         model=model_id, messages=[{"role": "user", "content": OFF_TOPIC}], max_tokens=12, temperature=0
     )
     assert response.skillgraft["decision"] == "abstain"
-    assert response.skillgraft["block_id"] is None and response.skillgraft["cache_n"] == 0
+    assert response.skillgraft["block_id"] is None and response.skillgraft["reused_from"] in ("", "slot")
     assert response.choices[0].message.content.strip()
     assert response.choices[0].finish_reason in {"stop", "length"}
 
@@ -436,7 +436,7 @@ def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
         answer = httpx.post(gateway.url + "/v1/chat/completions", json=body, timeout=300, trust_env=False).json()
     finally:
         assert gateway.stop() == 0
-    assert answer["skillgraft"]["decision"] == "fallback" and answer["skillgraft"]["cache_n"] == 0
+    assert answer["skillgraft"]["decision"] == "fallback" and answer["skillgraft"]["reused_from"] != "block"
     assert answer["skillgraft"]["block_id"] == block.id and answer["skillgraft"]["routed"] == "graft"
     assert "cannot be read" in answer["skillgraft"]["reason"] and block.id in answer["skillgraft"]["reason"]
     assert not path.exists()  # moved to quarantine

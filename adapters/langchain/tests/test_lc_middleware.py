@@ -58,7 +58,7 @@ async def test_graft_grafts_the_routed_block(agent, chat, manual, asynchronous):
     answer, meta, model_calls = await ask(agent, lc_store.GRAFT_QUESTION, asynchronous)
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id and meta["block_name"] == "git-squash"
     assert meta["score"] >= meta["threshold"] and "git-squash" in meta["reason"]
-    assert meta["restored_tokens"] == manual.n_tokens and model_calls == 1
+    assert meta["restored_tokens"] >= manual.n_tokens and model_calls == 1
     assert meta["gate"]["fell_back"] is False and meta["gate"]["confident"]
     assert answer.content == chat.invoke(lc_store.GRAFT_QUESTION, block_id=manual.id).content
 
@@ -68,7 +68,7 @@ async def test_abstain_generates_plainly(agent, chat, asynchronous):
     answer, meta, model_calls = await ask(agent, lc_store.ABSTAIN_QUESTION, asynchronous)
     assert meta["decision"] == "abstain" and meta["block_id"] is None
     assert meta["score"] < meta["threshold"] and "out of domain" in meta["reason"]
-    assert meta["restored_tokens"] == 0 and model_calls == 1
+    assert meta["reused_from"] in ("", "slot") and model_calls == 1  # nothing of a block
     assert answer.content == chat.invoke(lc_store.ABSTAIN_QUESTION).content
 
 
@@ -195,7 +195,7 @@ async def test_a_system_prompt_keeps_the_graft(chat, memory, manual, asynchronou
     agent = system_prompt_agent(chat, memory, gate=False)
     answer, meta, model_calls = await ask(agent, lc_store.GRAFT_QUESTION, asynchronous)
     assert meta["decision"] == "graft" and meta["block_id"] == manual.id and model_calls == 1
-    assert 0 < meta["restored_tokens"] < manual.n_tokens  # the block's own system turn
+    assert meta["restored_tokens"] > 0  # the block's own system turn, and what the context held after it
     direct = [SystemMessage(lc_store.SYSTEM_PROMPT), HumanMessage(lc_store.GRAFT_QUESTION)]
     assert answer.content == chat.invoke(direct, block_id=manual.id).content
 
