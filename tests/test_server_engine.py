@@ -220,12 +220,19 @@ def test_an_answer_slot_keeping_part_of_a_block_reuses_only_those_cells(server, 
 
 
 def test_an_answer_slot_taken_by_a_stray_request_is_detected(server, state):
+    # A slot restores at the last moment, so a stray request before it changes nothing ...
     with server.answer_slot() as slot:
         slot.restore(state, "b1", keep=state.n_tokens)
         server.complete(server.tokenize("An unrelated request from another process."), slot=None)
         slot.prefill(server.tokenize(QUERY, add_bos=False))
-        with pytest.raises(SlotReuseError, match=f"expected {state.n_tokens} restored cells"):
-            list(slot.generate(SamplingOptions(2)))
+        assert list(slot.generate(SamplingOptions(2))) and slot.reused_cells >= state.n_tokens
+    # ... and one between the restore and the completion is caught by the reuse check.
+    server.restore(state, "b1", slot=0)
+    server.complete(server.tokenize("An unrelated request from another process."), slot=None)
+    prompt = [*state.tokens, *server.tokenize(QUERY, add_bos=False)]
+    request = server.completion_request(prompt, SamplingOptions(2), slot=0, n_probs=1, cache_prompt=True, stream=True)
+    with pytest.raises(SlotReuseError, match=f"expected {state.n_tokens} restored cells"):
+        list(server.stream_request(request, ("b1", 0, (state.n_tokens, state.n_tokens), len(prompt))))
 
 
 def test_verify_server_report_holds_on_one_sample(server):
