@@ -7,21 +7,9 @@ skipping.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-
-def _require_server() -> None:
-    from skillgraft.errors import ServerBuildError
-    from skillgraft.server.build import find_server
-
-    try:
-        find_server()
-    except ServerBuildError as exc:
-        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
-            pytest.fail(f"no llama-server build although make built one: {exc}")
-        pytest.skip(f"no llama-server build: {exc}")
+from tests.test_gateway import _require_server
 
 
 def test_plot_is_refused_before_anything_runs(runner):

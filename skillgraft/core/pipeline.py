@@ -314,8 +314,8 @@ def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
 
 
 def _reused_from(slot) -> str:
-    """Where a slot's reused cells came from (a slot that does not say reuses only the block)."""
-    return getattr(slot, "reused_from", "block" if slot.reused_cells else "")
+    """Where a slot's reused cells came from (every :class:`~skillgraft.protocols.AnswerSlot` says)."""
+    return slot.reused_from
 
 
 def _close(source) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
+from ..core.prefix_reuse import common_prefix
 from ..errors import InputError, SlotReuseError
 from ..core.states import KVState
 
@@ -131,12 +132,7 @@ def kept_cells(state: KVState, keep: Optional[int]) -> int:
 def reusable_cells(restored: Sequence[int], prompt: Sequence[int]) -> int:
     """The cells a server reuses from a slot holding ``restored`` for ``prompt``: their common
     prefix, less one when it is the whole prompt (the last token is always evaluated)."""
-    common = 0
-    for cached, wanted in zip(restored, prompt):
-        if cached != wanted:
-            break
-        common += 1
-    return min(common, len(prompt) - 1)
+    return min(common_prefix(restored, prompt), len(prompt) - 1)
 
 
 def check_reuse(block_id: str, slot: int, cache_n: int, prompt_n: int, reuse: Union[int, tuple[int, int]],
