@@ -316,6 +316,26 @@ def test_an_agents_prefix_and_two_apps_on_one_slot_are_continued_exactly(doors):
     assert memory_back.reused_from == served_back["reused_from"] == "derived"
 
 
+SKILLS_BEHIND_ONE_AGENT = [
+    [("system", AGENT), ("user", AGENT_QUESTIONS[0])],
+    [("system", AGENT), ("user", "How do I bake sourdough bread at home?")],  # another skill: its prefix kept at once
+    [("system", AGENT), ("user", "Who won the football world cup in 1998?")],  # no skill: the app's prefix alone kept
+    [("system", SHOP), ("user", "How do I bake sourdough bread?")],  # another app in between
+    [("system", AGENT), ("user", "How long should sourdough bread rise before I bake it?")],
+    [("system", AGENT), ("user", "Who painted the Mona Lisa?")],
+]
+
+
+@pytest.mark.slow
+def test_an_agent_behind_a_second_skill_or_none_reuses_a_derived_state_at_once(doors):
+    notes = _same_through_every_door(doors, SKILLS_BEHIND_ONE_AGENT)
+    decisions = [note.decision for note, _ in notes]
+    assert decisions[1] == decisions[4] == "graft" and decisions[2] == decisions[5] == "abstain", decisions
+    for memory_note, served_note in (notes[4], notes[5]):
+        assert memory_note.reused_from == served_note["reused_from"] == "derived"
+        assert memory_note.cache_n > 100 and served_note["cache_n"] > 100
+
+
 @pytest.mark.slow
 def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors):
     chat, chats = [("system", AGENT)], []

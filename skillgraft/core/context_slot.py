@@ -49,15 +49,16 @@ class ContextSlot:
         restored, self._restored = self._restored, None
         block_id = restored[1] if restored else ""
         prompt = [*restored[0].tokens[: restored[2]], *tokens] if restored else [int(t) for t in tokens]
+        after = restored[2] if restored else 0  # the block's cells in front of the app's prompt
         prefixes = self.prefixes
         reuse = choose_reuse(
             prompt, held=getattr(self.engine, "held", None), block=(restored[0], restored[2]) if restored else None,
             derived=prefixes.lookup(prompt) if prefixes else None,
-            capture_at=prefixes.capture_point(prompt) if prefixes else 0,
+            capture_at=prefixes.capture_point(prompt, after) if prefixes else 0,
         )
         self._continue(reuse, prompt, block_id)
         if prefixes is not None:
-            prefixes.remember(prompt)
+            prefixes.remember(prompt, after)
         self._capture = (tuple(prompt[: reuse.capture_at]), block_id)
         self.reused_cells, self.reused_from = reuse.cells, reuse.source
 

@@ -16,6 +16,9 @@ tokens before it), and at least the last prompt token is always evaluated, for i
 A derived state is captured where two prompts part ways — the prefix recurs with another
 continuation (an agent's system prompt and tools before each new question) — never where one
 prompt merely extends the other (a conversation's next turn: the slot holds that already).
+Prompts behind different blocks (or behind none) are compared after their blocks: an app's
+system turns and tools recur behind every skill it is routed to, so the first request of the
+app behind a skill already keeps that skill's derived state (block + the app's prefix).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ MIN_DERIVED_TOKENS = 64
 # of 1 to 6 tokens differ from the same tokens in a large batch, 8 and more are equal).
 MIN_TAIL = 8
 RECENT_PROMPTS = 32
+# At most this many tokens open a chat before the app's own text (BOS and a turn marker).
+CHAT_OPENING = 8
 SOURCES = ("slot", "derived", "block")
 
 
@@ -108,6 +113,26 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
     return best
 
 
+def _starts(after: int) -> Sequence[int]:
+    """Where the app's part of a prompt may begin: after its block, or (no block) within the
+    first :data:`CHAT_OPENING` tokens — a block carries the BOS and the opening of its chat
+    turn (Gemma's template opens the user turn the app's system text is folded into)."""
+    return (after,) if after else range(CHAT_OPENING + 1)
+
+
+def _shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Sequence[int], after: int) -> tuple[int, int]:
+    """How far ``prompt`` goes with ``earlier`` when their heads (blocks) differ: the cells of
+    ``prompt`` up to where their app parts part ways (0 when they do not), and where its app
+    part begins. A prompt that ends inside the other's app part does not part ways with it."""
+    best = (0, after)
+    for mine in _starts(after):
+        for theirs in _starts(earlier_after):
+            tail = common_prefix(earlier[theirs:], prompt[mine:])
+            if tail < len(earlier) - theirs and mine + tail < len(prompt) and mine + tail > best[0]:
+                best = (mine + tail, mine)
+    return best
+
+
 class DerivedStore(Protocol):
     """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
 
@@ -135,7 +160,7 @@ class PrefixCache:
         self.fingerprint_id = fingerprint_id
         self.cut = cut
         self.min_tokens = min_tokens
-        self._recent: deque[tuple[int, ...]] = deque(maxlen=recent)
+        self._recent: deque[tuple[tuple[int, ...], int]] = deque(maxlen=recent)
         self._lock = threading.Lock()  # slots of one gateway answer at once
 
     def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
@@ -153,25 +178,31 @@ class PrefixCache:
             return state if shared == state.n_tokens else self.cut(state, shared)
         return None
 
-    def capture_point(self, prompt: Sequence[int]) -> int:
+    def capture_point(self, prompt: Sequence[int], after: int = 0) -> int:
         """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
-        prefix it shares with a recent prompt that went on differently."""
+        prefix it shares with a recent prompt that went on differently. ``after`` is how many
+        leading cells are a block's: a prompt behind another block (or none) is compared from
+        where its own block ends, and the state is captured at this block plus what they share."""
         best = 0
         with self._lock:
             recent = list(self._recent)
-        for earlier in recent:
-            shared = common_prefix(earlier, prompt)
-            if shared < len(earlier) and shared < len(prompt) and shared >= max(self.min_tokens, best + 1):
+        head = tuple(prompt[:after])
+        for earlier, earlier_after in recent:
+            shared, start = common_prefix(earlier, prompt), after
+            if earlier[:earlier_after] != head:  # another block in front: compare what follows the blocks
+                shared, start = _shared_after_heads(earlier, earlier_after, prompt, after)
+            if shared < len(earlier) and shared < len(prompt) and shared - start >= self.min_tokens and shared > best:
                 best = shared
         return best
 
-    def remember(self, prompt: Sequence[int]) -> None:
-        """Note ``prompt`` for later capture points (the same prompt again is noted once)."""
-        prompt = tuple(int(t) for t in prompt)
+    def remember(self, prompt: Sequence[int], after: int = 0) -> None:
+        """Note ``prompt`` (its first ``after`` cells a block's) for later capture points (the
+        same prompt again is noted once)."""
+        entry = (tuple(int(t) for t in prompt), after)
         with self._lock:
-            if prompt in self._recent:
-                self._recent.remove(prompt)
-            self._recent.append(prompt)
+            if entry in self._recent:
+                self._recent.remove(entry)
+            self._recent.append(entry)
 
     def keep(self, state: KVState, parent: Optional[str] = None) -> None:
         """Store a captured derived state under its content address."""

@@ -89,6 +89,7 @@ class ServerSlot:
             raise InputError("nothing was prefilled")
         block_id = restored[1] if restored else ""
         prompt = [*restored[0].tokens[: restored[2]], *tokens] if restored else tokens
+        after = restored[2] if restored else 0  # the block's cells in front of the app's prompt
         self.engine.require_fits(len(prompt) + 1, "the prompt plus one answer token")
         prefixes = self.prefixes
         surely, maybe = self.engine.held_tokens(self.slot), self.engine.held_tokens(self.slot, maybe=True)
@@ -96,11 +97,11 @@ class ServerSlot:
             prompt, held=surely, held_at_most=maybe if maybe is not None else prompt,
             block=(restored[0], restored[2]) if restored else None,
             derived=prefixes.lookup(prompt) if prefixes else None,
-            capture_at=prefixes.capture_point(prompt) if prefixes else 0,
+            capture_at=prefixes.capture_point(prompt, after) if prefixes else 0,
         )
         cache_prompt, expected = self._prepare(reuse, prompt, block_id)
         if prefixes is not None:
-            prefixes.remember(prompt)
+            prefixes.remember(prompt, after)
         request = self.engine.completion_request(
             prompt, options, slot=self.slot, n_probs=1, cache_prompt=cache_prompt, stream=True,
         )

@@ -184,3 +184,37 @@ def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path)
         third = memory.answer(chat("squash my commits before a push"), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
         assert third.text == fresh_answer(tmp_path, chat("squash my commits before a push")).text
+
+
+def test_an_apps_prefix_behind_a_new_skill_is_kept_at_its_first_request(tmp_path):
+    from .conftest import OUT_OF_DOMAIN, SOURDOUGH_MANUAL
+
+    home = tmp_path / "store"
+    bread = ["how long should sourdough proof?", "my sourdough starter smells sour, is it fine?"]
+
+    def fresh(question):
+        with open_memory(tmp_path / "fresh", derived_bytes=0) as memory:
+            if len(memory.list()) == 1:
+                memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=bread)
+            memory.engine.reset()
+            return memory.answer(chat(question), OPTIONS)
+
+    with open_memory(home) as memory:
+        memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=bread)
+        first = memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        second = memory.answer(chat(bread[0]), OPTIONS)  # another skill, the same app prefix after it
+        assert (first.note.block_name, second.note.block_name) == ("git-squash", "sourdough")
+        ((_, tokens),) = memory.prefixes.store.entries()
+        block = memory.store.load_state(memory.get("sourdough")).state
+        assert tuple(tokens[:100]) == tuple(block.tokens[:100])  # behind the sourdough block
+        assert len(tokens) - block.n_tokens > len(memory.engine.tokenize(AGENT, add_bos=False)) - 2
+        plain = memory.answer(chat(OUT_OF_DOMAIN), OPTIONS)  # no block: the app's prefix alone is kept
+        assert plain.note.decision == "abstain" and len(memory.prefixes.store) == 2
+    with open_memory(home) as restarted:
+        again = restarted.answer(chat(bread[1]), OPTIONS)
+        assert again.note.block_name == "sourdough" and again.note.reused_from == "derived"
+        assert again.note.cache_n >= len(tokens) - 8
+        assert again.text == fresh(bread[1]).text
+        other = restarted.answer(chat("Who painted the Mona Lisa?"), OPTIONS)
+        assert other.note.decision == "abstain" and other.note.reused_from == "derived"
+        assert other.text == fresh("Who painted the Mona Lisa?").text
