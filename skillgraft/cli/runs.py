@@ -306,11 +306,13 @@ def _int_list(value: str) -> list[int]:
 @click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
 @click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent).")
 @click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
+@click.option("--in-process", "in_process", is_flag=True,
+              help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, plot, as_json) -> None:
+          two_slots, in_process, plot, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -346,6 +348,10 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.serve import bench_serve
 
             report = bench_serve(clients=clients, requests=requests, servers=servers, kill=kill, model=model, progress=progress)
+        elif kind == "agent" and in_process:
+            from ..bench.agent_local import bench_agent_local
+
+            report = bench_agent_local(model, progress=progress, quick=quick)
         elif kind == "agent":
             from ..bench.agent import bench_agent
 
@@ -362,10 +368,14 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
 def _render_agent(report: dict) -> str:
     """The agent benchmark: per scenario and measure, each system's seconds [min, max] and the ratio."""
     span = lambda r, s: f"{r[s + '_s']:.3f} [{r[s + '_min']:.3f}, {r[s + '_max']:.3f}]"  # noqa: E731
-    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {'llama-server s':>26} {'ratio':>7}"]
+    other = report.get("other", "llama-server")
+    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {other + ' s':>26} {'ratio':>7}"]
     lines += [f"{r['scenario']:20} {r['measure']:30} {span(r, 'skillgraft'):>26} {span(r, 'llama_server'):>26} "
               f"{r['ratio']:>7.3f}" for r in report["rows"]]
-    summary, decisions = report["summary"], report["decisions"]
+    summary, decisions = report["summary"], report.get("decisions")
+    if decisions is None:  # in-process: no restart is measured
+        lines.append(f"grafts: {summary['grafts']}/{summary['requests']}; reused from: {summary['reused_from']}")
+        return "\n".join(lines)
     lines.append(f"restart: {summary['restart_speedup']}x faster than llama-server's cold prefill "
                  f"(target {summary['restart_target']:g}x); grafts on the expected manual: "
                  f"{decisions['graft_on_expected']}/{decisions['requests']}")

@@ -103,7 +103,8 @@ def sample(
     engine: Decoder, options: SamplingOptions, logits: Optional[Callable[[int], np.ndarray]] = None,
     constraint: Optional[Constraint] = None,
 ) -> Iterator[TokenStep]:
-    """Draw up to ``options.max_tokens`` tokens after what ``engine`` holds, evaluating each.
+    """Draw up to ``options.max_tokens`` tokens after what ``engine`` holds, evaluating each
+    but the last (a context holds the prompt and every drawn token before the last one).
 
     Stops at an end-of-generation token or when the context is full. ``logits(step)``
     replaces ``engine.logits()`` (a fake engine biases it towards a scripted reply);
@@ -115,6 +116,8 @@ def sample(
     # A character may span tokens: each step carries the text its token completes.
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")
     for step in range(options.max_tokens):
+        if recent:  # the token drawn last is evaluated only when another one is wanted after it
+            engine.append(recent[-1:])
         raw = logits(step) if logits else engine.logits()
         logprobs = log_softmax(raw)
         entropy = float(-(np.exp(logprobs) * logprobs).sum())
@@ -135,6 +138,5 @@ def sample(
         piece = text.decode(engine.piece(token))
         if engine.n_past + 1 > engine.n_ctx:
             return
-        engine.append([token])
         recent.append(token)
         yield TokenStep(token, piece, float(logprobs[token]), entropy)
