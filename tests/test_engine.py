@@ -147,3 +147,18 @@ def test_characters_split_across_tokens_come_out_whole(smollm2):
     smollm2.graft(state, " Repeat exactly: 🙂🙂🙂 😎🌟 café naïve")
     text = "".join(step.piece for step in smollm2.generate(SamplingOptions(24)))
     assert "\ufffd" not in text
+
+
+def test_long_texts_are_tokenized_once_and_the_kept_tokens_cannot_be_changed(smollm2):
+    from skillgraft.engine import text as text_module
+
+    text = "You are a careful agent. Keep every change small and tested. " * 40
+    first = smollm2.tokenize(text)
+    first.append(-1)  # a caller's change to its list is its own
+    again = smollm2.tokenize(text)
+    assert again == first[:-1] == smollm2.text._tokenize(text, True, True)
+    assert (text, True, True) in smollm2.text._kept
+    assert smollm2.tokenize(text, add_bos=False) == again[1:] or smollm2.tokenize(text, add_bos=False) == again
+    for index in range(text_module.TOKENS_KEPT + 5):
+        smollm2.tokenize(f"{index} " + text)
+    assert len(smollm2.text._kept) == text_module.TOKENS_KEPT and (text, True, True) not in smollm2.text._kept

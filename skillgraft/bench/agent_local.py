@@ -28,6 +28,7 @@ from typing import Callable, Optional
 
 from . import agent_data as data
 from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _row, _user
+from ..core.prefix_reuse import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
 
@@ -113,11 +114,12 @@ class LlamaSystem:
             turns[0] = {"role": "user", "content": f"{fmt.instructions()}\n\n{turns[0]['content']}"}
             grammar = llama_cpp.LlamaGrammar.from_string(fmt.grammar, verbose=False)
         messages = [{"role": "system", "content": system}, {"role": "system", "content": self.manual}, *turns]
-        before = self.llama.n_tokens
+        held = self.llama.input_ids[: self.llama.n_tokens].tolist()
         reply = self.llama.create_chat_completion(messages, max_tokens=MAX_TOKENS, temperature=0.0, grammar=grammar)
         seconds = time.perf_counter() - started
         prompt_tokens = int(reply["usage"]["prompt_tokens"])
-        kept = min(before, prompt_tokens)
+        # Llama keeps the longest common prefix of what it held (and re-evaluates the last prompt token)
+        kept = min(common_prefix(held, self.llama.input_ids[:prompt_tokens].tolist()), prompt_tokens - 1)
         return {"seconds": seconds, "prompt_tokens": prompt_tokens, "cache_n": kept, "reused_from": "context",
                 "decision": "pasted", "block": AGENT_MANUAL}
 

@@ -7,6 +7,8 @@ owns one and delegates to it. It holds pointers into the model and lives as long
 from __future__ import annotations
 
 import ctypes
+import threading
+from collections import OrderedDict
 from typing import Optional, Sequence
 
 import llama_cpp
@@ -15,6 +17,13 @@ from ..errors import EngineError, InputError
 
 # llama.cpp's built-in chat templates, for GGUFs that carry none.
 _BUILTIN_TEMPLATES = {"gemma": b"gemma", "llama": b"llama3", "phi": b"phi3"}
+
+
+# An agent sends the same long system prompt, tools and turns with every request: the tokens
+# of recent long texts are kept (a few MB at most) instead of tokenizing them again.
+TOKENS_KEPT = 64
+TOKENS_KEPT_MIN_CHARS = 512
+TOKENS_KEPT_MAX_CHARS = 256 * 1024
 
 
 class LlamaText:
@@ -26,6 +35,8 @@ class LlamaText:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self.model_name = model_name
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._kept: OrderedDict[tuple[str, bool, bool], tuple[int, ...]] = OrderedDict()
+        self._kept_lock = threading.Lock()
 
     @classmethod
     def open(cls, path, model_name: str) -> "LlamaText":
@@ -64,6 +75,22 @@ class LlamaText:
         """Token ids of ``text``; ``special`` parses control tokens such as ``<|im_start|>``."""
         if not isinstance(text, str):
             raise InputError(f"text must be str, got {type(text).__name__}")
+        if not TOKENS_KEPT_MIN_CHARS <= len(text) <= TOKENS_KEPT_MAX_CHARS:
+            return self._tokenize(text, add_bos, special)
+        key = (text, bool(add_bos), bool(special))
+        with self._kept_lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return list(kept)
+        tokens = self._tokenize(text, add_bos, special)
+        with self._kept_lock:
+            self._kept[key] = tuple(tokens)
+            while len(self._kept) > TOKENS_KEPT:
+                self._kept.popitem(last=False)
+        return tokens
+
+    def _tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
         data = text.encode("utf-8")
         capacity = len(data) + 16
         while True:
