@@ -53,12 +53,15 @@ def _serve_extra() -> None:
 @click.option("--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
               help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
                    "($SKILLGRAFT_DERIVED_MIB).")
+@click.option("--conversations", type=click.Choice(["keep", "switch"]), default="keep", show_default=True,
+              help="A later user turn routed to another block: keep the conversation's block while it scores above "
+                   "the threshold (its prefix is continued), or switch to the routed block.")
 @create_option
 @model_option
 @click.pass_context
 def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
-                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, derived_mib, create,
-                  model) -> None:
+                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, derived_mib, conversations,
+                  create, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
@@ -75,6 +78,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
         embedder=(ctx.obj or {}).get("embedder"), derived_bytes=None if derived_mib is None else derived_mib << 20,
+        conversations=conversations,
     )
 
     def ready(url: str, server_pids: list[int]) -> None:

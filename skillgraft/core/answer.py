@@ -137,7 +137,10 @@ class AnswerNote:
     prefix state; ``slot``: what the context held from its last answer; ``""``: nothing);
     ``prefill_tokens_avoided`` counts them too (the block's and the app's prefix alike);
     ``gate`` the confidence verdict
-    (:class:`~skillgraft.core.gate.GateVerdict`, None where no graft was judged).
+    (:class:`~skillgraft.core.gate.GateVerdict`, None where no graft was judged);
+    ``conversation`` is ``kept`` when a later turn routed to another block but the block the
+    conversation holds still scored above the threshold and was kept (the reason names both),
+    ``switched`` when the routed block replaced it, ``""`` for a first turn or no change.
     """
 
     decision: AnswerDecision
@@ -152,6 +155,7 @@ class AnswerNote:
     prefill_tokens_avoided: int = 0
     near_miss: bool = False
     gate: Optional[GateVerdict] = None
+    conversation: str = ""
 
     def as_dict(self) -> dict:
         """The note as JSON takes it (the gate verdict as its own object)."""

@@ -257,7 +257,7 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),
         threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n, reused_from=reused_from,
-        prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate,
+        prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate, conversation=recall.conversation,
     )
 
 

@@ -7,6 +7,10 @@
   or a tool call: the solution is then grafted and the model writes it so (:func:`held_to_format`);
 - **forced**: a door that names the block to graft (or asks for no recall) hands the pipeline a
   forced recall (:func:`forced_recall`), and the same steps run;
+- **conversation**: a later user turn that routes to another block than the one the
+  conversation was answered behind keeps that block while it still scores above the threshold
+  for the turn (its prefix is continued, not prefilled again), else switches
+  (:func:`conversation_recall`; the policy ``keep`` or ``switch`` is the memory's);
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
 - **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback.
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from .states import KVState
 
 FORCED_SCORE = 1.0
+CONVERSATION_POLICIES = ("keep", "switch")
 
 
 class LoadedState(Protocol):
@@ -48,6 +53,7 @@ class PlanMemory(Protocol):
     hands the pipeline one)."""
 
     reprefill_foreign: bool
+    conversation_policy: str
 
     @property
     def gate_threshold(self) -> float: ...
@@ -92,6 +98,43 @@ def forced_recall(block: Optional["Block"], threshold: float, reason: str) -> Re
     return Recall("graft", block, FORCED_SCORE, threshold, reason)
 
 
+def _turn_block(held: Optional["Block"], recall: Recall, keep: bool) -> tuple[Optional["Block"], str]:
+    """The block a turn is answered behind, after the conversation held ``held``, and how:
+    ``kept`` (held kept over the routed block), ``switched`` (the routed block replaced it) or ``""``."""
+    if recall.decision != "graft":
+        return None, ""
+    routed = recall.block
+    if held is None or routed.id == held.id:
+        return routed, ""
+    scores = dict(recall.candidates)
+    if keep and scores.get(held.id, float("-inf")) >= recall.threshold:
+        return held, "kept"
+    return routed, "switched"
+
+
+def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Recall) -> Recall:
+    """``recall`` for a chat's last user turn, given the blocks its ``earlier`` user turns were
+    answered behind (each by this same rule, so every door and every turn agree)."""
+    if not earlier or recall.decision != "graft":
+        return recall
+    keep = getattr(memory, "conversation_policy", "keep") == "keep"
+    held: Optional["Block"] = None
+    for turn in earlier:
+        held, _ = _turn_block(held, memory.recall(turn, log=False), keep)
+    block, how = _turn_block(held, recall, keep)
+    if not how:
+        return recall
+    if how == "switched":
+        return dataclasses.replace(recall, conversation="switched", reason=(
+            f"{recall.reason}; the conversation was answered behind block {held.name!r}, which no longer scores "
+            f"above the threshold: switched (the chat is prefilled behind the new block)"
+            if keep else f"{recall.reason}; the conversation was answered behind block {held.name!r}: switched"))
+    score = dict(recall.candidates)[block.id]
+    return dataclasses.replace(recall, block=block, score=score, runner_up=recall.block.name, conversation="kept", reason=(
+        f"the conversation keeps block {block.name!r} (it scores {score:.3f} >= threshold {recall.threshold:.3f}; "
+        f"routed alone, block {recall.block.name!r} scores {recall.score:.3f}): its prefix is continued, not prefilled again"))
+
+
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
                 recall: Optional[Recall] = None, format: Optional[OutputFormat] = None) -> AnswerPlan:
     """Check a chat and recall for its last user message (unless ``recall`` is given); for a
@@ -101,7 +144,10 @@ def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voic
     if format is not None:
         memory.check_grammar(format.grammar)
     started = time.perf_counter()
-    recall = near_miss(held_to_format(recall or memory.recall(query, log=False), format), query)
+    if recall is None:
+        earlier = [content for role, content in messages if role == "user"][:-1]
+        recall = conversation_recall(memory, earlier, memory.recall(query, log=False))
+    recall = near_miss(held_to_format(recall, format), query)
     timings = Timings(recall_s=time.perf_counter() - started)
     plan = AnswerPlan(chat, query, recall, memory.gate_threshold, timings=timings)
     if not (recall.decision == "graft" or (voice and recall.decision == "exact")):

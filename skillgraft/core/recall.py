@@ -23,6 +23,7 @@ class Recall:
     runner_up: Optional[str] = None
     candidates: list = field(default_factory=list, repr=False)
     near_miss: bool = False
+    conversation: str = ""  # "kept" (the block an earlier turn held, over the routed one), "switched" or ""
 
     @property
     def block_id(self) -> Optional[str]:
@@ -37,6 +38,7 @@ class Recall:
             "threshold": self.threshold,
             "reason": self.reason,
             "near_miss": self.near_miss,
+            "conversation": self.conversation,
             "runner_up": self.runner_up,
             "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }

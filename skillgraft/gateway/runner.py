@@ -37,6 +37,7 @@ class GatewayConfig:
     slot_wait_s: Optional[float] = None  # how long a request waits for a free slot (pool default)
     embedder: Optional[str] = None
     derived_bytes: Optional[int] = None  # the derived prefix states kept on the home's disk (memory default)
+    conversations: str = "keep"  # a later turn routed elsewhere: keep the conversation's block, or switch
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -65,7 +66,8 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings, **waits)
     try:
         gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks,
-                          embedder=config.embedder, derived_bytes=config.derived_bytes)
+                          embedder=config.embedder, derived_bytes=config.derived_bytes,
+                          conversations=config.conversations)
         try:
             app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
                              deposits=config.deposits)

@@ -65,12 +65,13 @@ class Gateway:
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
         derived_bytes: Optional[int] = None,
+        conversations: str = "keep",
     ) -> None:
         self.pool = pool
         self.metrics = metrics or GatewayMetrics()
         engine = PooledEngine(pool)
         self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate,
-                                  derived_bytes=derived_bytes)
+                                  derived_bytes=derived_bytes, conversations=conversations)
         self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder, catalog=catalog, blocks=blocks)
         self.pipeline = AnswerPipeline(engine, gate=self.memory.gate, record=self._record)
         self.model_name = engine.model_name

@@ -26,7 +26,7 @@ from ..core.chat_layout import with_system
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
-from ..core.planning import forced_recall, near_miss, plan_answer
+from ..core.planning import CONVERSATION_POLICIES, forced_recall, near_miss, plan_answer
 from ..core.prefix_reuse import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
@@ -88,6 +88,9 @@ class SkillMemory(Deposits, Upkeep):
     ``gate`` is the confidence gate's policy after a graft: ``"advisory"`` (the default:
     report it, never discard) or ``"enforce"`` (answer plainly when not confident).
     ``read_only=True`` opens the store without writing anything (see :class:`BlockStore`).
+    ``conversations`` is what a later user turn routed to another block does: ``"keep"`` (the
+    default) the block the conversation holds while it scores above the threshold, or
+    ``"switch"`` to the routed block (:func:`~skillgraft.core.planning.conversation_recall`).
     ``embedder`` is a spec (``minilm``, ``mpnet``, a folder, an ``http(s)://`` embeddings
     endpoint) or an object with ``name`` and ``encode``; by default ``$SKILLGRAFT_EMBEDDER``,
     else the encoder the store records, else MiniLM (:mod:`skillgraft.routing.encoders`).
@@ -107,8 +110,12 @@ class SkillMemory(Deposits, Upkeep):
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
         derived_bytes: Optional[int] = None,
+        conversations: str = "keep",
     ) -> None:
         from ..routing.encoders import choose_embedder
+
+        if conversations not in CONVERSATION_POLICIES:
+            raise InputError(f"conversations must be one of {', '.join(CONVERSATION_POLICIES)}, got {conversations!r}")
         from ..store.block_store import BlockStore
 
         if embedder is not None and not isinstance(embedder, (str, Path)):
@@ -119,6 +126,7 @@ class SkillMemory(Deposits, Upkeep):
         self._engine = engine
         self._owns_engine = engine is None
         self.reprefill_foreign = reprefill_foreign
+        self.conversations = conversations
         try:
             self.router = Router(self.store, choose_embedder(embedder, self.store))
         except BaseException:
@@ -354,6 +362,7 @@ class _Planning:
     def __init__(self, memory: SkillMemory) -> None:
         self.memory = memory
         self.reprefill_foreign = memory.reprefill_foreign
+        self.conversation_policy = memory.conversations
 
     @property
     def gate_threshold(self) -> float:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
@@ -56,6 +57,8 @@ MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.
 MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
 THRESHOLD_SETTING = "router.threshold"
+# A conversation's earlier user turns are routed again with each turn: their vectors are kept.
+QUERY_VECTORS_KEPT = 256
 
 def name_key(name: str) -> str:
     """The routing key a block's name gives."""
@@ -105,6 +108,8 @@ class Router:
         self._blocks: dict[str, "Block"] = {}
         self.cache_dir = store.home / "index"
         self.centroid_weight = CENTROID_WEIGHT
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -222,7 +227,7 @@ class Router:
         index = self.index()
         if index.size == 0:
             return [Ranking([], {}, -1.0) for _ in queries]
-        vectors = self.embedder.encode(list(queries))
+        vectors = self._encode_queries(list(queries))
         sims, ids = index.search(vectors)
         centroid_sims = vectors @ index.centroids.T
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
@@ -240,6 +245,21 @@ class Router:
             scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
             results.append(Ranking(sorted(scored.items(), key=lambda item: -item[1]), nearest, float(negative)))
         return results
+
+    def _encode_queries(self, queries: list[str]) -> np.ndarray:
+        """The encoder's vectors of ``queries``, the last :data:`QUERY_VECTORS_KEPT` kept."""
+        with self._query_lock:
+            kept = {q: self._query_vectors[q] for q in queries if q in self._query_vectors}
+        missing = list(dict.fromkeys(q for q in queries if q not in kept))
+        if missing:
+            fresh = np.asarray(self.embedder.encode(missing))
+            with self._query_lock:
+                for query, vector in zip(missing, fresh):
+                    kept[query] = self._query_vectors[query] = vector
+                    self._query_vectors.move_to_end(query)
+                while len(self._query_vectors) > QUERY_VECTORS_KEPT:
+                    self._query_vectors.popitem(last=False)
+        return np.stack([kept[q] for q in queries])
 
     def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
         """Graft the best block when its score reaches the threshold; otherwise abstain.
