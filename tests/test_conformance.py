@@ -337,6 +337,18 @@ def test_an_agent_behind_a_second_skill_or_none_reuses_a_derived_state_at_once(d
 
 
 @pytest.mark.slow
+def test_a_conversation_that_changes_topic_is_judged_alike_through_every_door(doors):
+    chat = [("system", AGENT), ("user", AGENT_QUESTIONS[0]), ("assistant", "Use git rebase -i and squash them."),
+            ("user", "Thanks. Now, how long should sourdough bread rise before baking?"), ("assistant", "Overnight."),
+            ("user", "And how do I squash the commits of a pull request?")]
+    chats = [chat[:2], chat[:4], chat]
+    notes = _same_through_every_door(doors, chats)
+    for memory_note, served_note in notes:
+        assert memory_note.conversation == served_note["conversation"]
+    assert notes[0][0].conversation == ""
+
+
+@pytest.mark.slow
 def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors):
     chat, chats = [("system", AGENT)], []
     for user, assistant in TURNS:

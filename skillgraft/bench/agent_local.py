@@ -14,7 +14,8 @@ request at a time; every skillgraft request first, then every ``Llama`` request.
 ``agent`` (six questions on one manual), ``conversation`` (eight turns, fixed replies),
 ``tool loop`` (three questions with two tools, each asked twice as an agent loop does: the
 question, then the chat with the model's tool call and the tool's result; both held to the
-same tool-call grammar).
+same tool-call grammar); and, skillgraft alone, the conversation policy
+(:mod:`skillgraft.bench.conversation_policy`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _row, _user
 from ..core.prefix_reuse import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
+from .conversation_policy import TURNS, bench_policies, conversations
 
 TOOLS = (
     Tool("tide_status", "Show a service's health in one region.",
@@ -160,7 +162,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     texts = Texts(quick)
     manual = texts.manuals[AGENT_MANUAL]
     records: list[dict] = []
-    total = 2 * requests_per_system()
+    total = 2 * requests_per_system() + 2 * len(conversations()) * 2 * TURNS
 
     def record(row: dict) -> None:
         records.append(row)
@@ -180,10 +182,12 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
             _scenarios(theirs, texts, record)
         finally:
             theirs.close()
+        policies = bench_policies(workdir, model, texts, record)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     settings = engine_settings()
-    report = _report(records)
+    report = _report([r for r in records if r["scenario"] != "topic change"])
+    report["conversation_policy"] = policies
     report.update(kind="agent-in-process", model=model, quick=quick, n_threads=settings.n_threads,
                   n_ctx=settings.n_ctx, max_tokens=MAX_TOKENS, wall_s=round(time.perf_counter() - started, 2),
                   requests=records, other="llama-cpp-python")

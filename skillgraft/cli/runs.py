@@ -375,6 +375,10 @@ def _render_agent(report: dict) -> str:
     summary, decisions = report["summary"], report.get("decisions")
     if decisions is None:  # in-process: no restart is measured
         lines.append(f"grafts: {summary['grafts']}/{summary['requests']}; reused from: {summary['reused_from']}")
+        for row in report.get("conversation_policy", {}).get("rows", []):
+            lines.append(f"topic change, {row['policy']}: {row['total_s']:.2f} s over {row['turns']} turns, first turn on "
+                         f"the new topic {row['first_turn_on_the_new_topic_s']:.3f} s, kept {row['kept']}, switched "
+                         f"{row['switched']}, behind the expected skill {row['behind_the_expected_skill']}/{row['turns']}")
         return "\n".join(lines)
     lines.append(f"restart: {summary['restart_speedup']}x faster than llama-server's cold prefill "
                  f"(target {summary['restart_target']:g}x); grafts on the expected manual: "
