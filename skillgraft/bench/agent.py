@@ -268,14 +268,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     model = model or default_model()
     repeats = 1 if quick else repeats
     texts = Texts(quick)
-    records: list[dict] = []
-    total = 2 * requests_per_system(repeats, two_slots)
-
-    def record(row: dict) -> None:
-        records.append(row)
-        if progress:
-            progress(len(records), total)
-
+    records, record = recorder(2 * requests_per_system(repeats, two_slots), progress)
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-agent-"))
     setup: dict = {}
@@ -313,6 +306,18 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     return report
 
 
+def recorder(total: int, progress: Progress) -> tuple[list[dict], Callable[[dict], None]]:
+    """The request rows of a run and the function that adds one, reporting progress of ``total``."""
+    records: list[dict] = []
+
+    def record(row: dict) -> None:
+        records.append(row)
+        if progress:
+            progress(len(records), total)
+
+    return records, record
+
+
 def _add_stages(records: list[dict], stages: list[dict]) -> None:
     """Give each gateway request its routing and answer seconds, as the gateway recorded them."""
     if len(stages) != len(records):
@@ -328,13 +333,11 @@ def _sizes(engine, texts: Texts) -> dict:
             "manuals": {name: count(text) for name, (text, _) in texts.manuals.items()}}
 
 
-def _spread(values: list[float], total: bool = False) -> tuple[float, float, float]:
-    return (sum(values) if total else statistics.median(values)), min(values), max(values)
 
 
 def _row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:
     """One table row: skillgraft's and llama-server's median (or total), spread and ratio."""
-    (a, a_lo, a_hi), (b, b_lo, b_hi) = _spread(ours, total), _spread(theirs, total)
+    (a, a_lo, a_hi), (b, b_lo, b_hi) = [((sum(v) if total else statistics.median(v)), min(v), max(v)) for v in (ours, theirs)]
     return {"scenario": scenario, "measure": measure, "skillgraft_s": round(a, 4), "llama_server_s": round(b, 4),
             "ratio": round(a / b, 4) if b else None, "skillgraft_min": round(a_lo, 4), "skillgraft_max": round(a_hi, 4),
             "llama_server_min": round(b_lo, 4), "llama_server_max": round(b_hi, 4), "requests": len(ours)}

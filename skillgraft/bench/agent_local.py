@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import agent_data as data
-from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _row, _user
+from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _row, _user, recorder
 from ..core.prefix_reuse import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
@@ -161,14 +161,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     model = model or default_model()
     texts = Texts(quick)
     manual = texts.manuals[AGENT_MANUAL]
-    records: list[dict] = []
-    total = 2 * requests_per_system() + 2 * len(conversations()) * 2 * TURNS
-
-    def record(row: dict) -> None:
-        records.append(row)
-        if progress:
-            progress(len(records), total)
-
+    records, record = recorder(2 * requests_per_system() + 2 * len(conversations()) * 2 * TURNS, progress)
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-local-"))
     try:
