@@ -227,6 +227,9 @@ def check(ctx, repair, model, as_json) -> None:
     stored source text when the runtime matches (byte-identical), temp files of
     interrupted writes are deleted, files without a catalog row are quarantined, and
     manuals stored before manuals gave routing keys get their sentence keys.
+
+    Imported skills whose folder changed or vanished on disk are listed (skills_changed);
+    that is news, not a problem of the store: `skillgraft skills update NAME` takes the change.
     """
     store_home(ctx)
     try:
@@ -235,6 +238,7 @@ def check(ctx, repair, model, as_json) -> None:
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
         report = memory.check(repair=repair).as_dict()
+        report["skills_changed"] = memory.skill_changes()
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)
@@ -246,6 +250,9 @@ def _render_check(report: dict) -> str:
         lines.append(f"repaired  {item.get('block_id') or item.get('file')}: {item['problem']} -> {item['action']}")
     for item in report["problems"]:
         lines.append(f"problem   {item.get('block_id') or item.get('file')}: {item['problem']}")
+    for item in report.get("skills_changed", []):
+        lines.append(f"skill     {item['name']} v{item['version']}: its folder {item['change']} ({item['folder']}): "
+                     f"skillgraft skills update {item['name']}")
     return "\n".join(lines)
 
 

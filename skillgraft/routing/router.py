@@ -5,7 +5,8 @@ manual's own sentences) whose vectors are stored in the catalog, so reopening a 
 nothing. A FAISS index over the key vectors is a cache, rebuilt whenever the catalog changes:
 flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.routing.key_index`).
 A block's score is the mean of two cosine similarities: to its nearest key and to the centroid
-of all its keys (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
+of all its keys; an imported skill's blocks rank as one entry, its best block (and only the blocks
+of its default version are offered, none of a skill that opted out of model invocation) (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
 score reaches the abstain threshold (calibrated per store, or the documented default) and
 abstains otherwise.
 
@@ -103,6 +104,7 @@ class Router:
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
+        self._groups: dict[str, str] = {}  # block id -> the imported skill it belongs to
         self.cache_dir = store.home / "index"
         self.centroid_weight = CENTROID_WEIGHT
 
@@ -155,6 +157,8 @@ class Router:
         with self.store.snapshot():
             version = self.store.catalog_version()
             blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
+            self._groups, hidden = self.store.skill_routing()
+            blocks = {block_id: b for block_id, b in blocks.items() if block_id not in hidden}
             stale = self.store.count_stale_keys(self.embedder.name)
             index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
             negatives = [] if stale else self.store.negative_vectors()
@@ -238,8 +242,22 @@ class Router:
                 nearest.setdefault(index.blocks[i], float(row_centroids[i]))
             w = self.centroid_weight
             scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
-            results.append(Ranking(sorted(scored.items(), key=lambda item: -item[1]), nearest, float(negative)))
+            results.append(Ranking(self._by_skill(sorted(scored.items(), key=lambda item: -item[1])), nearest, float(negative)))
         return results
+
+    def _by_skill(self, scored: list) -> list:
+        """The ranking with one entry per imported skill (its best block) and every other block:
+        skills are ranked, not their parts, so a skill's count of blocks weighs nothing."""
+        seen: set[str] = set()
+        ranked = []
+        for block_id, score in scored:
+            group = self._groups.get(block_id)
+            if group is not None:
+                if group in seen:
+                    continue
+                seen.add(group)
+            ranked.append((block_id, score))
+        return ranked
 
     def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
         """Graft the best block when its score reaches the threshold; otherwise abstain.
