@@ -105,12 +105,15 @@ def _block_result(block, **extra) -> dict:
 @click.pass_context
 def list_blocks(ctx, kind, as_json) -> None:
     """List the blocks in the store."""
-    rows = [b.summary() for b in open_memory(ctx).list(kind=kind, include_quarantined=True)]
+    memory = open_memory(ctx)
+    skill_of, _ = memory.store.skill_routing()
+    rows = [{**b.summary(), "skill": skill_of.get(b.id)} for b in memory.list(kind=kind, include_quarantined=True)]
     emit(
         {"rows": rows},
         as_json,
         lambda d: "\n".join(
-            f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}" for r in d["rows"]
+            f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}"
+            + (f"  (skill {r['skill']})" if r["skill"] else "") for r in d["rows"]
         )
         or "(the store is empty)",
     )

@@ -37,6 +37,9 @@ class Upkeep:
     def rename(self, ref: str, new_name: str) -> Block:
         """Give a block a new name (free, or :class:`NameTakenError`); its name key follows."""
         block = self.get(ref)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: its blocks are named after the skill")
         new_name = clean_name(new_name)
         if new_name == block.name:
             return block

@@ -230,3 +230,18 @@ def test_a_name_held_by_a_plain_manual_is_not_taken_over(fake_memory, tmp_path):
     report = fake_memory.import_skills(tmp_path)
     assert report.imported == [] and "not an imported skill" in report.skipped[0]["reason"]
     assert [b.name for b in fake_memory.list()] == ["git-squash"]
+
+
+def test_a_recapture_under_another_runtime_keeps_the_skill_whole(tmp_path):
+    pdf_skill(tmp_path / "skills")
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
+        memory.import_skills(tmp_path / "skills")
+        before = [p.block_id for p in memory.skill("pdf").parts]
+        with pytest.raises(InputError, match="named after the skill"):
+            memory.rename(before[1], "other")
+    with SkillMemory(tmp_path / "store", engine=FakeEngine("other-model"), embedder=FakeEmbedder()) as memory:
+        report = memory.recapture()
+        assert len(report.recaptured) == 2 and not report.failed
+        after = [p.block_id for p in memory.skill("pdf").parts]
+        assert set(after).isdisjoint(before) and all(memory.get(b).fingerprint_id == memory.engine.fingerprint.id for b in after)
+        assert memory.skill_of(memory.route("merge pdf files with PdfWriter").block_id) == "pdf"
