@@ -134,6 +134,28 @@ def export_skill(ctx, name, dest, version, as_json) -> None:
     emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json)
 
 
+@skills.command("eval")
+@click.argument("name", required=False)
+@click.option("--all-queries", is_flag=True, help="Also the training part (its positives are example keys).")
+@json_option
+@click.pass_context
+def eval_skills(ctx, name, all_queries, as_json) -> None:
+    """Trigger precision and recall of each skill (or NAME) on its eval_queries.json.
+
+    By default only the held-out part (about 40 % of the queries, chosen by a hash of each
+    query) is routed: the other part's positive queries are the skill's example keys.
+    """
+    scores = open_memory(ctx).eval_skills(name, held_out_only=not all_queries)
+    emit({"skills": [s.as_dict() for s in scores]}, as_json, lambda d: "\n".join(
+        f"{s['name']:24} precision {_share(s['precision'])}  recall {_share(s['recall'])}  "
+        f"({s['positives']} positive, {s['negatives']} negative queries)" for s in d["skills"]
+    ) or "no skill has eval queries" + ("" if all_queries else " in its held-out part"))
+
+
+def _share(value) -> str:
+    return "  n/a" if value is None else f"{value:5.2f}"
+
+
 @skills.command("status")
 @json_option
 @click.pass_context

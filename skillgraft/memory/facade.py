@@ -37,6 +37,7 @@ from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .deposits import Deposits
+from .skill_evals import SkillEvals
 from .skill_import import SkillImports
 from .skills import SkillVerbs
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER, DerivedStates
@@ -80,7 +81,7 @@ class Generation:
         }
 
 
-class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs):
+class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other

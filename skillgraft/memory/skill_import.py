@@ -14,7 +14,6 @@ whose folder under the given paths has vanished are reported, and removed only w
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,9 +24,9 @@ from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from .deposits import QUERY_ROOM_TOKENS
+from .skill_evals import EVAL_QUERIES, training_examples
 from .skill_plan import PlannedPart, plan_parts
 
-EVAL_QUERIES = "eval_queries.json"
 MAX_EVAL_EXAMPLES = 32
 
 
@@ -206,21 +205,5 @@ def skill_record(folder: SkillFolder, warnings: list) -> dict:
 
 
 def eval_examples(folder: SkillFolder, warnings: list) -> list[str]:
-    """The positive queries of the folder's ``eval_queries.json`` (``[{query, should_trigger}]``)."""
-    raw = folder.data.get(EVAL_QUERIES)
-    if raw is None:
-        return []
-    try:
-        items = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        warnings.append(f"{EVAL_QUERIES} is not JSON: not used")
-        return []
-    if not isinstance(items, list):
-        warnings.append(f"{EVAL_QUERIES} is not a list: not used")
-        return []
-    queries = [
-        item["query"].strip() for item in items
-        if isinstance(item, dict) and item.get("should_trigger") is True and isinstance(item.get("query"), str)
-        and item["query"].strip() and len(item["query"]) <= 2_000 and "\x00" not in item["query"]
-    ]
-    return queries[:MAX_EVAL_EXAMPLES]
+    """The training part's positive queries of the folder's ``eval_queries.json`` (:mod:`.skill_evals`)."""
+    return training_examples(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)

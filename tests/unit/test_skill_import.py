@@ -245,3 +245,37 @@ def test_a_recapture_under_another_runtime_keeps_the_skill_whole(tmp_path):
         after = [p.block_id for p in memory.skill("pdf").parts]
         assert set(after).isdisjoint(before) and all(memory.get(b).fingerprint_id == memory.engine.fingerprint.id for b in after)
         assert memory.skill_of(memory.route("merge pdf files with PdfWriter").block_id) == "pdf"
+
+
+def _queries(candidates, held_out: bool) -> list[str]:
+    from skillgraft.memory.skill_evals import is_held_out
+
+    return [q for q in candidates if is_held_out(q) == held_out]
+
+
+def test_eval_queries_report_trigger_precision_and_recall_on_the_held_out_part(fake_memory, tmp_path):
+    import json
+
+    git_words = [f"squash git commits with interactive rebase {w}" for w in ("now", "today", "please", "quickly", "again",
+                                                                              "safely", "first", "later", "here", "soon")]
+    pdf_words = [f"merge pdf files with PdfWriter pages {w}" for w in ("now", "today", "please", "quickly", "again",
+                                                                        "safely", "first", "later", "here", "soon")]
+    held_pos, train_pos = _queries(git_words, True), _queries(git_words, False)
+    held_neg = _queries(pdf_words, True)
+    assert held_pos and train_pos and held_neg
+    mislabeled = held_pos[0]
+    queries = ([{"query": q, "should_trigger": True} for q in held_pos[1:] + train_pos]
+               + [{"query": q, "should_trigger": False} for q in held_neg + [mislabeled]])
+    git_skill(tmp_path, files={"eval_queries.json": json.dumps(queries)})
+    pdf_skill(tmp_path)
+    fake_memory.import_skills(tmp_path)
+    examples = [k["text"] for k in fake_memory.store.routing_keys(fake_memory.skill("git-squash").parts[0].block_id)
+                if k["kind"] == "example"]
+    assert examples == train_pos  # only the training part's positives are keys
+    [score] = fake_memory.eval_skills()
+    assert (score.name, score.positives, score.negatives) == ("git-squash", len(held_pos) - 1, len(held_neg) + 1)
+    assert score.true_positives == len(held_pos) - 1 and score.recall == 1.0
+    assert score.false_positives == 1 and score.misses == [
+        {"query": mislabeled, "should_trigger": False, "routed_to": "git-squash"}]
+    [everything] = fake_memory.eval_skills("git-squash", held_out_only=False)
+    assert everything.positives == len(held_pos) - 1 + len(train_pos)
