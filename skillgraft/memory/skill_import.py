@@ -61,9 +61,13 @@ class SkillImports:
     """``import_skills`` of a memory (which provides ``engine``, ``store``, ``router``)."""
 
     def import_skills(
-        self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None
+        self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
+        origin: Optional[str] = None,
     ) -> SkillImportReport:
-        """Import the skill folders at or under ``paths``; see the module's docstring."""
+        """Import the skill folders at or under ``paths``; see the module's docstring.
+
+        ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
+        temp folder): such a skill is not compared with a folder on disk, nor updated from one."""
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         report = SkillImportReport()
@@ -83,19 +87,20 @@ class SkillImports:
                 continue
             taken[folder.name] = str(folder_path)
             try:
-                self._import_one(folder, report)
+                self._import_one(folder, report, origin)
             except SkillgraftError as exc:
                 report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
             if progress:
                 progress(done, len(scan.folders))
-        self._vanished(paths, set(taken), report, prune)
+        if origin is None:
+            self._vanished(paths, set(taken), report, prune)
         return report
 
-    def _import_one(self, folder: SkillFolder, report: SkillImportReport) -> None:
+    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str]) -> None:
         versions = self._versions_of(folder.name)
         for row in versions:
             if row["manifest_sha256"] == folder.manifest_sha256:
-                report.unchanged.append({"name": folder.name, "version": row["version"], "folder": str(folder.root)})
+                report.unchanged.append({"name": folder.name, "version": row["version"], "folder": origin or str(folder.root)})
                 return
         warnings = list(folder.warnings)
         examples = eval_examples(folder, warnings)
@@ -103,7 +108,7 @@ class SkillImports:
         room = engine.n_ctx - QUERY_ROOM_TOKENS
         plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples)
         version = max((row["version"] for row in versions), default=0) + 1
-        stored = self._store_version(folder, version, plan, warnings)
+        stored = self._store_version(folder, version, plan, warnings, origin)
         report.imported.append(stored)
 
     def _versions_of(self, name: str) -> list[dict]:
@@ -117,7 +122,9 @@ class SkillImports:
             raise SkillFolderError(name, f"the name is taken by block {block.id}, which is not an imported skill")
         return []
 
-    def _store_version(self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list) -> ImportedSkill:
+    def _store_version(
+        self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str]
+    ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
         key_rows = [self.router.key_rows(part.keys) for part in plan]  # a failing embedder stores nothing
         created: list[str] = []
@@ -133,7 +140,7 @@ class SkillImports:
                 parts.append((number, block, part))
             record = skill_record(folder, warnings)
             self.store.add_skill_version(
-                folder.name, version, folder=str(folder.root.resolve()), manifest_sha256=folder.manifest_sha256,
+                folder.name, version, folder=origin or str(folder.root.resolve()), manifest_sha256=folder.manifest_sha256,
                 description=folder.description, record=record,
                 files=[(f.path, f.size, f.sha256, folder.data[f.path]) for f in folder.files],
                 parts=[(number, block.id, part.role, part.title) for number, block, part in parts],
@@ -145,7 +152,7 @@ class SkillImports:
         for (number, block, part), rows in zip(parts, key_rows):
             if block.id in created and rows:
                 self.store.add_routing_keys(block.id, rows)
-        return ImportedSkill(folder.name, version, str(folder.root), [b.id for _, b, _ in parts], reused, warnings)
+        return ImportedSkill(folder.name, version, origin or str(folder.root), [b.id for _, b, _ in parts], reused, warnings)
 
     def _part_block(self, skill: str, version: int, number: int, part: PlannedPart, description: str):
         """``(block, created)``: a block of this skill holding this very text, or a new capture."""

@@ -105,7 +105,9 @@ class SkillVerbs:
     def update_skill(self, name: str, *, progress=None) -> SkillImportReport:
         """Read skill ``name``'s folder again: a changed folder becomes a new, default version."""
         folder = self.store.skill_version(name)["folder"]
-        if not folder or not os.path.isdir(folder):
+        if not os.path.isabs(folder or ""):
+            raise SkillFolderError(folder or name, f"skill {name!r} came from {folder!r}, not a folder: import it again")
+        if not os.path.isdir(folder):
             raise SkillFolderError(folder or name, f"the folder of skill {name!r} is gone")
         report = self.import_skills([folder], progress=progress)
         return report
@@ -163,7 +165,9 @@ class SkillVerbs:
             row = self.store.skill_version(name)
             folder = row["folder"] or ""
             entry = {"name": name, "version": row["version"], "folder": folder}
-            if not folder or not os.path.isdir(folder):
+            if not os.path.isabs(folder):  # from a bundle: there is no folder to compare with
+                continue
+            if not os.path.isdir(folder):
                 changes.append({**entry, "change": "vanished"})
                 continue
             try:
