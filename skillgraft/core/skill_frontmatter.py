@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import SkillFolderError
+from .sha import BLOCK_ID
 
 MAX_FRONTMATTER_BYTES = 64 << 10
 MAX_DESCRIPTION_CHARS = 1024        # the specification's limit; longer is a warning
@@ -93,6 +94,8 @@ def _usable_name(name) -> str:
         raise SkillFolderError(
             "SKILL.md", f"has the name {name[:40]!r}: a name is letters, digits, '.', '_' and '-' (at most {MAX_NAME_CHARS})"
         )
+    if BLOCK_ID.fullmatch(name):
+        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which has the form of a block id (16 hex digits)")
     return name
 
 

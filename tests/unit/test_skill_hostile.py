@@ -119,6 +119,8 @@ def test_a_body_of_ten_megabytes_is_refused(stocked, tmp_path):
 def test_names_made_of_control_characters(stocked, tmp_path):
     write_skill(tmp_path / "bad", '"\\x1b[2J\\x07evil"', "Control characters.", "Body\n", folder="ctl")
     assert "has the name" in skipped_reason(stocked, tmp_path / "bad")
+    write_skill(tmp_path / "bad3", "0123456789abcdef", "Looks like a block id.", "Body\n")
+    assert "form of a block id" in skipped_reason(stocked, tmp_path / "bad3")
     folder = write_skill(tmp_path / "bad2", "oddfile", "A file with an odd name.", "Body\n")
     (folder / "re\x1bf.md").write_text("text")
     report = stocked.import_skills(folder)
