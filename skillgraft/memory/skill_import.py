@@ -75,26 +75,30 @@ class SkillImports:
         report.warnings.extend(scan.notes)
         taken: dict[str, str] = {}
         for done, folder_path in enumerate(scan.folders, 1):
-            try:
-                folder = read_skill_folder(folder_path)
-            except SkillFolderError as exc:
-                report.skipped.append({"folder": str(folder_path), "reason": exc.reason})
-                continue
-            if folder.name in taken:
-                report.warnings.append(
-                    f"skill {folder.name!r} in {folder_path} is shadowed by the one in {taken[folder.name]} (first found wins)"
-                )
-                continue
-            taken[folder.name] = str(folder_path)
-            try:
-                self._import_one(folder, report, origin)
-            except SkillgraftError as exc:
-                report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
+            self._import_path(folder_path, taken, report, origin)
             if progress:
                 progress(done, len(scan.folders))
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         return report
+
+    def _import_path(self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str]) -> None:
+        """One folder found: read, checked against the names taken so far, imported or skipped."""
+        try:
+            folder = read_skill_folder(folder_path)
+        except SkillFolderError as exc:
+            report.skipped.append({"folder": str(folder_path), "reason": exc.reason})
+            return
+        if folder.name in taken:
+            report.warnings.append(
+                f"skill {folder.name!r} in {folder_path} is shadowed by the one in {taken[folder.name]} (first found wins)"
+            )
+            return
+        taken[folder.name] = str(folder_path)
+        try:
+            self._import_one(folder, report, origin)
+        except SkillgraftError as exc:
+            report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
 
     def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str]) -> None:
         versions = self._versions_of(folder.name)
