@@ -231,7 +231,8 @@ def check(ctx, repair, model, as_json) -> None:
     interrupted writes are deleted, files without a catalog row are quarantined, and
     manuals stored before manuals gave routing keys get their sentence keys.
 
-    Imported skills whose folder changed or vanished on disk are listed (skills_changed);
+    Imported skills whose folder changed or vanished on disk are listed (skills_changed, present
+    when the store holds imported skills);
     that is news, not a problem of the store: `skillgraft skills update NAME` takes the change.
     """
     store_home(ctx)
@@ -241,7 +242,8 @@ def check(ctx, repair, model, as_json) -> None:
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
         report = memory.check(repair=repair).as_dict()
-        report["skills_changed"] = memory.skill_changes()
+        if memory.store.skill_names():  # a store without imported skills reports as it always did
+            report["skills_changed"] = memory.skill_changes()
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)
