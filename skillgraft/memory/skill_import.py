@@ -134,9 +134,14 @@ class SkillImports:
         created: list[str] = []
         parts = []
         reused = 0
+        made: dict = {}  # this version's parts by text: two equal parts are one block
         try:
             for number, part in enumerate(plan):
-                block, new = self._part_block(folder.name, version, number, part, folder.description)
+                if part.text in made:
+                    block, new = made[part.text], False
+                else:
+                    block, new = self._part_block(folder.name, version, number, part, folder.description)
+                    made[part.text] = block
                 if new:
                     created.append(block.id)
                 else:

@@ -279,3 +279,13 @@ def test_eval_queries_report_trigger_precision_and_recall_on_the_held_out_part(f
         {"query": mislabeled, "should_trigger": False, "routed_to": "git-squash"}]
     [everything] = fake_memory.eval_skills("git-squash", held_out_only=False)
     assert everything.positives == len(held_pos) - 1 + len(train_pos)
+
+
+def test_two_equal_pieces_of_a_resource_are_one_block_of_the_skill(small_memory, tmp_path):
+    paragraph = "Fill in the title, the author and the date of the document before you send it. " * 6
+    write_skill(tmp_path, "templates", "Document templates.", "# Templates\n\nPick one.\n",
+                files={"references/form.md": f"{paragraph}\n\n{paragraph}\n"})
+    report = small_memory.import_skills(tmp_path)
+    assert not report.skipped and report.imported[0].reused == 1
+    parts = small_memory.skill("templates").parts
+    assert [p.title for p in parts[1:]] == ["references/form.md"] * 2 and parts[1].block_id == parts[2].block_id
