@@ -304,7 +304,8 @@ class Router:
     ) -> RouterCalibration:
         """Choose the abstain threshold from labelled queries and store it.
 
-        ``in_domain`` pairs a query with the name (or id) of the block it should reach.
+        ``in_domain`` pairs a query with the name (or id) of the block it should reach (for an
+        imported skill, its name or any of its blocks: any of them is right).
         Among thresholds whose in-scope accuracy (right block, not abstained) is within
         ``in_scope_tolerance`` of the best reachable, the one abstaining on the most
         out-of-domain queries wins; ``max_false_accept`` caps the out-of-domain accept rate.
@@ -329,6 +330,9 @@ class Router:
                 raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
             targets.append(target)
         in_best = [r.best() for r in self.rankings([clean_query(q) for q, _ in in_domain])]
+        # an imported skill is right whichever of its blocks is ranked first
+        targets = [self._groups.get(t, t) for t in targets]
+        in_best = [(self._groups.get(b, b) if b is not None else None, s) for b, s in in_best]
         ood_best = np.array([r.best()[1] for r in self.rankings([clean_query(q) for q in out_of_domain])])
         candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
         curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]

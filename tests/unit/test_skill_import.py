@@ -289,3 +289,15 @@ def test_two_equal_pieces_of_a_resource_are_one_block_of_the_skill(small_memory,
     assert not report.skipped and report.imported[0].reused == 1
     parts = small_memory.skill("templates").parts
     assert [p.title for p in parts[1:]] == ["references/form.md"] * 2 and parts[1].block_id == parts[2].block_id
+
+
+def test_calibration_counts_any_block_of_the_named_skill_as_right(small_memory, tmp_path):
+    sections = "\n\n".join(f"## Step {i}\n\n" + f"Detail {i} of merging pdf pages with the writer. " * 12 for i in range(8))
+    write_skill(tmp_path, "pdf", "Merge PDF files.", "# Merging\n\n" + sections)
+    git_skill(tmp_path)
+    small_memory.import_skills(tmp_path)
+    queries = [("detail 7 of merging pdf pages", "pdf"), ("merge pdf files", "pdf"), ("squash git commits", "git-squash")]
+    first = small_memory.skill("pdf").parts[0].block_id
+    assert any(small_memory.router.rankings([q])[0].scored[0][0] != first for q, s in queries if s == "pdf")
+    report = small_memory.calibrate(queries, ["who won the world cup in 1998"], save=False)
+    assert report.in_scope_accuracy == 1.0
