@@ -109,7 +109,7 @@ def _load(raw: str, warnings: list[str]) -> dict:
     except yaml.YAMLError as first:
         try:
             values = yaml.load(_quote_colon_values(raw), Loader=_NoAliasLoader)  # noqa: S506
-        except (yaml.YAMLError, _AliasError):
+        except (yaml.YAMLError, _AliasError, RecursionError):
             where = getattr(first, "problem_mark", None)
             at = f" (line {where.line + 2})" if where is not None else ""
             raise SkillFolderError("SKILL.md", f"has a frontmatter that is not YAML{at}") from None

@@ -86,6 +86,11 @@ def test_a_yaml_bomb_is_refused(stocked, tmp_path):
     assert "anchors or aliases" in skipped_reason(stocked, tmp_path / "bad")
 
 
+def test_a_deeply_nested_frontmatter_is_refused(stocked, tmp_path):
+    write_skill(tmp_path / "bad", "deep", "Deep.", "Body\n", extra="x: " + "[" * 3_000 + "]" * 3_000)
+    assert "nested too deeply" in skipped_reason(stocked, tmp_path / "bad")
+
+
 def test_a_huge_frontmatter_is_refused(stocked, tmp_path):
     write_skill(tmp_path / "bad", "huge", "Huge.", "Body\n", extra="padding: " + "x" * (70 << 10))
     assert "frontmatter over" in skipped_reason(stocked, tmp_path / "bad")
