@@ -10,6 +10,7 @@ The tree::
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
+    │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -18,6 +19,7 @@ The tree::
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
+    │   │   └── SkillNotFoundError     no imported skill (or version) with that name
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
@@ -99,6 +101,17 @@ class FormatError(InputError):
         super().__init__(f"{field}: {message}")
 
 
+class SkillFolderError(InputError):
+    """An Agent Skills folder (a ``SKILL.md`` and its files) cannot be imported as it is.
+
+    ``path`` is the folder (or the file in it at fault) and ``reason`` says why in one phrase.
+    """
+
+    def __init__(self, path, reason: str) -> None:
+        self.path, self.reason = str(path), reason
+        super().__init__(f"skill folder {self.path!r}: {reason}")
+
+
 class SlotFileError(InputError):
     """A slot file or block payload does not have the layout the conversion needs."""
 
@@ -158,6 +171,15 @@ class StoreError(SkillgraftError):
 
 class BlockNotFoundError(StoreError):
     """No block has that id or name."""
+
+
+class SkillNotFoundError(BlockNotFoundError):
+    """No imported skill has that name, or it has no such version (``name``, ``version``)."""
+
+    def __init__(self, name: str, version: Optional[int] = None) -> None:
+        self.name, self.version = name, version
+        what = f"version {version} of skill {name!r}" if version is not None else f"skill {name!r}"
+        super().__init__(f"no {what} is stored: see `skillgraft skills list`")
 
 
 class BlockIntegrityError(StoreError):

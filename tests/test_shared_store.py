@@ -340,3 +340,18 @@ def test_corrections_and_a_reembed_reach_every_host(tmp_path, shared):
     with host(tmp_path, "c", shared, embedder=Wider()) as c:
         assert c.route("tidy up my history before the pull request").block_id == block.id
         assert c.route("what is the weather in squash town").decision == "abstain"
+
+
+def test_an_imported_skill_is_one_thing_on_every_host(tmp_path, shared):
+    from .unit.skill_folders import pdf_skill
+
+    folder = pdf_skill(tmp_path / "skills")
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        report = a.import_skills(folder)
+        assert [s.name for s in report.imported] == ["pdf"]
+        skill = b.skill("pdf")
+        assert [p.role for p in skill.parts] == ["section", "resource"] and skill.frontmatter["license"] == "Apache-2.0"
+        assert b.skill_of(b.route("merge pdf files with PdfWriter").block_id) == "pdf"
+        out = b.export_skill("pdf", tmp_path / "out")
+        assert all((tmp_path / "out" / "pdf" / p).read_bytes() == (folder / p).read_bytes() for p in out.files)
+        assert a.import_skills(folder).unchanged and b.remove_skill("pdf") and a.skills() == []

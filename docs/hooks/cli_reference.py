@@ -2,7 +2,8 @@
 
 ``docs/cli.md`` holds the placeholder ``<!-- cli-reference -->``; this hook replaces it
 with the group's help and then, for every command of ``skillgraft.cli.main.cli`` in sorted
-order, a ``## command`` heading and its ``--help`` output in a fenced text block. The
+order, a ``## command`` heading and its ``--help`` output in a fenced text block (a group's
+commands each under a ``### group command`` heading). The
 reference therefore cannot drift from the code.
 """
 
@@ -29,6 +30,8 @@ def render_reference() -> str:
     parts = ["```text", _help([]), "```", ""]
     for name in sorted(cli.commands):
         parts += [f"## {name}", "", "```text", _help([name]), "```", ""]
+        for sub in sorted(getattr(cli.commands[name], "commands", {})):  # a group's own commands
+            parts += [f"### {name} {sub}", "", "```text", _help([name, sub]), "```", ""]
     return "\n".join(parts)
 
 

@@ -6,7 +6,8 @@ named ``manifest.json`` or ``blocks/<64 hex>.kv``, the manifest at most
 more than ``MAX_READ_BYTES`` at once. Every manifest row is checked field by field into a
 :class:`Row` (a malformed one is a :class:`BundleError`); :func:`payload` checks a payload's
 size and SHA-256 against its row; :func:`read_bundle` also checks the routing corrections
-(texts of feedback keys and negatives). The import itself is :mod:`skillgraft.bundles.transfer`.
+(texts of feedback keys and negatives). Imported skills' files (``skills/<64 hex>``) are checked
+by :mod:`skillgraft.bundles.skills`. The import itself is :mod:`skillgraft.bundles.transfer`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ BUNDLE_FORMAT = "skillgraft-bundle"
 BUNDLE_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_BLOCKS = 10_000
-MAX_MEMBERS = MAX_BLOCKS + 1
+MAX_SKILL_MEMBERS = 10_000          # distinct files of imported skills (skills/<sha256>)
+MAX_MEMBERS = MAX_BLOCKS + 1 + MAX_SKILL_MEMBERS
 MAX_FINGERPRINTS = 64
 MAX_KEY_CHARS = MAX_QUERY_CHARS
 MAX_NAME_CHARS = 200
@@ -42,6 +44,7 @@ MAX_READ_BYTES = 4 * READ_CHUNK
 KEY_KINDS = ("name", "description", "example")
 
 _PAYLOAD_NAME = re.compile(r"^blocks/[0-9a-f]{64}\.kv$")
+SKILL_FILE_NAME = re.compile(r"^skills/[0-9a-f]{64}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -87,7 +90,7 @@ def _scan(tar: tarfile.TarFile) -> dict[str, tarfile.TarInfo]:
             raise BundleError(
                 f"bundle entry {name!r} is not a regular file (links, folders and sparse files are refused)"
             )
-        if name != "manifest.json" and not _PAYLOAD_NAME.match(name):
+        if name != "manifest.json" and not _PAYLOAD_NAME.match(name) and not SKILL_FILE_NAME.match(name):
             raise BundleError(f"bundle entry {name!r} is not part of the bundle format")
         if name in members:
             raise BundleError(f"bundle entry {name!r} appears twice")
@@ -297,6 +300,13 @@ def read_rows(tar: tarfile.TarFile) -> list[Row]:
 
 def read_bundle(tar: tarfile.TarFile) -> tuple[list[Row], list[BundleCorrection]]:
     """The checked rows (as :func:`read_rows`) and the checked routing corrections."""
+    rows, corrections, _, _ = read_bundle_parts(tar)
+    return rows, corrections
+
+
+def read_bundle_parts(tar: tarfile.TarFile) -> tuple[list[Row], list["BundleCorrection"], dict, dict]:
+    """The checked rows and corrections, the manifest (its other parts unchecked) and the
+    entries by name (checked on their headers)."""
     members = _scan(tar)
     manifest = _read_manifest(tar, members["manifest.json"])
     fingerprints = _parse_fingerprints(manifest["fingerprints"])
@@ -306,7 +316,7 @@ def read_bundle(tar: tarfile.TarFile) -> tuple[list[Row], list[BundleCorrection]
         if row.block.id in seen:
             raise BundleError(f"bundle block {row.block.id} appears twice in the manifest")
         seen.add(row.block.id)
-    return rows, _parse_corrections(manifest.get("corrections", []), seen)
+    return rows, _parse_corrections(manifest.get("corrections", []), seen), manifest, members
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 A bundle is an uncompressed tar file::
 
-    manifest.json        format, fingerprints, block rows with their routing key texts, routing corrections
+    manifest.json        format, fingerprints, block rows with their routing key texts, routing corrections,
+                         imported skills (versions and manifests: :mod:`skillgraft.bundles.skills`)
     blocks/<sha256>.kv   the block payloads, byte-identical to the store's files
+    skills/<sha256>      the files of imported skills, each once
 
 Import trusts nothing in a bundle, and is all or nothing:
 
@@ -58,7 +60,8 @@ from typing import TYPE_CHECKING, Callable, Union
 
 from .plan import ImportPlan, Planner, SkippedBlock
 from .corrections import export_corrections, import_corrections
-from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle
+from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle_parts
+from .skills import check_skill_files, export_skills, import_skills_of, parse_skills
 from ..errors import BundleError, SkillgraftError, StoreError
 from ..store.ledger import LedgerEvent
 from ..routing.router import manual_key_texts, name_key
@@ -104,6 +107,7 @@ class ImportReport:
     imported: list[ImportedBlock] = field(default_factory=list)
     skipped: list[SkippedBlock] = field(default_factory=list)
     seconds: float = 0.0
+    skills: list = field(default_factory=list)  # each imported skill version: imported, unchanged or skipped
 
     @property
     def blocks(self) -> int:
@@ -116,6 +120,7 @@ class ImportReport:
             "imported": [asdict(b) for b in self.imported],
             "skipped": [asdict(b) for b in self.skipped],
             "seconds": round(self.seconds, 3),
+            "skills": self.skills,
         }
 
 
@@ -125,7 +130,8 @@ class ImportReport:
 def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progress = None) -> ExportReport:
     """Write every healthy block of ``store`` to a bundle at ``path`` (links are never followed)."""
     path = Path(path)
-    blocks = store.blocks(include_quarantined=False)
+    _, skill_blocks = export_skills(store, lambda name, data: None) if store.skill_names() else ([], set())
+    blocks = [b for b in store.blocks(include_quarantined=False) if b.id not in skill_blocks]
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -156,6 +162,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
                     if progress:
                         progress(done, len(blocks))
                 manifest["corrections"] = export_corrections(store, {b.id for b in blocks})
+                manifest["skills"], _ = export_skills(store, lambda name, data: _add_bytes(tar, name, data))
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
             handle.flush()
             os.fsync(handle.fileno())
@@ -204,7 +211,9 @@ def import_bundle(
         except TAR_ERRORS as exc:
             raise BundleError(f"{path} is not a readable bundle: {exc}") from None
         with tar:
-            rows, corrections = read_bundle(tar)
+            rows, corrections, manifest, members = read_bundle_parts(tar)
+            skills = parse_skills(manifest.get("skills", []), members)  # checked before any deposit
+            check_skill_files(tar, members, skills)
             planner = Planner(memory, tar, allow_foreign, trust_payloads)
             total = len(rows)
             for done, row in enumerate(rows, 1):
@@ -214,10 +223,16 @@ def import_bundle(
             total += len(planner.plans)
             imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
                                 (corrections, f"import:{path.name}"))
+            skill_reports = import_skills_of(memory, tar, members, skills, f"bundle:{path.name}")
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
         memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))
-    return ImportReport(str(path), imported, planner.skipped, time.perf_counter() - started)
+    report = ImportReport(str(path), imported, planner.skipped, time.perf_counter() - started)
+    for skill_report in skill_reports:
+        report.skills.extend({"name": s.name, "version": s.version, "how": "imported"} for s in skill_report.imported)
+        report.skills.extend({**u, "how": "unchanged"} for u in skill_report.unchanged)
+        report.skills.extend({**k, "how": "skipped"} for k in skill_report.skipped)
+    return report
 
 
 def _deposit(

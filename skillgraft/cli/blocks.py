@@ -105,12 +105,15 @@ def _block_result(block, **extra) -> dict:
 @click.pass_context
 def list_blocks(ctx, kind, as_json) -> None:
     """List the blocks in the store."""
-    rows = [b.summary() for b in open_memory(ctx).list(kind=kind, include_quarantined=True)]
+    memory = open_memory(ctx)
+    skill_of, _ = memory.store.skill_routing()
+    rows = [{**b.summary(), "skill": skill_of.get(b.id)} for b in memory.list(kind=kind, include_quarantined=True)]
     emit(
         {"rows": rows},
         as_json,
         lambda d: "\n".join(
-            f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}" for r in d["rows"]
+            f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}"
+            + (f"  (skill {r['skill']})" if r["skill"] else "") for r in d["rows"]
         )
         or "(the store is empty)",
     )
@@ -227,6 +230,10 @@ def check(ctx, repair, model, as_json) -> None:
     stored source text when the runtime matches (byte-identical), temp files of
     interrupted writes are deleted, files without a catalog row are quarantined, and
     manuals stored before manuals gave routing keys get their sentence keys.
+
+    Imported skills whose folder changed or vanished on disk are listed (skills_changed, present
+    when the store holds imported skills);
+    that is news, not a problem of the store: `skillgraft skills update NAME` takes the change.
     """
     store_home(ctx)
     try:
@@ -235,6 +242,8 @@ def check(ctx, repair, model, as_json) -> None:
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
         report = memory.check(repair=repair).as_dict()
+        if memory.store.skill_names():  # a store without imported skills reports as it always did
+            report["skills_changed"] = memory.skill_changes()
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)
@@ -246,6 +255,9 @@ def _render_check(report: dict) -> str:
         lines.append(f"repaired  {item.get('block_id') or item.get('file')}: {item['problem']} -> {item['action']}")
     for item in report["problems"]:
         lines.append(f"problem   {item.get('block_id') or item.get('file')}: {item['problem']}")
+    for item in report.get("skills_changed", []):
+        lines.append(f"skill     {item['name']} v{item['version']}: its folder {item['change']} ({item['folder']}): "
+                     f"skillgraft skills update {item['name']}")
     return "\n".join(lines)
 
 

@@ -56,13 +56,14 @@ def _register_commands() -> None:
     from .gateway import mcp_command, serve_command, ui_command
     from .migrate import migrate_store
     from .routing import feedback, reembed
+    from .skills import skills
 
     for command in (
         cli_blocks.add_manual, cli_blocks.add_solution, cli_blocks.list_blocks, cli_blocks.update, cli_blocks.rename,
         cli_blocks.rm, cli_blocks.recapture, cli_blocks.check, cli_blocks.export_command, cli_blocks.import_command,
         cli_runs.verify, cli_runs.models, cli_runs.demo, cli_runs.route, cli_runs.calibrate, cli_runs.ask,
         cli_runs.solve, cli_runs.ledger, cli_runs.bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
-        reembed,
+        reembed, skills,
     ):
         cli.add_command(command)
     cli.add_command(cli_blocks.show)

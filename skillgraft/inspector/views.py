@@ -75,13 +75,48 @@ def skill_rows(store: "BlockStore", *, search: str = "", sort: str = "created", 
 
 
 @dataclass(frozen=True)
+class ImportedSkillView:
+    """The imported Agent Skill a block belongs to: its default version's frontmatter, parts
+    (sections and resources), files, scripts, assets and warnings, and its versions."""
+
+    name: str
+    version: int
+    versions: list
+    folder: str
+    model_invocable: bool
+    frontmatter: dict
+    parts: list
+    files: list
+    scripts: list
+    assets: list
+    warnings: list
+
+
+def imported_skill_view(store: "BlockStore", block_id: str) -> Optional[ImportedSkillView]:
+    """The imported skill holding ``block_id`` (its default version), or None for a plain block."""
+    name = store.skill_of_block(block_id)
+    if name is None:
+        return None
+    row = store.skill_version(name)
+    record = row["record"]
+    return ImportedSkillView(
+        name, row["version"], [v["version"] for v in store.skill_versions(name)], row["folder"] or "",
+        bool(record.get("model_invocable", True)), record.get("frontmatter", {}),
+        store.skill_parts(name, row["version"]), store.skill_files(name, row["version"]),
+        record.get("scripts", []), record.get("assets", []), record.get("warnings", []),
+    )
+
+
+@dataclass(frozen=True)
 class SkillDetail:
-    """One skill: its block, routing keys by kind, uses and latest ledger rows."""
+    """One skill: its block, routing keys by kind, uses and latest ledger rows, and the
+    imported Agent Skill it is a part of (None for a plain block)."""
 
     block: Block
     keys: dict[str, list[str]]
     use: Optional[BlockUse]
     history: list[LedgerRow]
+    imported: Optional[ImportedSkillView] = None
 
     @property
     def examples(self) -> list[str]:
@@ -95,7 +130,7 @@ def skill_detail(store: "BlockStore", ref: str) -> SkillDetail:
     for key in store.routing_keys(block.id):
         keys.setdefault(key["kind"], []).append(key["text"])
     history = store.ledger_rows(block_id=block.id, limit=HISTORY_ROWS)
-    return SkillDetail(block, keys, store.block_uses().get(block.id), history)
+    return SkillDetail(block, keys, store.block_uses().get(block.id), history, imported_skill_view(store, block.id))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ nothing the client says is trusted) and ``feedback`` (a routing correction, give
 ``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
 schemas. The memory is used by one tool call at a time; a refused call (a
 :class:`SkillgraftError`) returns its message as the tool's error, except what a refused
-method printed. Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
+method printed. Imported Agent Skills are also ``skill://`` resources (``skill://index.json``,
+``skill://NAME/PATH``). Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
@@ -120,9 +121,44 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
         with one_call():
             return [SkillInfo.of(block) for block in memory.list(kind)]
 
+    _skill_resources(server, memory, lock)
     if deposits.allowed:
         _deposit_tools(server, memory, one_call, DepositRate(deposits.per_minute), ToolError)
     return server
+
+
+def _skill_resources(server, memory: SkillMemory, lock) -> None:
+    """Imported Agent Skills as ``skill://`` resources, the files of each skill's default
+    version as imported: ``skill://index.json`` lists them with their manifests (path, size,
+    SHA-256), ``skill://NAME/PATH`` reads one file. Only stored files are served (a path is
+    looked up in the manifest, never on disk). The Skills extension's ``skills/list`` and
+    ``skills/get`` methods are not offered."""
+    import json
+
+    @server.resource("skill://index.json", mime_type="application/json")
+    def skill_index() -> str:
+        """The imported skills: name, description, the URI of their SKILL.md and their files."""
+        with lock:
+            skills = [
+                {"name": s.name, "description": s.description, "uri": f"skill://{s.name}/SKILL.md", "version": s.version,
+                 "model_invocable": s.model_invocable,
+                 "files": [{**f, "uri": f"skill://{s.name}/{f['path']}"} for f in s.files]}
+                for s in memory.skills()
+            ]
+        return json.dumps({"skills": skills})
+
+    @server.resource("skill://{name}/{+path}")
+    def skill_file(name: str, path: str) -> Union[str, bytes]:
+        """One file of an imported skill (its default version), as imported."""
+        with lock:
+            version = memory.store.skill_default(name)
+            files = {f["path"]: f["data"] for f in memory.store.skill_files(name, version, with_data=True)}
+        if path not in files:
+            raise ValueError(f"skill {name!r} has no file {path!r}")
+        try:
+            return files[path].decode("utf-8")
+        except UnicodeDecodeError:
+            return files[path]
 
 
 def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, ToolError) -> None:

@@ -1,8 +1,15 @@
 """The memory an agent calls: the :class:`SkillMemory` facade and what is its own —
-deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`) and copying a store (:mod:`.migrate`).
+deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`), copying a store (:mod:`.migrate`) and
+Agent Skills folders (:mod:`.skill_import`, :mod:`.skills`, :mod:`.skill_evals`).
 """
 
 from .facade import Generation, SkillMemory, generation_of
+from .skill_evals import SkillTriggerScore
+from .skill_import import ImportedSkill, SkillImportReport
+from .skills import SkillExport, SkillPart, SkillRecord
 from .upkeep import RecaptureReport
 
-__all__ = ["Generation", "RecaptureReport", "SkillMemory", "generation_of"]
+__all__ = [
+    "Generation", "ImportedSkill", "RecaptureReport", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart",
+    "SkillRecord", "SkillTriggerScore", "generation_of",
+]

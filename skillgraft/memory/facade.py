@@ -37,6 +37,9 @@ from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .deposits import Deposits
+from .skill_evals import SkillEvals
+from .skill_import import SkillImports
+from .skills import SkillVerbs
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER, DerivedStates
 from ..store.ledger import LedgerEvent
 from .upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
@@ -78,7 +81,7 @@ class Generation:
         }
 
 
-class SkillMemory(Deposits, Upkeep):
+class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -336,7 +339,12 @@ class SkillMemory(Deposits, Upkeep):
         return self.store.blocks(kind=kind, include_quarantined=include_quarantined)
 
     def get(self, ref: str) -> Block:
-        """A block by id, unique id prefix, name, or the question a solution answers."""
+        """A block by id, unique id prefix, name, an imported skill's name (the first block of
+        its default version), or the question a solution answers."""
+        if ref in self.store.skill_names():
+            parts = self.store.skill_parts(ref, self.store.skill_default(ref))
+            if parts:
+                return self.store.get(parts[0]["block_id"])
         try:
             return self.store.get(ref)
         except BlockNotFoundError:
@@ -346,8 +354,13 @@ class SkillMemory(Deposits, Upkeep):
             raise
 
     def delete(self, ref: str) -> Block:
-        """Delete a block, its routing keys and (when no other block shares it) its file."""
-        return self.store.remove(self.get(ref).id)
+        """Delete a block, its routing keys and (when no other block shares it) its file. A
+        block of an imported skill is removed with its skill (:meth:`remove_skill`)."""
+        block = self.get(ref)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: remove the skill (skillgraft skills rm {skill})")
+        return self.store.remove(block.id)
 
     def _log(self, event: str, query: str, recall: Recall, timings: Optional[Timings] = None) -> None:
         self.store.log(LedgerEvent(

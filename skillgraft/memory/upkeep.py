@@ -37,6 +37,9 @@ class Upkeep:
     def rename(self, ref: str, new_name: str) -> Block:
         """Give a block a new name (free, or :class:`NameTakenError`); its name key follows."""
         block = self.get(ref)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: its blocks are named after the skill")
         new_name = clean_name(new_name)
         if new_name == block.name:
             return block
@@ -60,6 +63,9 @@ class Upkeep:
         is its verified question and answer: add a new solution instead of editing it.
         """
         block = self.get(ref)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: edit its folder and run skillgraft skills update {skill}")
         if examples is not None:
             examples = clean_keys(description or "", examples)
         elif description is not None:
@@ -132,7 +138,10 @@ class Upkeep:
             for key in self.store.routing_keys():
                 if key["kind"] == "manual":
                     keyed.setdefault(key["block_id"], set()).add(key["text"])
+            skill_blocks, _ = self.store.skill_routing()
             for block in self.store.blocks(kind="manual", include_quarantined=False):
+                if block.id in skill_blocks:  # an imported skill's keys follow its own policy
+                    continue
                 texts = manual_key_texts(block.source)
                 if keyed.get(block.id, set()) != {t.strip() for t in texts}:
                     self.router.replace_keys(block, texts, kind="manual")

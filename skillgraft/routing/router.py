@@ -5,7 +5,8 @@ manual's own sentences) whose vectors are stored in the catalog, so reopening a 
 nothing. A FAISS index over the key vectors is a cache, rebuilt whenever the catalog changes:
 flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.routing.key_index`).
 A block's score is the mean of two cosine similarities: to its nearest key and to the centroid
-of all its keys (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
+of all its keys; an imported skill's blocks rank as one entry, its best block (and only the blocks
+of its default version are offered, none of a skill that opted out of model invocation) (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
 score reaches the abstain threshold (calibrated per store, or the documented default) and
 abstains otherwise.
 
@@ -106,6 +107,7 @@ class Router:
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
+        self._groups: dict[str, str] = {}  # block id -> the imported skill it belongs to
         self.cache_dir = store.home / "index"
         self.centroid_weight = CENTROID_WEIGHT
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -160,6 +162,8 @@ class Router:
         with self.store.snapshot():
             version = self.store.catalog_version()
             blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
+            self._groups, hidden = self.store.skill_routing()
+            blocks = {block_id: b for block_id, b in blocks.items() if block_id not in hidden}
             stale = self.store.count_stale_keys(self.embedder.name)
             index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
             negatives = [] if stale else self.store.negative_vectors()
@@ -243,7 +247,7 @@ class Router:
                 nearest.setdefault(index.blocks[i], float(row_centroids[i]))
             w = self.centroid_weight
             scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
-            results.append(Ranking(sorted(scored.items(), key=lambda item: -item[1]), nearest, float(negative)))
+            results.append(Ranking(self._by_skill(sorted(scored.items(), key=lambda item: -item[1])), nearest, float(negative)))
         return results
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
@@ -260,6 +264,20 @@ class Router:
                 while len(self._query_vectors) > QUERY_VECTORS_KEPT:
                     self._query_vectors.popitem(last=False)
         return np.stack([kept[q] for q in queries])
+
+    def _by_skill(self, scored: list) -> list:
+        """The ranking with one entry per imported skill (its best block) and every other block:
+        skills are ranked, not their parts, so a skill's count of blocks weighs nothing."""
+        seen: set[str] = set()
+        ranked = []
+        for block_id, score in scored:
+            group = self._groups.get(block_id)
+            if group is not None:
+                if group in seen:
+                    continue
+                seen.add(group)
+            ranked.append((block_id, score))
+        return ranked
 
     def route(self, query, *, accept: Optional[Callable[["Block"], bool]] = None) -> Recall:
         """Graft the best block when its score reaches the threshold; otherwise abstain.
@@ -306,7 +324,8 @@ class Router:
     ) -> RouterCalibration:
         """Choose the abstain threshold from labelled queries and store it.
 
-        ``in_domain`` pairs a query with the name (or id) of the block it should reach.
+        ``in_domain`` pairs a query with the name (or id) of the block it should reach (for an
+        imported skill, its name or any of its blocks: any of them is right).
         Among thresholds whose in-scope accuracy (right block, not abstained) is within
         ``in_scope_tolerance`` of the best reachable, the one abstaining on the most
         out-of-domain queries wins; ``max_false_accept`` caps the out-of-domain accept rate.
@@ -331,6 +350,9 @@ class Router:
                 raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
             targets.append(target)
         in_best = [r.best() for r in self.rankings([clean_query(q) for q, _ in in_domain])]
+        # an imported skill is right whichever of its blocks is ranked first
+        targets = [self._groups.get(t, t) for t in targets]
+        in_best = [(self._groups.get(b, b) if b is not None else None, s) for b, s in in_best]
         ood_best = np.array([r.best()[1] for r in self.rankings([clean_query(q) for q in out_of_domain])])
         candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
         curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]

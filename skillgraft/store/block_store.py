@@ -48,6 +48,7 @@ from .ledger import LedgerReads
 from .protocols import BlockStorage, Catalog
 from .reads import CatalogReads
 from .routing_edits import RoutingEdits
+from .skill_records import SkillRecords
 
 __all__ = ["BlockStore", "CheckReport", "LoadedState", "conflict_error", "row_problems", "DEFAULT_CACHE_BYTES"]
 
@@ -70,7 +71,7 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads):
+class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and

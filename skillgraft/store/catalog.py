@@ -184,6 +184,26 @@ def m012_create_staged_vectors(db: Database) -> None:
     )
 
 
+@migration
+def m013_create_skills(db: Database) -> None:
+    """Imported Agent Skills: each skill's versions, their files (manifest and bytes) and blocks."""
+    db.execute("CREATE TABLE skills (name TEXT PRIMARY KEY, default_version BIGINT NOT NULL, created_at TEXT)")
+    db.execute(
+        "CREATE TABLE skill_versions (name TEXT NOT NULL, version BIGINT NOT NULL, folder TEXT,"
+        " manifest_sha256 TEXT NOT NULL, description TEXT NOT NULL, record TEXT NOT NULL, created_at TEXT,"
+        " PRIMARY KEY (name, version))"
+    )
+    db.execute(
+        "CREATE TABLE skill_files (name TEXT NOT NULL, version BIGINT NOT NULL, path TEXT NOT NULL,"
+        " size BIGINT NOT NULL, sha256 TEXT NOT NULL, data BLOB, PRIMARY KEY (name, version, path))"
+    )
+    db.execute(
+        "CREATE TABLE skill_blocks (name TEXT NOT NULL, version BIGINT NOT NULL, part BIGINT NOT NULL,"
+        " block_id TEXT NOT NULL, role TEXT NOT NULL, title TEXT NOT NULL, PRIMARY KEY (name, version, part))"
+    )
+    db.execute("CREATE INDEX idx_skill_blocks_block_id ON skill_blocks (block_id)")
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

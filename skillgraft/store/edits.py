@@ -184,6 +184,7 @@ class CatalogEdits:
                 )
                 if new.id != old.id:
                     conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+                    conn.execute("UPDATE skill_blocks SET block_id = ? WHERE block_id = ?", (new.id, old.id))
                 for kind, rows in (keys or {}).items():
                     conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (new.id, kind))
                     self._insert_keys(conn, new.id, [k for k in rows if k["kind"] == kind])

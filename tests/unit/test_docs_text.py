@@ -94,6 +94,9 @@ def test_every_command_line_in_the_docs_names_options_that_exist():
         if name is None:
             continue
         command = cli.commands[name]
+        after = words[words.index(name) + 1:]
+        if getattr(command, "commands", None) and after and after[0] in command.commands:  # a group's command
+            command = command.commands[after[0]]
         known = group_options | {opt for param in command.params for opt in param.opts + param.secondary_opts}
         for arg in args:
             if arg.startswith("--"):

@@ -188,3 +188,20 @@ def test_ui_needs_a_store_and_loopback(runner, tmp_path, fake_stocked):
     assert not (tmp_path / "nothing").exists()
     wide = runner.invoke(cli, ["ui", "--home", str(fake_stocked.store.home), "--host", "0.0.0.0"])
     assert wide.exit_code == 1 and "loopback only" in wide.output
+
+
+def test_a_block_of_an_imported_skill_shows_the_skill_its_frontmatter_parts_and_files(fake_memory, tmp_path):
+    from tests.unit.skill_folders import pdf_skill
+
+    fake_memory.import_skills(pdf_skill(tmp_path / "skills"))
+    skill = fake_memory.skill("pdf")
+    client = TestClient(inspector_app(LocalSource(fake_memory), allowed_hosts=["testserver"]))
+    page = client.get(f"/ui/skills/{skill.parts[1].block_id}")
+    assert page.status_code == 200
+    section = page.text.split('<section id="imported-skill">')[1].split("</section>")[0]
+    assert "Apache-2.0" in section and "allowed-tools" in section and "docs-team" in section
+    links = re.findall(r'<a href="/ui/skills/([0-9a-f]{16})">', section)
+    assert links == [p.block_id for p in skill.parts]
+    assert "references/forms.md" in section and "scripts/fill.py" in section and "never run" in section
+    manual = fake_memory.add_manual("plain", "A plain manual about baking bread at home.")
+    assert 'id="imported-skill"' not in client.get(f"/ui/skills/{manual.id}").text

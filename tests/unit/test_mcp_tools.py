@@ -157,3 +157,39 @@ def test_the_results_schemas_carry_the_notes_fields(fake_stocked):
     assert set(schemas["ask"]["properties"]) == note_fields | {"text", "completion_tokens"}
     assert "fallback" in schemas["ask"]["properties"]["decision"]["enum"]
     assert {"note", "decision", "block_id", "score", "use", "skill"} <= set(schemas["recall"]["properties"])
+
+
+def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tmp_path):
+    import json
+
+    from mcp import Client
+
+    from .skill_folders import pdf_skill
+
+    folder = pdf_skill(tmp_path / "skills")
+    fake_memory.import_skills(folder)
+
+    async def run():
+        async with Client(build_server(fake_memory, DepositPolicy())) as client:
+            index = await client.read_resource("skill://index.json")
+            skill_md = await client.read_resource("skill://pdf/SKILL.md")
+            forms = await client.read_resource("skill://pdf/references/forms.md")
+            logo = await client.read_resource("skill://pdf/assets/logo.png")
+            refused = []
+            for uri in ("skill://pdf/../../etc/passwd", "skill://pdf/nope.md", "skill://other/SKILL.md"):
+                try:
+                    await client.read_resource(uri)
+                except Exception as exc:  # the SDK's error for a refused read
+                    refused.append(str(exc))
+            return index, skill_md, forms, logo, refused
+
+    index, skill_md, forms, logo, refused = anyio.run(run)
+    [entry] = json.loads(index.contents[0].text)["skills"]
+    assert entry["name"] == "pdf" and entry["uri"] == "skill://pdf/SKILL.md"
+    assert {f["path"]: f["sha256"] for f in entry["files"]} == {f["path"]: f["sha256"] for f in fake_memory.skill("pdf").files}
+    assert skill_md.contents[0].text == (folder / "SKILL.md").read_text()
+    assert forms.contents[0].text == (folder / "references" / "forms.md").read_text()
+    import base64
+
+    assert base64.b64decode(logo.contents[0].blob) == (folder / "assets" / "logo.png").read_bytes()
+    assert len(refused) == 3

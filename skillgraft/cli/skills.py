@@ -1,0 +1,168 @@
+"""``skillgraft skills``: Agent Skills folders (a SKILL.md and its files) in and out of a store."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
+
+
+@click.group("skills", cls=SkillgraftGroup)
+def skills() -> None:
+    """Agent Skills folders: import, list, show, update, remove, export.
+
+    A skill is one thing above its blocks: its body packed into as few blocks as fit the
+    window, its text resources (references/*.md ...) as blocks of their own, its scripts and
+    assets listed (never run). Routing offers the default version of each skill.
+    """
+
+
+@skills.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--prune", is_flag=True, help="Remove stored skills whose folder under PATHS has vanished.")
+@model_option
+@json_option
+@click.pass_context
+def import_skills(ctx, paths, prune, model, as_json) -> None:
+    """Import the skill folders at or under PATHS (a skill folder, or a root such as .agents/skills).
+
+    A folder imported before and unchanged is left alone; a changed one becomes a new
+    version (the default; the earlier ones are kept). A folder that cannot be imported is
+    skipped with the reason, and nothing of it is stored.
+    """
+    memory = open_memory(ctx, model)
+    with Activity("import skills", f"loading {memory.model}", unit="skill") as progress:
+        report = memory.import_skills(list(paths), prune=prune, progress=progress)
+    emit(report.as_dict(), as_json, _render_import)
+
+
+def _render_import(data: dict) -> str:
+    lines = [f"imported {len(data['imported'])}, unchanged {len(data['unchanged'])}, skipped {len(data['skipped'])}"]
+    for item in data["imported"]:
+        lines.append(f"imported   {item['name']} v{item['version']}: {len(item['blocks'])} blocks ({item['reused']} reused)")
+        lines += [f"  warning  {w}" for w in item["warnings"]]
+    lines += [f"unchanged  {item['name']} v{item['version']}" for item in data["unchanged"]]
+    lines += [f"skipped    {item['folder']}: {item['reason']}" for item in data["skipped"]]
+    lines += [f"vanished   {item['name']} ({item['folder']})" + (": removed" if item["removed"] else "") for item in data["vanished"]]
+    lines += [f"warning    {w}" for w in data["warnings"]]
+    return "\n".join(lines)
+
+
+@skills.command("list")
+@json_option
+@click.pass_context
+def list_skills(ctx, as_json) -> None:
+    """List the imported skills (their default versions)."""
+    rows = [
+        {"name": s.name, "version": s.default_version, "versions": s.versions, "blocks": len(s.parts),
+         "tokens": s.n_tokens, "model_invocable": s.model_invocable, "description": s.description}
+        for s in open_memory(ctx).skills()
+    ]
+    emit({"rows": rows}, as_json, lambda d: "\n".join(
+        f"{r['name']:24} v{r['version']:<3} {r['blocks']:>3} blocks {r['tokens']:>7} tok"
+        f"{'' if r['model_invocable'] else '  (by name only)'}  {r['description'][:60]}" for r in d["rows"]
+    ) or "(no imported skills)")
+
+
+@skills.command("show")
+@click.argument("name")
+@click.option("--version", "version", type=int, default=None, help="A version other than the default.")
+@json_option
+@click.pass_context
+def show_skill(ctx, name, version, as_json) -> None:
+    """Show a skill: frontmatter, versions, sections and resources (its blocks), files, scripts, assets."""
+    emit(open_memory(ctx).skill(name, version).as_dict(), as_json, _render_skill)
+
+
+def _render_skill(d: dict) -> str:
+    lines = [f"{d['name']} v{d['version']} (default v{d['default_version']}; versions {d['versions']})",
+             f"description: {d['description']}", f"folder: {d['folder']}",
+             f"routed: {'yes' if d['model_invocable'] else 'no (disable-model-invocation: by name only)'}"]
+    extra = {k: v for k, v in d["frontmatter"].items() if k not in ("name", "description")}
+    lines += [f"frontmatter {k}: {v}" for k, v in extra.items()]
+    lines += [f"part  {p['block_id']} {p['n_tokens']:>6} tok  {p['role']:8} {p['title'] or '(top)'}" for p in d["parts"]]
+    lines += [f"file  {f['size']:>8} B  {f['sha256'][:12]}  {f['path']}" for f in d["files"]]
+    lines += [f"warning  {w}" for w in d["warnings"]]
+    return "\n".join(lines)
+
+
+@skills.command("update")
+@click.argument("name")
+@model_option
+@json_option
+@click.pass_context
+def update_skill(ctx, name, model, as_json) -> None:
+    """Read skill NAME's folder again: a changed folder becomes a new, default version."""
+    memory = open_memory(ctx, model)
+    with Activity(f"update {name}", f"loading {memory.model}", unit="skill") as progress:
+        report = memory.update_skill(name, progress=progress)
+    emit(report.as_dict(), as_json, _render_import)
+
+
+@skills.command("rm")
+@click.argument("name")
+@click.option("--version", "version", type=int, default=None, help="Remove only this version.")
+@json_option
+@click.pass_context
+def rm_skill(ctx, name, version, as_json) -> None:
+    """Remove skill NAME (every version, or one) and the blocks no other version holds."""
+    removed = open_memory(ctx).remove_skill(name, version)
+    emit({"name": name, "version": version, "removed_blocks": removed}, as_json)
+
+
+@skills.command("default")
+@click.argument("name")
+@click.argument("version", type=int)
+@json_option
+@click.pass_context
+def default_version(ctx, name, version, as_json) -> None:
+    """Make VERSION the version of NAME that routing offers."""
+    record = open_memory(ctx).set_default_skill_version(name, version)
+    emit({"name": name, "default_version": record.default_version}, as_json)
+
+
+@skills.command("export")
+@click.argument("name")
+@click.argument("dest", type=click.Path(file_okay=False))
+@click.option("--version", "version", type=int, default=None, help="A version other than the default.")
+@json_option
+@click.pass_context
+def export_skill(ctx, name, dest, version, as_json) -> None:
+    """Write skill NAME back as the folder DEST/NAME, its files byte for byte as imported."""
+    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json)
+
+
+@skills.command("eval")
+@click.argument("name", required=False)
+@click.option("--all-queries", is_flag=True, help="Also the training part (its positives are example keys).")
+@json_option
+@click.pass_context
+def eval_skills(ctx, name, all_queries, as_json) -> None:
+    """Trigger precision and recall of each skill (or NAME) on its eval_queries.json.
+
+    By default only the held-out part (about 40 % of the queries, chosen by a hash of each
+    query) is routed: the other part's positive queries are the skill's example keys.
+    """
+    scores = open_memory(ctx).eval_skills(name, held_out_only=not all_queries)
+    emit({"skills": [s.as_dict() for s in scores]}, as_json, lambda d: "\n".join(
+        f"{s['name']:24} precision {_share(s['precision'])}  recall {_share(s['recall'])}  "
+        f"({s['positives']} positive, {s['negatives']} negative queries)" for s in d["skills"]
+    ) or "no skill has eval queries" + ("" if all_queries else " in its held-out part"))
+
+
+def _share(value) -> str:
+    return "  n/a" if value is None else f"{value:5.2f}"
+
+
+@skills.command("status")
+@json_option
+@click.pass_context
+def status(ctx, as_json) -> None:
+    """Say which imported skills' folders changed or vanished on disk (exit 1 when any did)."""
+    changes = open_memory(ctx).skill_changes()
+    emit({"changes": changes}, as_json, lambda d: "\n".join(
+        f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']})" for c in d["changes"]) or "every skill folder as imported")
+    if changes:
+        sys.exit(1)

@@ -1,0 +1,108 @@
+"""Trigger evaluations the skill authors already write: ``eval_queries.json`` in a skill folder,
+a list of ``{"query": ..., "should_trigger": true|false}``.
+
+The queries are split once, by a hash of each query, into a training part (about 60 %: its
+positive queries become example keys of the skill at import) and a held-out part (about 40 %,
+as the skill-creation guide splits them), which :meth:`SkillEvals.eval_skills` routes to report
+each skill's trigger precision and recall. The queries are read from the stored version's
+files, not from disk. Negative queries are not turned into corrections: a correction here says
+"no skill fits", which is not what "this skill must not trigger" means.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+EVAL_QUERIES = "eval_queries.json"
+HELD_OUT_SHARE = 0.4
+MAX_EVAL_QUERIES = 256
+MAX_QUERY_CHARS = 2_000
+
+
+def is_held_out(query: str) -> bool:
+    """Whether ``query`` belongs to the held-out part (stable across runs and machines)."""
+    digest = hashlib.sha256(" ".join(query.split()).casefold().encode("utf-8")).digest()
+    return digest[0] < HELD_OUT_SHARE * 256
+
+
+def read_eval_queries(raw: Optional[bytes], warnings: Optional[list] = None) -> list[tuple[str, bool]]:
+    """``[(query, should_trigger), ...]`` of an ``eval_queries.json``; malformed entries are left out."""
+    if raw is None:
+        return []
+    try:
+        items = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        items = None
+    if not isinstance(items, list):
+        if warnings is not None:
+            warnings.append(f"{EVAL_QUERIES} is not a JSON list: not used")
+        return []
+    queries = []
+    for item in items[:MAX_EVAL_QUERIES]:
+        if not isinstance(item, dict) or not isinstance(item.get("should_trigger"), bool):
+            continue
+        query = item.get("query")
+        if isinstance(query, str) and query.strip() and len(query) <= MAX_QUERY_CHARS and "\x00" not in query:
+            queries.append((query.strip(), item["should_trigger"]))
+    return queries
+
+
+def training_examples(raw: Optional[bytes], warnings: Optional[list] = None, limit: int = 32) -> list[str]:
+    """The positive queries of the training part: the skill's example keys."""
+    return [q for q, positive in read_eval_queries(raw, warnings) if positive and not is_held_out(q)][:limit]
+
+
+@dataclass
+class SkillTriggerScore:
+    """How often routing picks a skill for its own eval queries (held-out part, or all)."""
+
+    name: str
+    version: int
+    held_out_only: bool
+    positives: int = 0
+    negatives: int = 0
+    true_positives: int = 0
+    false_positives: int = 0
+    misses: list = field(default_factory=list)
+
+    @property
+    def precision(self) -> Optional[float]:
+        triggered = self.true_positives + self.false_positives
+        return self.true_positives / triggered if triggered else None
+
+    @property
+    def recall(self) -> Optional[float]:
+        return self.true_positives / self.positives if self.positives else None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "precision": self.precision, "recall": self.recall}
+
+
+class SkillEvals:
+    """``eval_skills`` of a memory (which provides ``store``, ``route`` and ``skill_of``)."""
+
+    def eval_skills(self, name: Optional[str] = None, *, held_out_only: bool = True) -> list[SkillTriggerScore]:
+        """Per skill (or only ``name``) with eval queries, its trigger precision and recall."""
+        scores = []
+        for skill in [name] if name is not None else self.store.skill_names():
+            version = self.store.skill_default(skill)
+            files = {f["path"]: f["data"] for f in self.store.skill_files(skill, version, with_data=True)}
+            queries = [(q, p) for q, p in read_eval_queries(files.get(EVAL_QUERIES)) if is_held_out(q) or not held_out_only]
+            if not queries:
+                continue
+            score = SkillTriggerScore(skill, version, held_out_only)
+            for query, positive in queries:
+                recall = self.route(query)
+                routed = self.store.skill_of_block(recall.block_id) if recall.decision == "graft" else None
+                triggered = routed == skill
+                score.positives += positive
+                score.negatives += not positive
+                score.true_positives += positive and triggered
+                score.false_positives += (not positive) and triggered
+                if positive != triggered:
+                    score.misses.append({"query": query, "should_trigger": positive, "routed_to": routed or recall.decision})
+            scores.append(score)
+        return scores

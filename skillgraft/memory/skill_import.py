@@ -1,0 +1,225 @@
+"""Importing Agent Skills folders into a memory: :meth:`SkillImports.import_skills`.
+
+For each skill folder found (:func:`~skillgraft.core.skill_scan.scan_for_skills`, the first
+root winning a name collision, with a warning): read it as untrusted input
+(:func:`~skillgraft.core.skill_folder.read_skill_folder`); a folder whose manifest equals a
+stored version's is unchanged (importing again is a no-op); otherwise plan its parts
+(:mod:`.skill_plan`), embed their keys, capture each block (a part whose text a version of the
+same skill already holds reuses that block) and store the version, which becomes the default.
+A folder that cannot be imported is skipped with its reason and leaves nothing behind: the
+blocks captured for it are removed, and what was stored before is untouched. Stored skills
+whose folder under the given paths has vanished are reported, and removed only with
+``prune=True``. Mixed into :class:`~skillgraft.memory.SkillMemory`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from ..core.chat_layout import block_tokens
+from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
+from ..core.skill_scan import scan_for_skills
+from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
+from .deposits import QUERY_ROOM_TOKENS
+from .skill_evals import EVAL_QUERIES, training_examples
+from .skill_plan import PlannedPart, plan_parts
+
+MAX_EVAL_EXAMPLES = 32
+
+
+@dataclass(frozen=True)
+class ImportedSkill:
+    """A skill version stored by an import (``reused`` blocks were already held by an earlier version)."""
+
+    name: str
+    version: int
+    folder: str
+    blocks: list
+    reused: int
+    warnings: list
+
+
+@dataclass
+class SkillImportReport:
+    """What :meth:`SkillImports.import_skills` did: skills imported (a new version each),
+    unchanged, skipped (with the reason), vanished (``removed`` with prune), and warnings."""
+
+    imported: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    vanished: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class SkillImports:
+    """``import_skills`` of a memory (which provides ``engine``, ``store``, ``router``)."""
+
+    def import_skills(
+        self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
+        origin: Optional[str] = None,
+    ) -> SkillImportReport:
+        """Import the skill folders at or under ``paths``; see the module's docstring.
+
+        ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
+        temp folder): such a skill is not compared with a folder on disk, nor updated from one."""
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        report = SkillImportReport()
+        scan = scan_for_skills(paths)
+        report.warnings.extend(scan.notes)
+        taken: dict[str, str] = {}
+        for done, folder_path in enumerate(scan.folders, 1):
+            self._import_path(folder_path, taken, report, origin)
+            if progress:
+                progress(done, len(scan.folders))
+        if origin is None:
+            self._vanished(paths, set(taken), report, prune)
+        return report
+
+    def _import_path(self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str]) -> None:
+        """One folder found: read, checked against the names taken so far, imported or skipped."""
+        try:
+            folder = read_skill_folder(folder_path)
+        except SkillFolderError as exc:
+            report.skipped.append({"folder": str(folder_path), "reason": exc.reason})
+            return
+        if folder.name in taken:
+            report.warnings.append(
+                f"skill {folder.name!r} in {folder_path} is shadowed by the one in {taken[folder.name]} (first found wins)"
+            )
+            return
+        taken[folder.name] = str(folder_path)
+        try:
+            self._import_one(folder, report, origin)
+        except SkillgraftError as exc:
+            report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
+
+    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str]) -> None:
+        versions = self._versions_of(folder.name)
+        for row in versions:
+            if row["manifest_sha256"] == folder.manifest_sha256:
+                report.unchanged.append({"name": folder.name, "version": row["version"], "folder": origin or str(folder.root)})
+                return
+        warnings = list(folder.warnings)
+        examples = eval_examples(folder, warnings)
+        engine = self.engine
+        room = engine.n_ctx - QUERY_ROOM_TOKENS
+        plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples)
+        version = max((row["version"] for row in versions), default=0) + 1
+        stored = self._store_version(folder, version, plan, warnings, origin)
+        report.imported.append(stored)
+
+    def _versions_of(self, name: str) -> list[dict]:
+        if name in self.store.skill_names():
+            return self.store.skill_versions(name)
+        try:
+            block = self.store.get(name)
+        except BlockNotFoundError:
+            return []
+        if block.name == name:
+            raise SkillFolderError(name, f"the name is taken by block {block.id}, which is not an imported skill")
+        return []
+
+    def _store_version(
+        self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str]
+    ) -> ImportedSkill:
+        """Embed, capture and record one version; on any failure remove what it created."""
+        key_rows = [self.router.key_rows(part.keys) for part in plan]  # a failing embedder stores nothing
+        created: list[str] = []
+        parts = []
+        reused = 0
+        made: dict = {}  # this version's parts by text: two equal parts are one block
+        try:
+            for number, part in enumerate(plan):
+                if part.text in made:
+                    block, new = made[part.text], False
+                else:
+                    block, new = self._part_block(folder.name, version, number, part, folder.description)
+                    made[part.text] = block
+                if new:
+                    created.append(block.id)
+                else:
+                    reused += 1
+                parts.append((number, block, part))
+            record = skill_record(folder, warnings)
+            self.store.add_skill_version(
+                folder.name, version, folder=origin or str(folder.root.resolve()), manifest_sha256=folder.manifest_sha256,
+                description=folder.description, record=record,
+                files=[(f.path, f.size, f.sha256, folder.data[f.path]) for f in folder.files],
+                parts=[(number, block.id, part.role, part.title) for number, block, part in parts],
+            )
+        except BaseException:
+            for block_id in created:
+                self.store.remove(block_id)
+            raise
+        for (number, block, part), rows in zip(parts, key_rows):
+            if block.id in created and rows:
+                self.store.add_routing_keys(block.id, rows)
+        return ImportedSkill(folder.name, version, origin or str(folder.root), [b.id for _, b, _ in parts], reused, warnings)
+
+    def _part_block(self, skill: str, version: int, number: int, part: PlannedPart, description: str):
+        """``(block, created)``: a block of this skill holding this very text, or a new capture."""
+        tokens = block_tokens(self.engine, part.text)
+        same = self.store.find_same(tokens, self.engine.fingerprint.id)
+        if same is not None and same.status == "ok":
+            if self.store.skill_of_block(same.id) == skill:
+                return same, False
+            raise SkillFolderError(skill, f"part {number + 1} is already stored as block {same.id} ({same.name!r})")
+        name = part_name(skill, part)
+        if self._block_named(name):
+            name = f"{name}@v{version}"
+        if self._block_named(name):
+            raise SkillFolderError(skill, f"the block name {name!r} is taken")
+        state = self.engine.capture(tokens)
+        block, _ = self.store.put(state, name=name, kind="manual", source=part.text, description=description)
+        return block, True
+
+    def _block_named(self, name: str) -> bool:
+        try:
+            return self.store.get(name).name == name
+        except BlockNotFoundError:
+            return False
+
+    def _vanished(self, paths, found: set, report: SkillImportReport, prune: bool) -> None:
+        roots = [os.path.realpath(Path(p).expanduser()) for p in paths]
+        for name in self.store.skill_names():
+            if name in found:
+                continue
+            row = self.store.skill_version(name)
+            where = row["folder"] or ""
+            inside = any(where == root or where.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+            if inside and not os.path.isfile(os.path.join(where, SKILL_FILE)):
+                removed = False
+                if prune:
+                    self.remove_skill(name)
+                    removed = True
+                report.vanished.append({"name": name, "folder": where, "removed": removed})
+
+
+def part_name(skill: str, part: PlannedPart) -> str:
+    """``NAME`` for the first part, ``NAME#2`` … for body parts, ``NAME/references/x.md`` (``#2`` …) for resources."""
+    base = f"{skill}/{part.title}" if part.role == "resource" else skill
+    return base if part.piece == 0 else f"{base}#{part.piece + 1}"
+
+
+def skill_record(folder: SkillFolder, warnings: list) -> dict:
+    """What a version's record holds beside its files and parts."""
+    return {
+        "frontmatter": folder.frontmatter.as_dict(),
+        "model_invocable": folder.frontmatter.model_invocable,
+        "scripts": folder.listed("scripts"),
+        "assets": folder.listed("assets"),
+        "resources": list(folder.resources),
+        "warnings": list(warnings),
+    }
+
+
+def eval_examples(folder: SkillFolder, warnings: list) -> list[str]:
+    """The training part's positive queries of the folder's ``eval_queries.json`` (:mod:`.skill_evals`)."""
+    return training_examples(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)

@@ -1,0 +1,78 @@
+"""What an imported skill's blocks hold and how they are routed: the key policy in one place.
+
+A skill becomes parts: its body packed into as few blocks as fit the window
+(:func:`~skillgraft.core.section_pack.pack_sections`), then each text resource one level deep
+(``references/*.md`` …) packed the same way. Every block's text starts with a prefix naming
+the skill, its description and the part's heading path (or resource path), so a block grafted
+alone still says what it is.
+
+Routing keys (measured on real skills: the description routes better than every body sentence
+as an equal key, docs/routing.md): a body part has the skill's name, its description and one
+key of the part's heading path; the first part also the skill's example queries. A resource
+part is routed by its own text: its path, its heading path and its first sentences. No
+part's keys include the body's sentences, and the router ranks skills, not parts
+(:class:`~skillgraft.routing.router.Router`), so a skill split into many blocks gains nothing
+from its count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Callable
+
+from ..core.section_pack import pack_sections
+from ..core.skill_folder import SkillFolder
+from ..routing.router import manual_key_texts, name_key
+
+MAX_SKILL_PARTS = 24           # blocks of one skill version, body and resources together
+RESOURCE_SENTENCE_KEYS = 4
+
+
+@dataclass(frozen=True)
+class PlannedPart:
+    """One block of a skill version: its role (``section`` or ``resource``), its title (heading
+    path or resource path), its full text (prefix included) and its routing key sets."""
+
+    role: str
+    title: str
+    text: str
+    keys: tuple
+    piece: int = 0      # its place among the parts of the body, or of its resource
+
+
+def prefix(folder: SkillFolder, title: str, role: str) -> str:
+    lines = [f"Skill: {folder.name}", f"Description: {folder.description}"]
+    if role == "resource":
+        lines.append(f"Resource: {title}")
+    elif title:
+        lines.append(f"Section: {title}")
+    return "\n".join(lines) + "\n\n"
+
+
+def plan_parts(folder: SkillFolder, fits: Callable[[str], bool], examples=()) -> list[PlannedPart]:
+    """The parts of ``folder``; ``fits(text)`` says whether a block of ``text`` fits the window.
+    :class:`~skillgraft.errors.InputError` when they would be more than :data:`MAX_SKILL_PARTS`."""
+    parts: list[PlannedPart] = []
+    skill_keys = [("name", [name_key(folder.name)]), ("description", [folder.description])]
+    body = folder.body if folder.body.strip() else folder.description
+    packed = pack_sections(body, lambda path, text: fits(prefix(folder, path, "section") + text), max_parts=MAX_SKILL_PARTS)
+    for number, part in enumerate(packed):
+        keys = list(skill_keys)
+        if part.path:
+            keys.append(("manual", [f"{name_key(folder.name)}: {part.path}"]))
+        if number == 0 and examples:
+            keys.append(("example", list(examples)))
+        parts.append(PlannedPart("section", part.path, prefix(folder, part.path, "section") + part.text, tuple(keys), number))
+    for path, text in folder.resources.items():
+        room = MAX_SKILL_PARTS - len(parts)
+        packed = pack_sections(text, lambda _path, body: fits(prefix(folder, path, "resource") + body), max_parts=max(room, 0))
+        for number, piece in enumerate(packed):
+            stem = PurePosixPath(path).with_suffix("").as_posix().replace("/", " ")
+            own = [f"{name_key(folder.name)} {name_key(stem)}"]
+            if piece.path:
+                own.append(piece.path)
+            own += manual_key_texts(piece.text, limit=64)[:RESOURCE_SENTENCE_KEYS]
+            text = prefix(folder, path, "resource") + piece.text
+            parts.append(PlannedPart("resource", path, text, (("manual", own),), number))
+    return parts

@@ -1,0 +1,188 @@
+"""An imported skill as one thing above its blocks: records, update, remove, default version,
+export and change detection. :class:`SkillVerbs` is mixed into
+:class:`~skillgraft.memory.SkillMemory`, with :class:`~.skill_import.SkillImports`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Optional, Union
+
+from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
+from ..errors import BlockNotFoundError, InputError, SkillFolderError
+from .skill_import import SkillImportReport
+
+
+@dataclass(frozen=True)
+class SkillPart:
+    """One block of a skill version: ``section`` (its heading path) or ``resource`` (its path)."""
+
+    block_id: str
+    block_name: str
+    role: str
+    title: str
+    n_tokens: int
+
+
+@dataclass(frozen=True)
+class SkillRecord:
+    """One version of an imported skill, as ``skills show`` prints it. ``frontmatter`` holds
+    every field as given (``license``, ``compatibility``, ``metadata``, ``allowed-tools`` are
+    shown, never treated as permissions); ``scripts`` and ``assets`` are listed, never run."""
+
+    name: str
+    version: int
+    default_version: int
+    versions: list
+    description: str
+    folder: str
+    manifest_sha256: str
+    model_invocable: bool
+    frontmatter: dict
+    files: list
+    scripts: list
+    assets: list
+    parts: list
+    warnings: list
+    created_at: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(part.n_tokens for part in self.parts)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "n_tokens": self.n_tokens}
+
+
+@dataclass
+class SkillExport:
+    """What :meth:`SkillVerbs.export_skill` wrote: the folder and its files."""
+
+    name: str
+    version: int
+    folder: str
+    files: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class SkillVerbs:
+    """``skills``, ``skill``, ``update_skill``, ``remove_skill``, ``set_default_skill_version``,
+    ``export_skill`` and ``skill_changes`` of a memory."""
+
+    def skills(self) -> list[SkillRecord]:
+        """The default version of every imported skill, by name."""
+        return [self.skill(name) for name in self.store.skill_names()]
+
+    def skill(self, name: str, version: Optional[int] = None) -> SkillRecord:
+        """Version ``version`` of skill ``name`` (the default one when None)."""
+        row = self.store.skill_version(name, version)
+        record = row["record"]
+        parts = []
+        for part in self.store.skill_parts(name, row["version"]):
+            try:
+                block = self.store.get(part["block_id"])
+                block_name, n_tokens = block.name, block.n_tokens
+            except BlockNotFoundError:
+                block_name, n_tokens = "(missing)", 0
+            parts.append(SkillPart(part["block_id"], block_name, part["role"], part["title"], n_tokens))
+        return SkillRecord(
+            name=name, version=row["version"], default_version=self.store.skill_default(name),
+            versions=[v["version"] for v in self.store.skill_versions(name)], description=row["description"],
+            folder=row["folder"] or "", manifest_sha256=row["manifest_sha256"],
+            model_invocable=bool(record.get("model_invocable", True)), frontmatter=record.get("frontmatter", {}),
+            files=[{k: f[k] for k in ("path", "size", "sha256")} for f in self.store.skill_files(name, row["version"])],
+            scripts=record.get("scripts", []), assets=record.get("assets", []), parts=parts,
+            warnings=record.get("warnings", []), created_at=row.get("created_at") or "",
+        )
+
+    def skill_of(self, block_id: str) -> Optional[str]:
+        """The imported skill a block belongs to, or None."""
+        return self.store.skill_of_block(block_id)
+
+    def update_skill(self, name: str, *, progress=None) -> SkillImportReport:
+        """Read skill ``name``'s folder again: a changed folder becomes a new, default version."""
+        folder = self.store.skill_version(name)["folder"]
+        if not os.path.isabs(folder or ""):
+            raise SkillFolderError(folder or name, f"skill {name!r} came from {folder!r}, not a folder: import it again")
+        if not os.path.isdir(folder):
+            raise SkillFolderError(folder or name, f"the folder of skill {name!r} is gone")
+        report = self.import_skills([folder], progress=progress)
+        return report
+
+    def set_default_skill_version(self, name: str, version: int) -> SkillRecord:
+        """Make ``version`` the one routing offers and ``skill(name)`` shows."""
+        self.store.set_skill_default(name, version)
+        return self.skill(name)
+
+    def remove_skill(self, name: str, version: Optional[int] = None) -> list[str]:
+        """Remove one version of skill ``name``, or all of them; the blocks no version holds any
+        more go with it. Returns the removed block ids."""
+        versions = [version] if version is not None else [v["version"] for v in self.store.skill_versions(name)]
+        if not versions:
+            self.store.skill_default(name)  # SkillNotFoundError
+        removed = []
+        for number in versions:
+            for block_id in self.store.remove_skill_version(name, number):
+                try:
+                    removed.append(self.store.remove(block_id).id)
+                except BlockNotFoundError:
+                    continue
+        return removed
+
+    def export_skill(self, name: str, dest: Union[str, os.PathLike], version: Optional[int] = None) -> SkillExport:
+        """Write skill ``name`` (a version, the default by default) as the folder ``dest/NAME``,
+        its files byte for byte as imported. ``dest/NAME`` must not exist yet."""
+        row = self.store.skill_version(name, version)
+        files = self.store.skill_files(name, row["version"], with_data=True)
+        target = Path(dest) / name
+        if os.path.lexists(target):
+            raise InputError(f"{target} exists already: export into a folder that does not hold {name!r}")
+        checked = []
+        for item in files:
+            parts = PurePosixPath(item["path"]).parts
+            if (not parts or item["path"].startswith("/") or any(p in ("", ".", "..") for p in parts)
+                    or any("\\" in p or not p.isprintable() for p in parts)):
+                raise SkillFolderError(item["path"], "is not a plain path inside the skill folder: nothing exported")
+            checked.append((parts, item["data"]))
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        target.mkdir()
+        for parts, data in checked:
+            path = target.joinpath(*parts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        return SkillExport(name, row["version"], str(target), [f["path"] for f in files])
+
+    def skill_changes(self) -> list[dict]:
+        """Imported skills whose folder on disk is no longer what their default version holds:
+        ``{name, version, folder, change}`` with change ``changed``, ``vanished`` or ``unreadable``."""
+        changes = []
+        for name in self.store.skill_names():
+            row = self.store.skill_version(name)
+            folder = row["folder"] or ""
+            entry = {"name": name, "version": row["version"], "folder": folder}
+            if not os.path.isabs(folder):  # from a bundle: there is no folder to compare with
+                continue
+            if not os.path.isdir(folder):
+                changes.append({**entry, "change": "vanished"})
+                continue
+            try:
+                read = read_skill_folder(folder)
+            except SkillFolderError as exc:
+                changes.append({**entry, "change": "unreadable", "reason": exc.reason})
+                continue
+            if read.manifest_sha256 != row["manifest_sha256"]:
+                stored = {f["path"]: f["sha256"] for f in self.store.skill_files(name, row["version"])}
+                now = {f.path: f.sha256 for f in read.files}
+                differ = sorted(p for p in set(stored) | set(now) if stored.get(p) != now.get(p))
+                changes.append({**entry, "change": "changed", "files": differ})
+        return changes
+
+
+def stored_manifest_sha256(files: list[dict]) -> str:
+    """The manifest digest of stored file rows (as :attr:`SkillFolder.manifest_sha256`)."""
+    return manifest_sha256([SkillFile(f["path"], f["size"], f["sha256"]) for f in files])

@@ -1,0 +1,151 @@
+"""The catalog's records of imported Agent Skills, above their blocks; a mixin of ``BlockStore``.
+
+A skill has versions (one the default); a version records its folder, description, a JSON
+record (frontmatter, scripts, assets, warnings), its files (manifest rows with their bytes,
+for export) and its parts: the blocks it is made of (a block whose text did not change is
+shared by the versions holding it). Every write runs in one catalog transaction and bumps the
+catalog version, so a router rebuilds which blocks it may route to.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Optional
+
+from ..errors import SkillNotFoundError
+from .catalog import utc_now
+from .protocols import Catalog
+
+__all__ = ["SkillRecords"]
+
+_BUMP = "UPDATE catalog_state SET version = version + 1 WHERE id = 1"
+
+
+class SkillRecords:
+    """Skills, their versions, files and parts; mixed into ``BlockStore``."""
+
+    catalog: Catalog
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def skill_names(self) -> list[str]:
+        return [row["name"] for row in self._select("SELECT name FROM skills ORDER BY name")]
+
+    def skill_default(self, name: str) -> int:
+        rows = self._select("SELECT default_version FROM skills WHERE name = ?", [name])
+        if not rows:
+            raise SkillNotFoundError(name)
+        return int(rows[0]["default_version"])
+
+    def skill_versions(self, name: str) -> list[dict]:
+        """Every version row of skill ``name``, oldest first, its record parsed."""
+        rows = self._select("SELECT * FROM skill_versions WHERE name = ? ORDER BY version", [name])
+        return [{**row, "version": int(row["version"]), "record": json.loads(row["record"])} for row in rows]
+
+    def skill_version(self, name: str, version: Optional[int] = None) -> dict:
+        """One version row of ``name`` (the default when ``version`` is None)."""
+        version = self.skill_default(name) if version is None else int(version)
+        for row in self.skill_versions(name):
+            if row["version"] == version:
+                return row
+        raise SkillNotFoundError(name, version)
+
+    def skill_parts(self, name: str, version: int) -> list[dict]:
+        return [
+            {**row, "version": int(row["version"]), "part": int(row["part"])}
+            for row in self._select(
+                "SELECT * FROM skill_blocks WHERE name = ? AND version = ? ORDER BY part", [name, int(version)]
+            )
+        ]
+
+    def skill_files(self, name: str, version: int, *, with_data: bool = False) -> list[dict]:
+        columns = "path, size, sha256" + (", data" if with_data else "")
+        rows = self._select(
+            f"SELECT {columns} FROM skill_files WHERE name = ? AND version = ? ORDER BY path", [name, int(version)]
+        )
+        return [{**row, "size": int(row["size"]), **({"data": bytes(row["data"])} if with_data else {})} for row in rows]
+
+    def skill_of_block(self, block_id: str) -> Optional[str]:
+        rows = self._select("SELECT name FROM skill_blocks WHERE block_id = ? LIMIT 1", [block_id])
+        return rows[0]["name"] if rows else None
+
+    def skill_routing(self) -> tuple[dict, set]:
+        """``({block_id: skill name}, hidden)``: the skill of every skill block, and the blocks
+        routing must not offer (held only by versions that are not the default, or by a skill
+        that opted out of model invocation)."""
+        rows = self._select(
+            "SELECT b.block_id, b.name, b.version, s.default_version, v.record FROM skill_blocks b"
+            " JOIN skills s ON s.name = b.name JOIN skill_versions v ON v.name = b.name AND v.version = b.version"
+        )
+        group: dict[str, str] = {}
+        routable: set[str] = set()
+        for row in rows:
+            group[row["block_id"]] = row["name"]
+            if int(row["version"]) == int(row["default_version"]) and json.loads(row["record"]).get("model_invocable", True):
+                routable.add(row["block_id"])
+        return group, set(group) - routable
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def add_skill_version(
+        self, name: str, version: int, *, folder: str, manifest_sha256: str, description: str, record: dict,
+        files: Iterable[tuple[str, int, str, Optional[bytes]]], parts: Iterable[tuple[int, str, str, str]],
+        make_default: bool = True,
+    ) -> None:
+        """Store version ``version`` of skill ``name``: its files ``(path, size, sha256, data)``
+        and parts ``(part, block_id, role, title)``; it becomes the default when asked (or the first)."""
+        self._require_writable(f"store skill {name!r}")
+        with self.catalog.write() as conn:
+            known = conn.execute("SELECT default_version FROM skills WHERE name = ?", (name,)).fetchone()
+            if known is None:
+                conn.execute("INSERT INTO skills (name, default_version, created_at) VALUES (?, ?, ?)", (name, version, utc_now()))
+            elif make_default:
+                conn.execute("UPDATE skills SET default_version = ? WHERE name = ?", (version, name))
+            conn.execute(
+                "INSERT INTO skill_versions (name, version, folder, manifest_sha256, description, record, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (name, version, folder, manifest_sha256, description, json.dumps(record, sort_keys=True), utc_now()),
+            )
+            for path, size, sha256, data in files:
+                conn.execute(
+                    "INSERT INTO skill_files (name, version, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, version, path, size, sha256, data),
+                )
+            for part, block_id, role, title in parts:
+                conn.execute(
+                    "INSERT INTO skill_blocks (name, version, part, block_id, role, title) VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, version, part, block_id, role, title),
+                )
+            conn.execute(_BUMP)
+
+    def set_skill_default(self, name: str, version: int) -> None:
+        self.skill_version(name, version)
+        self._require_writable(f"change skill {name!r}")
+        with self.catalog.write() as conn:
+            conn.execute("UPDATE skills SET default_version = ? WHERE name = ?", (int(version), name))
+            conn.execute(_BUMP)
+
+    def remove_skill_version(self, name: str, version: int) -> list[str]:
+        """Drop version ``version`` of ``name`` (the skill with its last one); return the ids of
+        the blocks no version of any skill holds any more (the caller removes them). The
+        default moves to the latest version left."""
+        self.skill_version(name, version)
+        self._require_writable(f"remove skill {name!r}")
+        with self.catalog.write() as conn:
+            held = [r[0] for r in conn.execute(
+                "SELECT block_id FROM skill_blocks WHERE name = ? AND version = ?", (name, version)).fetchall()]
+            for table in ("skill_blocks", "skill_files", "skill_versions"):
+                conn.execute(f"DELETE FROM {table} WHERE name = ? AND version = ?", (name, version))
+            left = conn.execute("SELECT MAX(version) FROM skill_versions WHERE name = ?", (name,)).fetchone()[0]
+            if left is None:
+                conn.execute("DELETE FROM skills WHERE name = ?", (name,))
+            else:
+                conn.execute(
+                    "UPDATE skills SET default_version = ? WHERE name = ? AND default_version = ?", (left, name, version)
+                )
+            orphans = [
+                block_id for block_id in dict.fromkeys(held)
+                if conn.execute("SELECT 1 FROM skill_blocks WHERE block_id = ? LIMIT 1", (block_id,)).fetchone() is None
+            ]
+            conn.execute(_BUMP)
+        return orphans

@@ -1,0 +1,73 @@
+"""Agent Skills folders end to end on the embedded model and the real encoder: import, split,
+route, graft, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skillgraft.cli.main import cli
+
+from .unit.skill_folders import git_skill, pdf_skill, write_skill
+
+pytestmark = pytest.mark.model  # the CLI test loads the embedded model itself
+
+
+@pytest.fixture(scope="module")
+def small_engine():
+    """SmolLM2 with a 1,024-token window, so a modest body needs several blocks."""
+    from skillgraft.config import EngineSettings
+    from skillgraft.engine.llama import Engine
+
+    with Engine("smollm2-135m", EngineSettings(n_ctx=1024)) as engine:
+        yield engine
+
+
+def test_import_route_and_graft_a_split_skill(tmp_path, small_engine, embedder):
+    from skillgraft.memory import SkillMemory
+
+    steps = "\n\n".join(
+        f"## Step {i}: {topic}\n\n" + " ".join(f"For {topic}, check item {j} of the list before you go on." for j in range(12))
+        for i, topic in enumerate(["tables", "images", "fonts", "page sizes"], 1)
+    )
+    write_skill(tmp_path / "skills", "pdf-layout", "Lay out PDF pages: tables, images, fonts and page sizes.",
+                "# PDF layout\n\n" + steps + "\n", files={"references/fonts.md": "# Fonts\n\nEmbed every font you use.\n"})
+    git_skill(tmp_path / "skills")
+    with SkillMemory(tmp_path / "store", engine=small_engine, embedder=embedder) as memory:
+        report = memory.import_skills(tmp_path / "skills")
+        assert sorted(s.name for s in report.imported) == ["git-squash", "pdf-layout"] and not report.skipped
+        skill = memory.skill("pdf-layout")
+        sections = [p for p in skill.parts if p.role == "section"]
+        assert len(sections) >= 2 and all(p.n_tokens <= small_engine.n_ctx - 256 for p in skill.parts)
+        assert [p.title for p in skill.parts if p.role == "resource"] == ["references/fonts.md"]
+        assert memory.import_skills(tmp_path / "skills").imported == []  # a second import is a no-op
+
+        recall = memory.route("how do I squash my last three git commits into one?")
+        assert recall.decision == "graft" and memory.skill_of(recall.block_id) == "git-squash"
+        layout = memory.route("which page sizes and fonts should my PDF layout use?")
+        assert memory.skill_of(layout.block_id) == "pdf-layout"
+        answer = memory.generate("which page sizes and fonts should my PDF layout use?", max_tokens=4)
+        assert answer.decision in ("graft", "fallback") and answer.block_id == layout.block_id
+        assert answer.prefill_tokens_avoided == memory.get(layout.block_id).n_tokens
+
+
+def test_the_cli_imports_lists_shows_and_exports(runner, home, tmp_path):
+    pdf_skill(tmp_path / "skills")
+    imported = runner.invoke(cli, ["skills", "import", str(tmp_path / "skills"), "--json"])
+    assert imported.exit_code == 0, imported.output
+    assert [s["name"] for s in json.loads(imported.stdout)["imported"]] == ["pdf"]
+    listed = json.loads(runner.invoke(cli, ["skills", "list", "--json"]).stdout)["rows"]
+    assert [(r["name"], r["version"], r["blocks"]) for r in listed] == [("pdf", 1, 2)]
+    shown = runner.invoke(cli, ["skills", "show", "pdf"])
+    assert "frontmatter license: Apache-2.0" in shown.output and "references/forms.md" in shown.output
+    exported = runner.invoke(cli, ["skills", "export", "pdf", str(tmp_path / "out"), "--json"])
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "out" / "pdf" / "SKILL.md").read_bytes() == (tmp_path / "skills" / "pdf" / "SKILL.md").read_bytes()
+    (tmp_path / "skills" / "pdf" / "SKILL.md").write_text("---\nname: pdf\ndescription: Changed.\n---\nNew body.\n")
+    check = json.loads(runner.invoke(cli, ["check", "--json"]).stdout)
+    assert check["ok"] and [c["change"] for c in check["skills_changed"]] == ["changed"]
+    status = runner.invoke(cli, ["skills", "status"])
+    assert status.exit_code == 1 and "changed" in status.output
+    removed = runner.invoke(cli, ["skills", "rm", "pdf", "--json"])
+    assert removed.exit_code == 0 and len(json.loads(removed.stdout)["removed_blocks"]) == 2

@@ -1,0 +1,179 @@
+"""A skill folder is attacker-controlled input: each hostile shape is a clear reason or a
+file left out, nothing is read or written outside, and nothing stored is lost."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from skillgraft.core.skill_folder import MAX_FILES, MAX_SKILL_MD_BYTES, read_skill_folder
+from skillgraft.core.skill_scan import scan_for_skills
+from skillgraft.errors import SkillFolderError
+
+from .skill_folders import git_skill, pdf_skill, write_skill
+
+SECRET = "the secret outside every skill folder"
+
+
+def skipped_reason(memory, root) -> str:
+    report = memory.import_skills(root)
+    assert report.imported == [] and len(report.skipped) == 1, report
+    return report.skipped[0]["reason"]
+
+
+@pytest.fixture
+def stocked(fake_memory, tmp_path):
+    """A memory holding one good skill; every test checks it is still whole afterwards."""
+    fake_memory.import_skills(git_skill(tmp_path / "good"))
+    before = (fake_memory.skill("git-squash"), {b.id for b in fake_memory.list()})
+    yield fake_memory
+    assert fake_memory.skill("git-squash") == before[0] and before[1] <= {b.id for b in fake_memory.list()}
+    assert fake_memory.check().ok
+
+
+def all_sources(memory) -> str:
+    return "\n".join(b.source for b in memory.list())
+
+
+def test_links_out_of_the_folder_are_never_followed(stocked, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(SECRET)
+    folder = write_skill(tmp_path / "bad", "linky", "A skill with links.", "# Links\n\nSee references.\n")
+    (folder / "references").mkdir()
+    os.symlink(outside / "secret.md", folder / "references" / "secret.md")
+    os.symlink(outside, folder / "assets")
+    report = stocked.import_skills(folder)
+    assert [s.name for s in report.imported] == ["linky"]
+    warnings = report.imported[0].warnings
+    assert any("references/secret.md: a link" in w for w in warnings) and any("assets: a link" in w for w in warnings)
+    assert SECRET not in all_sources(stocked)
+    assert [f["path"] for f in stocked.skill("linky").files] == ["SKILL.md"]
+
+
+def test_a_skill_md_that_is_a_link_is_skipped(stocked, tmp_path):
+    outside = tmp_path / "real.md"
+    outside.write_text("---\nname: sneaky\ndescription: A linked skill.\n---\nBody\n")
+    folder = tmp_path / "bad" / "sneaky"
+    folder.mkdir(parents=True)
+    os.symlink(outside, folder / "SKILL.md")
+    assert "no readable SKILL.md" in skipped_reason(stocked, folder)
+
+
+def test_absolute_and_parent_paths_in_a_body_lead_nowhere(stocked, tmp_path):
+    (tmp_path / "secret.md").write_text(SECRET)
+    body = f"# Paths\n\nRead {tmp_path / 'secret.md'} and ../../secret.md and /etc/passwd first.\n"
+    stocked.import_skills(write_skill(tmp_path / "bad" / "a" / "b", "paths", "Points outside.", body))
+    assert SECRET not in all_sources(stocked)
+    assert [f["path"] for f in stocked.skill("paths").files] == ["SKILL.md"]
+
+
+def test_an_export_never_writes_outside_its_folder(stocked, tmp_path):
+    stocked.import_skills(pdf_skill(tmp_path / "in"))
+    with stocked.store.catalog.write() as conn:  # a tampered catalog row
+        conn.execute("UPDATE skill_files SET path = '../../escaped.txt' WHERE path = 'scripts/fill.py'")
+    with pytest.raises(SkillFolderError, match="not a plain path"):
+        stocked.export_skill("pdf", tmp_path / "out")
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out" / "pdf").exists()
+
+
+def test_a_yaml_bomb_is_refused(stocked, tmp_path):
+    bomb = "\n".join(['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+                     + [f'{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)},*{chr(97 + i)}]'
+                        for i in range(8)])
+    write_skill(tmp_path / "bad", "bomb", "A bomb.", "Body\n", extra=bomb)
+    assert "anchors or aliases" in skipped_reason(stocked, tmp_path / "bad")
+
+
+def test_a_deeply_nested_frontmatter_is_refused(stocked, tmp_path):
+    write_skill(tmp_path / "bad", "deep", "Deep.", "Body\n", extra="x: " + "[" * 3_000 + "]" * 3_000)
+    assert "nested too deeply" in skipped_reason(stocked, tmp_path / "bad")
+
+
+def test_a_huge_frontmatter_is_refused(stocked, tmp_path):
+    write_skill(tmp_path / "bad", "huge", "Huge.", "Body\n", extra="padding: " + "x" * (70 << 10))
+    assert "frontmatter over" in skipped_reason(stocked, tmp_path / "bad")
+
+
+def test_binary_files_named_md(stocked, tmp_path):
+    folder = tmp_path / "bad" / "binary"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_bytes(b"---\nname: binary\ndescription: x\n---\n\xff\xfe\x00\x00")
+    assert "not UTF-8" in skipped_reason(stocked, folder)
+    ok = write_skill(tmp_path / "bad2", "halfbinary", "Has a binary reference.", "# Text\n\nFine.\n",
+                     files={"references/blob.md": b"\x00\x01\x02 binary"})
+    report = stocked.import_skills(ok)
+    assert any("references/blob.md: named as text" in w for w in report.imported[0].warnings)
+    assert [p.role for p in stocked.skill("halfbinary").parts] == ["section"]
+
+
+def test_ten_thousand_files_are_refused(stocked, tmp_path):
+    folder = write_skill(tmp_path / "bad", "many", "Many files.", "Body\n")
+    (folder / "assets").mkdir()
+    for i in range(10_000):
+        (folder / "assets" / f"f{i}.txt").write_bytes(b"")
+    assert f"more than {MAX_FILES} files" in skipped_reason(stocked, folder)
+
+
+def test_a_body_of_ten_megabytes_is_refused(stocked, tmp_path):
+    write_skill(tmp_path / "bad", "big", "Big body.", "word " * (2 << 20))
+    assert f"(at most {MAX_SKILL_MD_BYTES})" in skipped_reason(stocked, tmp_path / "bad")
+
+
+def test_names_made_of_control_characters(stocked, tmp_path):
+    write_skill(tmp_path / "bad", '"\\x1b[2J\\x07evil"', "Control characters.", "Body\n", folder="ctl")
+    assert "has the name" in skipped_reason(stocked, tmp_path / "bad")
+    write_skill(tmp_path / "bad3", "0123456789abcdef", "Looks like a block id.", "Body\n")
+    assert "form of a block id" in skipped_reason(stocked, tmp_path / "bad3")
+    folder = write_skill(tmp_path / "bad2", "oddfile", "A file with an odd name.", "Body\n")
+    (folder / "re\x1bf.md").write_text("text")
+    report = stocked.import_skills(folder)
+    assert any("control characters" in w for w in report.imported[0].warnings)
+    assert [f["path"] for f in stocked.skill("oddfile").files] == ["SKILL.md"]
+
+
+def test_a_missing_description_or_unparseable_yaml_is_skipped_with_the_reason(stocked, tmp_path):
+    write_skill(tmp_path / "a", "nodesc", None, "Body\n")
+    assert "no description" in skipped_reason(stocked, tmp_path / "a")
+    write_skill(tmp_path / "b", "badyaml", "ok", "Body\n", extra="tags: [unclosed, list\n  - : :")
+    assert "not YAML" in skipped_reason(stocked, tmp_path / "b")
+    folder = tmp_path / "c" / "nofront"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("# Just markdown\n")
+    assert "no YAML frontmatter" in skipped_reason(stocked, folder)
+
+
+def test_lenient_where_the_validator_is_strict(stocked, tmp_path):
+    folder = write_skill(tmp_path, "Other_Name", "Use this when: the user asks about colons", "Body\n", folder="colons")
+    report = stocked.import_skills(folder)
+    warnings = report.imported[0].warnings
+    assert any("differs from its folder" in w for w in warnings) and any("breaks the specification" in w for w in warnings)
+    assert any("quoted" in w for w in warnings)
+    assert stocked.skill("Other_Name").description == "Use this when: the user asks about colons"
+
+
+def test_scanning_skips_git_and_node_modules_and_stops_at_its_depth(tmp_path):
+    git_skill(tmp_path / "root" / ".git")
+    git_skill(tmp_path / "root" / "node_modules")
+    pdf_skill(tmp_path / "root" / "a" / "b")
+    git_skill(tmp_path / "root" / "1" / "2" / "3" / "4" / "5" / "6" / "7")
+    found = scan_for_skills([tmp_path / "root"])
+    assert found.folders == [tmp_path / "root" / "a" / "b" / "pdf"]
+    assert any("deeper than" in note for note in found.notes)
+
+
+def test_deep_folders_inside_a_skill_are_left_out(tmp_path):
+    folder = write_skill(tmp_path, "deep", "Deep.", "Body\n")
+    deep = folder.joinpath(*[f"d{i}" for i in range(12)])
+    deep.mkdir(parents=True)
+    (deep / "x.txt").write_text("x")
+    read = read_skill_folder(folder)
+    assert [f.path for f in read.files] == ["SKILL.md"] and any("deeper than" in w for w in read.warnings)
+
+
+def test_nothing_is_written_into_the_skill_folders(stocked, tmp_path):
+    folder = pdf_skill(tmp_path / "in")
+    before = sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+    stocked.import_skills(folder)
+    assert sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
