@@ -37,6 +37,7 @@ from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .deposits import Deposits
+from .planning_view import PlanningView
 from .skill_evals import SkillEvals
 from .skill_import import SkillImports
 from .skills import SkillVerbs
@@ -209,7 +210,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
         """The pipeline's plan for a chat (:func:`~skillgraft.core.planning.plan_answer`):
         checked, recalled for its last user message unless ``recall`` is given, the block's
         state read and verified for a graft."""
-        return plan_answer(_Planning(self), messages, voice=voice, recall=recall, format=format)
+        return plan_answer(PlanningView(self), messages, voice=voice, recall=recall, format=format)
 
     def pipeline(self, gate: Union[str, bool, None] = None) -> AnswerPipeline:
         """The answer pipeline over this memory's engine, recording answers in the ledger."""
@@ -367,32 +368,6 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
             event, decision=recall.decision, block_id=recall.block_id, query_sha256=question_sha256(query),
             score=recall.score, threshold=recall.threshold, timings=timings.as_dict() if timings else {},
         ))
-
-
-class _Planning:
-    """A memory as the answer pipeline's planning sees it (a :class:`~skillgraft.core.planning.PlanMemory`)."""
-
-    def __init__(self, memory: SkillMemory) -> None:
-        self.memory = memory
-        self.reprefill_foreign = memory.reprefill_foreign
-        self.conversation_policy = memory.conversations
-
-    @property
-    def gate_threshold(self) -> float:
-        return self.memory.gate_threshold
-
-    @property
-    def runtime(self):
-        return self.memory.engine.fingerprint
-
-    def recall(self, query: str, *, log: bool = True) -> Recall:
-        return self.memory.recall(query, log=log)
-
-    def check_grammar(self, grammar: str) -> None:
-        self.memory.engine.check_grammar(grammar)
-
-    def load_state(self, block: Block):
-        return self.memory.store.load_state(block)
 
 
 def generation_of(answer: Answer) -> Generation:

@@ -1,0 +1,33 @@
+"""A memory as the answer pipeline's planning sees it: the :class:`~skillgraft.core.planning.PlanMemory`
+a :class:`~skillgraft.memory.SkillMemory` hands :func:`~skillgraft.core.planning.plan_answer`."""
+
+from __future__ import annotations
+
+from ..core.blocks import Block
+from ..core.recall import Recall
+
+
+class PlanningView:
+    """A memory as the answer pipeline's planning sees it (a :class:`~skillgraft.core.planning.PlanMemory`)."""
+
+    def __init__(self, memory) -> None:  # a SkillMemory
+        self.memory = memory
+        self.reprefill_foreign = memory.reprefill_foreign
+        self.conversation_policy = memory.conversations
+
+    @property
+    def gate_threshold(self) -> float:
+        return self.memory.gate_threshold
+
+    @property
+    def runtime(self):
+        return self.memory.engine.fingerprint
+
+    def recall(self, query: str, *, log: bool = True) -> Recall:
+        return self.memory.recall(query, log=log)
+
+    def check_grammar(self, grammar: str) -> None:
+        self.memory.engine.check_grammar(grammar)
+
+    def load_state(self, block: Block):
+        return self.memory.store.load_state(block)
