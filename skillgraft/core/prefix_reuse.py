@@ -188,10 +188,13 @@ class PrefixCache:
             recent = list(self._recent)
         head = tuple(prompt[:after])
         for earlier, earlier_after in recent:
-            shared, start = common_prefix(earlier, prompt), after
             if earlier[:earlier_after] != head:  # another block in front: compare what follows the blocks
                 shared, start = _shared_after_heads(earlier, earlier_after, prompt, after)
-            if shared < len(earlier) and shared < len(prompt) and shared - start >= self.min_tokens and shared > best:
+            else:
+                shared, start = common_prefix(earlier, prompt), after
+                if shared >= min(len(earlier), len(prompt)):  # one extends the other: nothing parts ways
+                    continue
+            if shared - start >= self.min_tokens and shared > best:
                 best = shared
         return best
 

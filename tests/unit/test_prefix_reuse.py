@@ -218,3 +218,21 @@ def test_an_apps_prefix_behind_a_new_skill_is_kept_at_its_first_request(tmp_path
         other = restarted.answer(chat("Who painted the Mona Lisa?"), OPTIONS)
         assert other.note.decision == "abstain" and other.note.reused_from == "derived"
         assert other.text == fresh("Who painted the Mona Lisa?").text
+
+
+def test_every_new_skill_behind_one_app_keeps_its_prefix_whatever_the_blocks_lengths(tmp_path):
+    from .conftest import SOURDOUGH_MANUAL
+
+    long_manual = "Skill manual: hardening a Dockerfile. " + " ".join(
+        f"Step {i}: pin the base image by digest, drop root, and copy only what the build needs." for i in range(8))
+    with open_memory(tmp_path / "store") as memory:
+        memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how long should sourdough proof?"])
+        memory.add_manual("dockerfile", long_manual, examples=["how do I harden my Dockerfile?"])
+        kept = []
+        for name in ("git-squash", "sourdough", "dockerfile", "git-squash", "sourdough", "dockerfile"):
+            answer = memory.answer(chat(f"a question about {name}, please"), OPTIONS, block=name)
+            kept.append((answer.note.reused_from, len(memory.prefixes.store)))
+        # Each request behind a block the app has not used yet keeps its derived state, the long block's
+        # too (its prompt is longer than the one it is compared with); the second round reuses them.
+        assert [count for _, count in kept] == [0, 1, 2, 3, 3, 3]
+        assert [source for source, _ in kept[3:]] == ["block", "derived", "derived"]
