@@ -53,9 +53,9 @@ def _serve_extra() -> None:
 @click.option("--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
               help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
                    "($SKILLGRAFT_DERIVED_MIB).")
-@click.option("--conversations", type=click.Choice(["keep", "switch"]), default="keep", show_default=True,
-              help="A later user turn routed to another block: keep the conversation's block while it scores above "
-                   "the threshold (its prefix is continued), or switch to the routed block.")
+@click.option("--conversations", type=click.Choice(["switch", "keep"]), default="switch", show_default=True,
+              help="A later user turn routed to another block: switch to it (the conversation is prefilled behind it "
+                   "once), or keep the conversation's block while it scores above the threshold.")
 @create_option
 @model_option
 @click.pass_context

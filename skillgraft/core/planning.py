@@ -8,9 +8,10 @@
 - **forced**: a door that names the block to graft (or asks for no recall) hands the pipeline a
   forced recall (:func:`forced_recall`), and the same steps run;
 - **conversation**: a later user turn that routes to another block than the one the
-  conversation was answered behind keeps that block while it still scores above the threshold
-  for the turn (its prefix is continued, not prefilled again), else switches
-  (:func:`conversation_recall`; the policy ``keep`` or ``switch`` is the memory's);
+  conversation was answered behind switches to the routed block (the default: measured, the
+  kept block only put the switch off by a turn, answered behind the wrong manual), or under the
+  policy ``keep`` keeps the conversation's block while it still scores above the threshold for
+  the turn (:func:`conversation_recall`; the policy is the memory's);
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
 - **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback.
@@ -117,7 +118,7 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
     answered behind (each by this same rule, so every door and every turn agree)."""
     if not earlier or recall.decision != "graft":
         return recall
-    keep = getattr(memory, "conversation_policy", "keep") == "keep"
+    keep = getattr(memory, "conversation_policy", "switch") == "keep"
     held: Optional["Block"] = None
     for turn in earlier:
         held, _ = _turn_block(held, memory.recall(turn, log=False), keep)

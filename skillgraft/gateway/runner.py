@@ -37,7 +37,7 @@ class GatewayConfig:
     slot_wait_s: Optional[float] = None  # how long a request waits for a free slot (pool default)
     embedder: Optional[str] = None
     derived_bytes: Optional[int] = None  # the derived prefix states kept on the home's disk (memory default)
-    conversations: str = "keep"  # a later turn routed elsewhere: keep the conversation's block, or switch
+    conversations: str = "switch"  # a later turn routed elsewhere: the routed block, or keep the conversation's
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:

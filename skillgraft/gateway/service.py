@@ -65,7 +65,7 @@ class Gateway:
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
         derived_bytes: Optional[int] = None,
-        conversations: str = "keep",
+        conversations: str = "switch",
     ) -> None:
         self.pool = pool
         self.metrics = metrics or GatewayMetrics()

@@ -92,9 +92,9 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
     ``gate`` is the confidence gate's policy after a graft: ``"advisory"`` (the default:
     report it, never discard) or ``"enforce"`` (answer plainly when not confident).
     ``read_only=True`` opens the store without writing anything (see :class:`BlockStore`).
-    ``conversations`` is what a later user turn routed to another block does: ``"keep"`` (the
-    default) the block the conversation holds while it scores above the threshold, or
-    ``"switch"`` to the routed block (:func:`~skillgraft.core.planning.conversation_recall`).
+    ``conversations`` is what a later user turn routed to another block does: ``"switch"`` (the
+    default) to the routed block, or ``"keep"`` the block the conversation holds while it scores
+    above the threshold (:func:`~skillgraft.core.planning.conversation_recall`).
     ``embedder`` is a spec (``minilm``, ``mpnet``, a folder, an ``http(s)://`` embeddings
     endpoint) or an object with ``name`` and ``encode``; by default ``$SKILLGRAFT_EMBEDDER``,
     else the encoder the store records, else MiniLM (:mod:`skillgraft.routing.encoders`).
@@ -114,7 +114,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
         derived_bytes: Optional[int] = None,
-        conversations: str = "keep",
+        conversations: str = "switch",
     ) -> None:
         from ..routing.encoders import choose_embedder
 

@@ -1,5 +1,5 @@
-"""A later user turn routed to another block: the conversation keeps its block while it scores
-above the threshold (the prefix is continued), or switches when told to or when it no longer does."""
+"""A later user turn routed to another block: the conversation switches to it (the default), or
+under the policy keep holds its block while that block scores above the threshold."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def scores(memory, query):
 
 
 def test_a_turn_routed_elsewhere_keeps_the_conversations_block_while_it_scores_above_the_threshold(tmp_path):
-    with open_memory(tmp_path / "keep") as memory:
+    with open_memory(tmp_path / "keep", conversations="keep") as memory:
         git_id = memory.get("git-squash").id
         below = scores(memory, BREAD)[git_id] - 0.01
         memory.store.set_setting(THRESHOLD_SETTING, str(below))  # git still routes above it for the bread turn
@@ -54,14 +54,14 @@ def test_a_turn_routed_elsewhere_keeps_the_conversations_block_while_it_scores_a
             kept = scores(memory, later).get(git_id, -9) >= below
             assert (third.note.block_name, third.note.conversation) == (
                 ("git-squash", "kept") if kept else ("sourdough", "switched"))
-    with open_memory(tmp_path / "switch", conversations="switch") as memory:
+    with open_memory(tmp_path / "switch") as memory:  # the default
         memory.store.set_setting(THRESHOLD_SETTING, str(below))
         _, second, _ = conversation(memory)
         assert second.note.block_name == "sourdough" and second.note.conversation == "switched"
 
 
 def test_the_conversation_switches_when_its_block_no_longer_scores_above_the_threshold(tmp_path):
-    with open_memory(tmp_path / "keep") as memory:
+    with open_memory(tmp_path / "keep", conversations="keep") as memory:
         git_id = memory.get("git-squash").id
         bread = scores(memory, BREAD)
         memory.store.set_setting(THRESHOLD_SETTING, str((bread[git_id] + max(bread.values())) / 2))
