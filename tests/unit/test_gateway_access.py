@@ -134,13 +134,15 @@ def test_fields_the_gateway_cannot_honour_are_named(field):
 @pytest.mark.parametrize("field", [
     {"frequency_penalty": 0}, {"presence_penalty": 0.0}, {"top_p": 1}, {"user": "u"}, {"logprobs": False},
     {"tool_choice": "auto"}, {"temperature": 0}, {"modalities": ["text"]},
+    {"store": False}, {"store": True}, {"metadata": {"team": "docs", "run": "7"}},
 ])
 def test_values_that_ask_for_nothing_are_accepted(field):
     assert ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field}).unsupported() is None
 
 
 @pytest.mark.parametrize("field", [{"max_tokens": "3"}, {"stream": "true"}, {"temperature": "0"}, {"seed": 1.5},
-                                   {"n": True}, {"stop": 3}])
+                                   {"n": True}, {"stop": 3}, {"store": "yes"}, {"metadata": {"k": 1}},
+                                   {"metadata": {f"k{i}": "v" for i in range(17)}}, {"metadata": {"k" * 65: "v"}}])
 def test_types_are_strict(field):
     with pytest.raises(ValidationError) as raised:
         ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field})
