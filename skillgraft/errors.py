@@ -15,6 +15,7 @@ The tree::
     │   ├── FingerprintMismatchError   a block was captured under another runtime
     │   ├── RestoreRejectedError       the engine did not restore a checked state whole
     │   └── ServerError                llama-server failed, refused or is unreachable
+    │       ├── DeadlineError          a request ran past its deadline and was stopped
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
@@ -109,6 +110,15 @@ class EngineError(SkillgraftError):
 
 class ServerError(EngineError):
     """llama-server could not be started or reached, or refused a request."""
+
+
+class DeadlineError(ServerError):
+    """A request ran past its deadline (``what``: generation or the whole request, ``seconds``):
+    its slot was given back and the server told to stop (the stream to it closed)."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        super().__init__(f"the {what} ran past its deadline of {seconds:g} s; it was stopped")
 
 
 class SlotReuseError(ServerError):
