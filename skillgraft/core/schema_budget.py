@@ -32,6 +32,13 @@ MAX_PATTERN_CHARS = 1_000
 # A pattern spelled out (every bounded repetition written out, nested ones multiplied): the
 # most parse stacks its grammar can hold at once, and about the size of its rules.
 MAX_PATTERN_POSITIONS = 4_096
+# Measured with llama.cpp's grammar sampler over SmolLM2's 49,152 tokens (one step: the whole
+# vocabulary masked, then a token accepted; docs/limits.md, *Budgets*): against ~10 ms for
+# ``^[a-z]+$``, ``(a{1,8}){1,8}`` took 78 ms a step, ``(a{1,32}){1,32}`` 845 ms and
+# ``((a{0,12}){0,12}){0,12}`` 45 s; a part that can match nothing, repeated, is worse:
+# ``(a?){0,64}`` 2 s a step, ``(a{0,2}){0,32}`` 376 ms, while ``(a{0,4}){0,4}`` took 23 ms.
+MAX_NESTED_REPEATS = 64  # the product of the bounds of nested repetitions
+MAX_EMPTY_REPEATS = 4  # the bound of a repetition of a part that can match nothing
 # Every repetition bound and every pattern's positions of one schema, summed: a bound on the
 # grammar the converter writes before it writes it.
 MAX_SPELLED_OUT = 32_000
@@ -97,57 +104,91 @@ def _check_node(node: dict, field: str) -> int:
 
 
 def pattern_positions(pattern: str, field: str) -> int:
-    """The positions of ``pattern`` spelled out: each character, class or ``.`` one, a group
-    the sum of its parts, a bounded repetition ``{m,n}`` its part times ``max(m, n)``
-    (``*``, ``+`` and ``?`` loop or skip, they spell nothing out). Scanned as llama.cpp's
-    converter reads a pattern; what it cannot read is left to it to refuse.
-    :class:`FormatError` naming ``field`` when over :data:`MAX_PATTERN_POSITIONS`."""
+    """The positions of ``pattern`` spelled out, as llama.cpp's converter reads it: a
+    character, class or ``.`` one, a group the sum of its parts, ``{m,n}`` its part times
+    ``max(m, n)`` (``*``, ``+`` and ``?`` loop or skip and spell nothing out). What it cannot
+    read is left to the converter to refuse. :class:`FormatError` naming ``field`` when over
+    :data:`MAX_PATTERN_POSITIONS`, or when its repetitions would make llama.cpp's matcher
+    slow (:data:`MAX_NESTED_REPEATS`, :data:`MAX_EMPTY_REPEATS`)."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise FormatError(field, f"a pattern of the JSON schema is {len(pattern):,} characters; at most {MAX_PATTERN_CHARS:,}")
     body = pattern[1:-1] if pattern.startswith("^") and pattern.endswith("$") else pattern
-    groups: list[list[int]] = [[]]  # the parts of each open group so far, innermost last
+    # Each open group: its alternatives, each a list of parts (positions, can match nothing, nested repeats).
+    groups: list[list[list[_Part]]] = [[[]]]
     i, n = 0, len(body)
     while i < n:
         c = body[i]
+        parts = groups[-1][-1]
         if c == "(":
-            groups.append([])
+            groups.append([[]])
             i += 1
         elif c == ")":
-            inner = groups.pop() if len(groups) > 1 else []
-            groups[-1].append(sum(inner))
+            if len(groups) > 1:
+                groups[-2][-1].append(_group(groups.pop()))
+            i += 1
+        elif c == "|":
+            groups[-1].append([])
             i += 1
         elif c == "[":
             i += 1
             while i < n and body[i] != "]":
                 i += 2 if body[i] == "\\" else 1
-            groups[-1].append(1)
+            parts.append((1, False, 1))
             i += 1
         elif c == "{":
             end = body.find("}", i)
             if end < 0:
                 break  # unbalanced: the converter refuses it
-            times = _repetitions(body[i + 1:end], pattern, field)
-            parts = groups[-1]
+            low, high = _repetitions(body[i + 1:end], pattern, field)
             if parts:
-                parts[-1] *= times
+                parts[-1] = _repeated(parts[-1], low, high, pattern, field)
             i = end + 1
-        elif c in "|*+?":
+        elif c in "*?":
+            if parts:
+                parts[-1] = (parts[-1][0], True, parts[-1][2])
+            i += 1
+        elif c == "+":
             i += 1
         else:
-            groups[-1].append(1)
+            parts.append((1, False, 1))
             i += 2 if c == "\\" else 1
-        total = sum(sum(parts) for parts in groups)
+        total = sum(part[0] for alternatives in groups for parts_ in alternatives for part in parts_)
         if total > MAX_PATTERN_POSITIONS:
             raise FormatError(field, f"the pattern {_short(pattern)} spells out more than {MAX_PATTERN_POSITIONS:,} "
-                                     "positions (nested repetitions multiply); llama.cpp would match it slowly")
-    return sum(sum(parts) for parts in groups)
+                                     "positions (nested repetitions multiply)")
+    while len(groups) > 1:  # unbalanced: counted as if closed, the converter refuses it
+        groups[-2][-1].append(_group(groups.pop()))
+    return _group(groups[0])[0]
 
 
-def _repetitions(inside: str, pattern: str, field: str) -> int:
-    """How many times ``{inside}`` spells its part out: its upper bound, else its lower one plus one."""
+_Part = tuple  # (positions, can match nothing, product of the nested repetitions' bounds)
+
+
+def _group(alternatives: list[list[_Part]]) -> _Part:
+    positions = sum(part[0] for parts in alternatives for part in parts)
+    empty = any(all(part[1] for part in parts) for parts in alternatives)
+    nested = max((part[2] for parts in alternatives for part in parts), default=1)
+    return positions, empty, nested
+
+
+def _repeated(part: _Part, low: int, high: int, pattern: str, field: str) -> _Part:
+    """``part`` under ``{low,high}``; refused when llama.cpp would match it slowly."""
+    positions, empty, nested = part
+    if empty and high > MAX_EMPTY_REPEATS:
+        raise FormatError(field, f"the pattern {_short(pattern)} repeats up to {high} times a part that can match nothing "
+                                 f"(at most {MAX_EMPTY_REPEATS}); llama.cpp would match it slowly")
+    if nested > 1 and high > 1 and nested * high > MAX_NESTED_REPEATS:
+        raise FormatError(field, f"the pattern {_short(pattern)} nests repetitions whose bounds multiply to "
+                                 f"{nested * high:,} (at most {MAX_NESTED_REPEATS}); llama.cpp would match it slowly")
+    return positions * max(high, 1), empty or low == 0, nested * high if high > 1 else nested
+
+
+def _repetitions(inside: str, pattern: str, field: str) -> tuple[int, int]:
+    """The bounds of ``{inside}``: its lower one, and its upper one (unbounded: the lower plus
+    one, what the converter spells out before its loop)."""
     numbers = [part.strip() for part in inside.split(",")]
     if len(numbers) > 2 or not all(part.isdigit() and part.isascii() for part in numbers if part) or not numbers[0] and len(numbers) == 1:
-        return 1  # not a quantifier the converter reads: it refuses it
+        return 1, 1  # not a quantifier the converter reads: it refuses it
     if any(len(part) > 6 for part in numbers):
         raise FormatError(field, f"a repetition of the pattern {_short(pattern)} is above {MAX_REPETITION:,}")
     low = int(numbers[0]) if numbers[0] else 0
@@ -156,7 +197,7 @@ def _repetitions(inside: str, pattern: str, field: str) -> int:
         if bound is not None and bound > MAX_REPETITION:
             raise FormatError(field, f"the repetition {{{inside}}} of the pattern {_short(pattern)} is above "
                                      f"{MAX_REPETITION:,}, the most llama.cpp's grammars repeat")
-    return max(high if high is not None else low + 1, 1)
+    return low, high if high is not None else low + 1
 
 
 def _short(pattern: str) -> str:
