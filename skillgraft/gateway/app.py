@@ -25,6 +25,7 @@ from ..errors import (
     ConflictError,
     ContextOverflowError,
     DeadlineError,
+    EncoderNotChosenError,
     DuplicateBlockError,
     FingerprintMismatchError,
     FormatError,
@@ -78,6 +79,8 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, VerificationError):
         # What a refused method printed is withheld: beyond the verdict, nothing leaves the sandbox.
         return ApiError(422, withheld_refusal(), code="verification_failed")
+    if isinstance(exc, EncoderNotChosenError):
+        return ApiError(503, message, kind="server_error", code="encoder_not_chosen")
     if isinstance(exc, DeadlineError):
         logger.warning("504: %s", message)
         return ApiError(504, message, kind="server_error", code="timeout")

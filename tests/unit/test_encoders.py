@@ -179,3 +179,59 @@ def test_a_recorded_encoder_no_spec_rebuilds_still_lists_and_checks_then_refuses
         assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
         with pytest.raises(EncoderMismatchError, match="fake-hashing-embedder"):
             memory.route(GIT_QUERY)
+
+
+@pytest.mark.parametrize("recorded", ["ENDPOINT", "openai:ENDPOINT/v1?model=tiny", "FOLDER"])
+def test_a_recorded_endpoint_or_folder_is_never_followed_unless_named(tmp_path, monkeypatch, recorded):
+    """A catalog row (anyone who can write the catalog) names an embeddings URL or a folder:
+    opening, listing and routing never contact it; routing says how to choose."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    from skillgraft.errors import EncoderNotChosenError
+
+    contacts = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            contacts.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        do_POST = do_GET
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    spec = recorded.replace("ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}").replace("FOLDER", str(folder))
+    monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
+    monkeypatch.setenv("SKILLGRAFT_EMBEDDER_API_KEY", "secret")
+    home = tmp_path / "store"
+    _stock(home).close()
+    store = BlockStore(home)
+    store.set_setting("router.encoder", '{"name": "openai:tiny", "spec": "%s", "dimension": 64, "digest": "tiny"}' % spec)
+    store.close()
+    try:
+        with SkillMemory(home, engine=FakeEngine()) as memory:
+            assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
+            with pytest.raises(EncoderNotChosenError, match="--embedder SPEC") as raised:
+                memory.route(GIT_QUERY)
+            assert raised.value.record["spec"] == spec
+            with pytest.raises(EncoderNotChosenError):
+                memory.answer([("user", GIT_QUERY)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert contacts == []
+
+
+def test_over_http_an_unchosen_encoder_is_a_503_that_says_how_to_choose():
+    from skillgraft.errors import EncoderNotChosenError
+    from skillgraft.gateway.app import api_error
+
+    error = api_error(EncoderNotChosenError({"name": "openai:tiny", "spec": "http://10.0.0.1/v1"}))
+    assert error.status == 503 and error.code == "encoder_not_chosen" and "--embedder" in str(error)
