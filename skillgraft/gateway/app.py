@@ -31,6 +31,7 @@ from ..errors import (
     FormatError,
     InputError,
     NameTakenError,
+    RouterError,
     ServerError,
     SkillgraftError,
     StoreError,
@@ -87,7 +88,7 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, NoSlotError):
         logger.warning("503 busy: %s", message)  # one line: a full gateway is no bug
         return ApiError(503, message, kind="server_error", code="busy")
-    if isinstance(exc, (ServerError, StoreError)):
+    if isinstance(exc, (ServerError, StoreError, RouterError)):
         return ApiError(503, message, kind="server_error", code="unavailable")
     if isinstance(exc, SkillgraftError):
         return ApiError(500, message, kind="server_error")
