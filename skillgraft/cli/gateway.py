@@ -40,7 +40,8 @@ def _serve_extra() -> None:
 @click.option("--deposit-key", envvar="SKILLGRAFT_DEPOSIT_KEY", default=None,
               help="Key the write routes need instead of the API key ($SKILLGRAFT_DEPOSIT_KEY); required with --api-key.")
 @click.option("--deposits-per-minute", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Deposits each client address may make a minute (a burst of as many).")
+              help="Writes a minute per credential (the deposit key; per address without one), a burst of as many; "
+                   "all clients together four times that.")
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a request may take to send its headers.")
 @click.option("--body-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
