@@ -151,7 +151,7 @@ class ServerCompletions:
                        deadline: Optional[Deadline] = None) -> Iterator[StreamChunk]:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
         reuse, prompt tokens) the slot reuse is checked on the first chunk's timings. Past
-        ``deadline`` (every read waits at most until it) :class:`DeadlineError`: the stream
+        ``deadline`` :class:`DeadlineError` (no read waits longer than was left when it began): the stream
         is closed, which stops the server's work on it."""
         checked = expected is None
         self.forget_held(request.get("id_slot"))
@@ -171,8 +171,6 @@ class ServerCompletions:
                 for line in response.iter_lines():
                     if deadline is not None:
                         deadline.check()
-                        # httpcore reads this mapping before every read: the next one waits no longer than is left
-                        response.request.extensions.get("timeout", {})["read"] = deadline.left()
                     if not line.startswith("data: "):
                         continue
                     chunk = json.loads(line[len("data: "):])
