@@ -130,7 +130,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     """The ASGI application serving ``gateway``, behind :func:`skillgraft.gateway.access.guard`.
     Without an API key only loopback Host headers are accepted (``allowed_hosts``), so a web page
     cannot reach it by DNS rebinding; skills are added or deleted only as ``deposits`` allow."""
-    app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)  # its redirects would name the Host header's host
     model_id = gateway.model_name
     slots = SlotGate(gateway.pool.n_leases, gateway.pool.lease_timeout_s)
 
