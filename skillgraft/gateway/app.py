@@ -48,7 +48,7 @@ from .schemas import ChatCompletionRequest, NewSkill
 from ..core.answer import Answer, AnswerOptions
 from ..core.deadline import Deadline
 from ..core.pipeline import collect_choices
-from .relay import ClientGone, ClosingStream, EventPump, SseWriter, relay
+from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
 from .service import Gateway
 from .skills_api import decision_headers, register_skill_routes
 
@@ -227,26 +227,30 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         n = body.n or 1
         prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        if prepared.needs_model:
-            await slots.acquire()
-        pump = EventPump(gateway.stream(prepared, options, n, deadline), slots.release if prepared.needs_model else lambda: None)
-        if not body.stream:
-            try:
-                events = await pump.gather(request.receive)
-            except ClientGone:
-                logger.info("a client left before its answer was whole; its slot is free again")
-                return Response(status_code=499)
-            except Exception as exc:
-                raise api_error(exc) from None
-            finally:
-                await pump.close()
-            answers = collect_choices(prepared, iter(events))
-            return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
+        departure = Departure(request.receive)  # a client that leaves, while waiting too, frees what it holds
+        pump, handed, acquired = None, False, False
         try:
-            first = await pump.next()  # errors before the first event get a status code
-        except BaseException as exc:
-            await pump.close()
+            if prepared.needs_model:
+                await departure.race(slots.acquire())
+                acquired = True
+            pump = EventPump(gateway.stream(prepared, options, n, deadline), slots.release if prepared.needs_model else lambda: None)
+            if not body.stream:
+                events = await pump.gather(departure)
+                answers = collect_choices(prepared, iter(events))
+                return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
+            first = await departure.race(pump.next())  # errors before the first event get a status code
+            handed = True  # the stream's response closes the pump from here on
+        except ClientGone:
+            logger.info("a client left before its answer was whole; its slot is free again")
+            return Response(status_code=499)
+        except Exception as exc:
             raise api_error(exc) from None
+        finally:
+            departure.stop()
+            if pump is not None and not handed:
+                await pump.close()  # gives the slot back
+            elif pump is None and acquired:
+                slots.release()
         usage = bool(body.stream_options and body.stream_options.include_usage)
         sse = SseWriter(completion_id, model_id, usage, n)
         return ClosingStream(relay(pump, first, sse, failed), pump, media_type="text/event-stream",

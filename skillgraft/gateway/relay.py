@@ -66,24 +66,42 @@ class EventPump:
             finally:
                 self.release()
 
-    async def gather(self, receive) -> list[object]:
-        """Every event, unless the client disconnects first (``receive`` is the request's:
-        once its body is read, it waits for the disconnect): then :class:`ClientGone`."""
+    async def gather(self, departure: "Departure") -> list[object]:
+        """Every event, unless the client disconnects first (``departure`` watches for it):
+        then :class:`ClientGone`."""
         events: list[object] = []
-        gone = asyncio.ensure_future(_disconnect(receive))
+        while True:
+            event = await departure.race(self.next())
+            if event is END:
+                return events
+            events.append(event)
+
+
+class Departure:
+    """Watches for a request's client to disconnect (``receive`` is the request's: once its
+    body is read, it waits for the disconnect) while the request waits: for a slot, for an
+    event. :meth:`stop` it before a response that listens itself (a stream)."""
+
+    def __init__(self, receive) -> None:
+        self.task = asyncio.ensure_future(_disconnect(receive))
+
+    async def race(self, awaitable):
+        """What ``awaitable`` gives, or :class:`ClientGone` (it is then cancelled) if the
+        client leaves first."""
+        work = asyncio.ensure_future(awaitable)
         try:
-            while True:
-                pull = asyncio.ensure_future(self.next())
-                await asyncio.wait({pull, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not pull.done():
-                    pull.add_done_callback(_ignore)  # the event being pulled is dropped
-                    raise ClientGone()
-                event = pull.result()
-                if event is END:
-                    return events
-                events.append(event)
-        finally:
-            gone.cancel()
+            await asyncio.wait({work, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            raise
+        if work.done():
+            return work.result()
+        work.cancel()
+        work.add_done_callback(_ignore)
+        raise ClientGone()
+
+    def stop(self) -> None:
+        self.task.cancel()
 
 
 async def _disconnect(receive) -> None:

@@ -129,3 +129,20 @@ def test_an_ordinary_request_with_several_choices_is_answered_whole(fake_stocked
         assert status == 200 and len(json.loads(body)["choices"]) == 2
     finally:
         gateway.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_while_waiting_for_a_slot_never_takes_one(endless, stream):
+    """Before, a request left in the slot queue still took its turn: a backlog of abandoned
+    requests held the slots after their clients had gone."""
+    gateway, pool, pipeline = endless
+    app = create_app(gateway)
+
+    async def both():
+        holder = asyncio.ensure_future(asyncio.to_thread(_call, app, _chat(), leave_after_s=1.0))
+        await asyncio.sleep(0.3)  # the holder has the one slot now
+        await asyncio.to_thread(_call, app, _chat(stream=stream), leave_after_s=0.2)
+        await holder
+
+    asyncio.run(both())
+    assert pipeline.started == 1 and _free(pool)
