@@ -33,26 +33,40 @@ class DepositPolicy:
             raise ConfigError("the deposit key must differ from the API key")
 
 
-class DepositRate:
-    """A token bucket per client address: ``per_minute`` deposits, a burst of as many."""
+# All clients together may write this many times each one may (a burst of as many): the cap
+# that holds however many credentials or addresses a writer has.
+ALL_CLIENTS_FACTOR = 4
+ALL = "*"
 
-    def __init__(self, per_minute: float, clock=time.monotonic) -> None:
+
+class DepositRate:
+    """A token bucket per client (:mod:`skillgraft.web.clients`: its credential, else its
+    address), ``per_minute`` writes and a burst of as many, and one for all clients together,
+    :data:`ALL_CLIENTS_FACTOR` times that."""
+
+    def __init__(self, per_minute: float, clock=time.monotonic, *, all_factor: float = ALL_CLIENTS_FACTOR) -> None:
         self.capacity, self.per_second, self.clock = max(per_minute, 1.0), per_minute / 60.0, clock
+        self.all_factor = all_factor
         self.buckets: dict[str, tuple[float, float]] = {}
         self.lock = threading.Lock()
 
+    def _level(self, key: str, now: float) -> float:
+        scale = self.all_factor if key == ALL else 1.0
+        tokens, then = self.buckets.get(key, (self.capacity * scale, now))
+        return min(self.capacity * scale, tokens + (now - then) * self.per_second * scale)
+
     def take(self, client: str) -> float:
-        """0 when ``client`` may deposit now (one token taken), else seconds until it may."""
+        """0 when ``client`` may write now (a token taken from its bucket and from all
+        clients'), else seconds until it may."""
         with self.lock:
             now = self.clock()
-            tokens, then = self.buckets.get(client, (self.capacity, now))
-            tokens = min(self.capacity, tokens + (now - then) * self.per_second)
-            if tokens >= 1:
-                self.buckets[client] = (tokens - 1, now)
+            mine, everyone = self._level(client, now), self._level(ALL, now)
+            if mine >= 1 and everyone >= 1:
+                self.buckets[client], self.buckets[ALL] = (mine - 1, now), (everyone - 1, now)
                 if len(self.buckets) > 10_000:  # forget the clients whose buckets are full again
                     for key, (left, at) in list(self.buckets.items()):
-                        if left + (now - at) * self.per_second >= self.capacity:
+                        if key != ALL and left + (now - at) * self.per_second >= self.capacity:
                             del self.buckets[key]
                 return 0.0
-            self.buckets[client] = (tokens, now)
-            return (1 - tokens) / self.per_second
+            self.buckets[client], self.buckets[ALL] = (mine, now), (everyone, now)
+            return max((1 - mine) / self.per_second, (1 - everyone) / (self.per_second * self.all_factor), 0.0)

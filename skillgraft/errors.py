@@ -6,7 +6,8 @@ The tree::
     ├── ConfigError                    a setting or argument is invalid
     │   ├── ModelNotFoundError         unknown model name, missing GGUF or missing extra
     │   ├── ServerBuildError           llama-server could not be built or found
-    │   └── EncoderMismatchError       the store's vectors were made by another text encoder
+    │   ├── EncoderMismatchError       the store's vectors were made by another text encoder
+    │   └── EncoderNotChosenError      the store records an endpoint or folder encoder nobody named
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
@@ -16,6 +17,7 @@ The tree::
     │   ├── FingerprintMismatchError   a block was captured under another runtime
     │   ├── RestoreRejectedError       the engine did not restore a checked state whole
     │   └── ServerError                llama-server failed, refused or is unreachable
+    │       ├── DeadlineError          a request ran past its deadline and was stopped
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
@@ -77,6 +79,23 @@ def _encoder_text(record: dict) -> str:
     return f"{record.get('name')!r}" + (f" ({', '.join(details)})" if details else "")
 
 
+class EncoderNotChosenError(ConfigError):
+    """A store's vectors were made by an encoder it records as an endpoint URL or a folder
+    (``record``): skillgraft never contacts or loads what a store merely records, so routing
+    waits until the operator names that encoder."""
+
+    def __init__(self, record: dict) -> None:
+        self.record = dict(record)
+        spec = str(record.get("spec") or "")
+        shown = spec if len(spec) <= 120 else spec[:117] + "..."
+        kind = "an embeddings endpoint" if spec.startswith(("http://", "https://", "openai:")) else "a model folder"
+        super().__init__(
+            f"this store's vectors were made by {record.get('name')!r}, recorded as {kind} ({shown!r}); a store's "
+            "record is never followed to a URL or a folder: to route, name the encoder yourself with --embedder SPEC, "
+            "SKILLGRAFT_EMBEDDER=SPEC or SkillMemory.open(embedder=SPEC), or re-embed the store (skillgraft reembed)"
+        )
+
+
 class InputError(SkillgraftError, ValueError):
     """User input cannot be used as given (also a ``ValueError``)."""
 
@@ -122,6 +141,15 @@ class EngineError(SkillgraftError):
 
 class ServerError(EngineError):
     """llama-server could not be started or reached, or refused a request."""
+
+
+class DeadlineError(ServerError):
+    """A request ran past its deadline (``what``: generation or the whole request, ``seconds``):
+    its slot was given back and the server told to stop (the stream to it closed)."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        super().__init__(f"the {what} ran past its deadline of {seconds:g} s; it was stopped")
 
 
 class SlotReuseError(ServerError):

@@ -164,3 +164,17 @@ def test_long_texts_are_tokenized_once_and_the_kept_tokens_cannot_be_changed(smo
     for index in range(text_module.TOKENS_KEPT + 5):
         smollm2.tokenize(f"{index} " + text)
     assert len(smollm2.text._kept) == text_module.TOKENS_KEPT and (text, True, True) not in smollm2.text._kept
+
+
+def test_a_grammar_that_parsed_is_not_parsed_again_and_a_bad_one_always_is(smollm2, monkeypatch):
+    from skillgraft.errors import FormatError
+
+    good, bad = 'root ::= "yes" | "no"', "root ::= ("
+    smollm2.check_grammar(good)
+    for _ in range(2):
+        with pytest.raises(FormatError):
+            smollm2.check_grammar(bad)
+    compiled = []
+    monkeypatch.setattr(smollm2.text, "grammar", lambda gbnf: compiled.append(gbnf))
+    smollm2.check_grammar(good)
+    assert compiled == []

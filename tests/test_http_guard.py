@@ -100,11 +100,17 @@ def test_keep_alive_and_pipelining_still_work(port):
     assert received.count(b"HTTP/1.1 200 OK") == 2 and b'"/a"' in received and b'"/b"' in received
 
 
-def test_connections_are_limited_per_client_and_in_all(port):
+def test_connections_are_limited_per_client_and_in_all(port, monkeypatch):
     held = [_connect(port) for _ in range(4)]
     try:
         received, _ = _exchange(port, b"")
         assert received.startswith(b"HTTP/1.1 429 ") and b"too_many_connections" in received, received
+        with _connect(port, "127.0.0.2") as fresh:  # another loopback address is the same host: no fresh budget
+            received = fresh.recv(65536)
+        assert received.startswith(b"HTTP/1.1 429 ") and b"too_many_connections" in received, received
+        from skillgraft.web import http_guard
+
+        monkeypatch.setattr(http_guard, "address_key", lambda address: address)  # as if they were other hosts
         held += [_connect(port, "127.0.0.2"), _connect(port, "127.0.0.2")]
         with _connect(port, "127.0.0.3") as seventh:
             received = seventh.recv(65536)

@@ -26,7 +26,7 @@ from ..errors import BundleError
 from ..core.fingerprint import RuntimeFingerprint
 from ..routing.feedback import MAX_CORRECTIONS
 from ..routing.router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS, name_key
-from ..core.sha import BLOCK_ID
+from ..core.sha import ID_LIKE
 
 BUNDLE_FORMAT = "skillgraft-bundle"
 BUNDLE_VERSION = 1
@@ -210,8 +210,8 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
     name = _text(raw, "name", where, limit=MAX_NAME_CHARS)
     if not name.strip() or name != name.strip() or _CONTROL.search(name):
         raise BundleError(f"{where}: its name {name!r} is empty, padded or holds control characters")
-    if BLOCK_ID.fullmatch(name):
-        raise BundleError(f"{where}: its name {name!r} has the form of a block id (16 hex digits)")
+    if ID_LIKE.fullmatch(name):
+        raise BundleError(f"{where}: its name {name!r} has the form of a block id or an id's prefix (hex digits only)")
     kind = raw.get("kind")
     if kind not in ("manual", "solution"):
         raise BundleError(f"{where}: kind must be 'manual' or 'solution', not {str(kind)[:20]!r}")

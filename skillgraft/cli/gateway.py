@@ -40,7 +40,8 @@ def _serve_extra() -> None:
 @click.option("--deposit-key", envvar="SKILLGRAFT_DEPOSIT_KEY", default=None,
               help="Key the write routes need instead of the API key ($SKILLGRAFT_DEPOSIT_KEY); required with --api-key.")
 @click.option("--deposits-per-minute", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Deposits each client address may make a minute (a burst of as many).")
+              help="Writes a minute per credential (the deposit key; per address without one), a burst of as many; "
+                   "all clients together four times that.")
 @click.option("--header-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a request may take to send its headers.")
 @click.option("--body-timeout", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -50,6 +51,10 @@ def _serve_extra() -> None:
               help="Open connections from one client address.")
 @click.option("--slot-wait", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a request waits for a free slot before a 503 (default 30).")
+@click.option("--generation-timeout", default=180.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds an answer (all its choices) may generate once it has a slot; then it is stopped (504).")
+@click.option("--request-timeout", default=240.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds a chat request may take in all, waiting for a slot included; then it is stopped (504).")
 @click.option("--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
               help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
                    "($SKILLGRAFT_DERIVED_MIB).")
@@ -60,8 +65,8 @@ def _serve_extra() -> None:
 @model_option
 @click.pass_context
 def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
-                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, derived_mib, conversations,
-                  create, model) -> None:
+                  header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, generation_timeout,
+                  request_timeout, derived_mib, conversations, create, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
 
     Prints one JSON line on stdout ({"url": ..., "servers": [pids]}) once it listens;
@@ -78,7 +83,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
         embedder=(ctx.obj or {}).get("embedder"), derived_bytes=None if derived_mib is None else derived_mib << 20,
-        conversations=conversations,
+        conversations=conversations, generation_timeout_s=generation_timeout, request_timeout_s=request_timeout,
     )
 
     def ready(url: str, server_pids: list[int]) -> None:

@@ -13,19 +13,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
 
 from ..errors import FormatError
+from .schema_budget import check_schema
 
 MAX_SCHEMA_CHARS = 64_000
 MAX_GRAMMAR_CHARS = 256_000
-MAX_DEPTH = 64
-# llama.cpp's grammar parser refuses repetitions above 2,000; the converter would first spell
-# a large minItems out in full (a hostile one would exhaust memory), so it is refused before.
-MAX_REPETITION = 2_000
-BOUNDS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties")
+# The conversion's own budget, after the schema has passed :func:`check_schema`: what is left
+# of its cost (rule names looked up again and again) is stopped here, never paid in full.
+CONVERT_BUDGET_S = 0.5
 
 _converter: Optional[ModuleType] = None
 _lock = threading.Lock()
@@ -47,10 +47,48 @@ def _load() -> ModuleType:
         return _converter
 
 
+class _OverBudget(Exception):
+    pass
+
+
+def _budgeted(module: ModuleType):
+    """The converter's class, stopped (:class:`_OverBudget`) once its rules pass
+    :data:`MAX_GRAMMAR_CHARS` or its time :data:`CONVERT_BUDGET_S`: every rule it writes
+    goes through ``_add_rule``."""
+
+    class Budgeted(module.SchemaConverter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._deadline = time.thread_time() + CONVERT_BUDGET_S
+            self._chars = 0
+
+        def _add_rule(self, name, rule):
+            if time.thread_time() > self._deadline:
+                raise _OverBudget(f"turning it into a grammar took more than {CONVERT_BUDGET_S} s")
+            count = len(self._rules)
+            key = super()._add_rule(name, rule)
+            if len(self._rules) > count:  # a new rule (one written again is the same text)
+                self._chars += len(rule)
+                if self._chars > MAX_GRAMMAR_CHARS:
+                    raise _OverBudget(f"its grammar would be more than {MAX_GRAMMAR_CHARS:,} characters")
+            return key
+
+    return Budgeted
+
+
+def _convert(schema: dict) -> str:
+    """What ``json_schema_to_gbnf`` does, with the budgeted converter."""
+    module = _load()
+    converter = _budgeted(module)(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(schema, "stdin"), "")
+    return converter.format_grammar()
+
+
 def schema_grammar(schema: dict, field: str = "response_format") -> str:
     """The GBNF grammar of the JSON values ``schema`` allows; :class:`FormatError` naming
-    ``field`` (the request field it came from) when the schema cannot be converted."""
-    _check_shape(schema, field)
+    ``field`` (the request field it came from) when the schema is over a budget of
+    :mod:`skillgraft.core.schema_budget` or this module's, or cannot be converted."""
+    check_schema(schema, field)
     try:
         text = json.dumps(schema)
     except (TypeError, ValueError) as exc:
@@ -58,29 +96,13 @@ def schema_grammar(schema: dict, field: str = "response_format") -> str:
     if len(text) > MAX_SCHEMA_CHARS:
         raise FormatError(field, f"the JSON schema is {len(text):,} characters; at most {MAX_SCHEMA_CHARS:,} are taken")
     try:
-        grammar = _load().json_schema_to_gbnf(text)
+        grammar = _convert(json.loads(text))
     except FormatError:
         raise
+    except _OverBudget as exc:
+        raise FormatError(field, f"the JSON schema is too costly: {exc}") from None
     except Exception as exc:  # the converter raises bare exceptions of several kinds (recursion too)
         raise FormatError(field, f"the JSON schema cannot be turned into a grammar: {type(exc).__name__}: {exc}") from None
     if len(grammar) > MAX_GRAMMAR_CHARS:
         raise FormatError(field, f"the JSON schema makes a grammar of {len(grammar):,} characters; at most {MAX_GRAMMAR_CHARS:,}")
     return grammar
-
-
-def _check_shape(schema, field: str) -> None:
-    """Refuse a schema nested deeper than :data:`MAX_DEPTH` or with a repetition bound over
-    :data:`MAX_REPETITION`, walking it without recursion."""
-    pending = [(schema, 1)]
-    while pending:
-        node, depth = pending.pop()
-        if depth > MAX_DEPTH:
-            raise FormatError(field, f"the JSON schema is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, dict):
-            for key in BOUNDS:
-                bound = node.get(key)
-                if isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound > MAX_REPETITION:
-                    raise FormatError(field, f"{key} {bound} is above {MAX_REPETITION:,}, the most llama.cpp's grammars repeat")
-            pending.extend((value, depth + 1) for value in node.values())
-        elif isinstance(node, list):
-            pending.extend((value, depth + 1) for value in node)

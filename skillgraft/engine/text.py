@@ -24,6 +24,7 @@ _BUILTIN_TEMPLATES = {"gemma": b"gemma", "llama": b"llama3", "phi": b"phi3"}
 TOKENS_KEPT = 64
 TOKENS_KEPT_MIN_CHARS = 512
 TOKENS_KEPT_MAX_CHARS = 256 * 1024
+GRAMMARS_KEPT = 32
 
 
 class LlamaText:
@@ -36,6 +37,7 @@ class LlamaText:
         self.model_name = model_name
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._kept: OrderedDict[tuple[str, bool, bool], tuple[int, ...]] = OrderedDict()
+        self._parsed: OrderedDict[str, None] = OrderedDict()
         self._kept_lock = threading.Lock()
 
     @classmethod
@@ -123,8 +125,17 @@ class LlamaText:
         return NativeGrammar(self._vocab, self.n_vocab, gbnf)
 
     def check_grammar(self, gbnf: str) -> None:
-        """Raise :class:`~skillgraft.errors.FormatError` unless llama.cpp parses ``gbnf``."""
+        """Raise :class:`~skillgraft.errors.FormatError` unless llama.cpp parses ``gbnf`` (the
+        last :data:`GRAMMARS_KEPT` that parsed are known: an agent sends the same tools each call)."""
+        with self._kept_lock:
+            if gbnf in self._parsed:
+                self._parsed.move_to_end(gbnf)
+                return
         self.grammar(gbnf).close()
+        with self._kept_lock:
+            self._parsed[gbnf] = None
+            while len(self._parsed) > GRAMMARS_KEPT:
+                self._parsed.popitem(last=False)
 
     def chat_prompt(self, messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool = True) -> str:
         """Render ``[(role, content), ...]`` with the model's own chat template."""

@@ -6,7 +6,9 @@ ASGI middlewares, outermost first (:func:`guard`):
   ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui`` check it themselves: they
   also take the cookie of their sign-in form); the store's write routes (``POST /v1/skills``,
   ``POST /v1/skills/feedback``, ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
-  (when one is set) and are rate-limited per client address (:class:`DepositRate`);
+  (when one is set) and are rate-limited per credential (the deposit key used), per address
+  only when there is none (all of loopback one client, IPv6 by ``/64``), and for all clients
+  together (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
 
@@ -24,6 +26,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..deposit_policy import DepositPolicy, DepositRate
 from ..inspector import guards_itself
+from ..web.clients import address_key, credential_key
 
 MAX_BODY_BYTES = 4 << 20
 RETRY_AFTER_S = "1"
@@ -85,9 +88,11 @@ class AccessCheck:
                             code="invalid_deposit_key"), None
         if scope.get("method") == "POST":
             client = (scope.get("client") or ("",))[0]
-            wait = self.rate.take(client)
+            who = credential_key(_bearer(scope)) if self.deposit_key else address_key(client)
+            wait = self.rate.take(who)
             if wait:
-                message = f"over {self.deposits.per_minute:g} deposits a minute from {client}; retry in {wait:.0f} s"
+                message = f"over {self.deposits.per_minute:g} writes a minute (this client's, or all clients' together); " \
+                          f"retry in {wait:.0f} s"
                 return ApiError(429, message, code="rate_limit_exceeded"), str(max(1, round(wait)))
         return None
 

@@ -9,16 +9,14 @@ every route but ``/healthz`` needs ``Authorization: Bearer <key>``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
-from typing import AsyncIterator, Iterator, Optional
+from typing import Optional
 
-import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -26,11 +24,14 @@ from ..errors import (
     BlockNotFoundError,
     ConflictError,
     ContextOverflowError,
+    DeadlineError,
+    EncoderNotChosenError,
     DuplicateBlockError,
     FingerprintMismatchError,
     FormatError,
     InputError,
     NameTakenError,
+    RouterError,
     ServerError,
     SkillgraftError,
     StoreError,
@@ -44,7 +45,10 @@ from .inspector_source import GatewaySource
 from .feedback_api import add_feedback_routes
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
-from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
+from ..core.answer import Answer, AnswerOptions
+from ..core.deadline import Deadline
+from ..core.pipeline import collect_choices
+from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
 from .service import Gateway
 from .skills_api import decision_headers, register_skill_routes
 
@@ -76,10 +80,15 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, VerificationError):
         # What a refused method printed is withheld: beyond the verdict, nothing leaves the sandbox.
         return ApiError(422, withheld_refusal(), code="verification_failed")
+    if isinstance(exc, EncoderNotChosenError):
+        return ApiError(503, message, kind="server_error", code="encoder_not_chosen")
+    if isinstance(exc, DeadlineError):
+        logger.warning("504: %s", message)
+        return ApiError(504, message, kind="server_error", code="timeout")
     if isinstance(exc, NoSlotError):
         logger.warning("503 busy: %s", message)  # one line: a full gateway is no bug
         return ApiError(503, message, kind="server_error", code="busy")
-    if isinstance(exc, (ServerError, StoreError)):
+    if isinstance(exc, (ServerError, StoreError, RouterError)):
         return ApiError(503, message, kind="server_error", code="unavailable")
     if isinstance(exc, SkillgraftError):
         return ApiError(500, message, kind="server_error")
@@ -121,7 +130,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     """The ASGI application serving ``gateway``, behind :func:`skillgraft.gateway.access.guard`.
     Without an API key only loopback Host headers are accepted (``allowed_hosts``), so a web page
     cannot reach it by DNS rebinding; skills are added or deleted only as ``deposits`` allow."""
-    app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)  # its redirects would name the Host header's host
     model_id = gateway.model_name
     slots = SlotGate(gateway.pool.n_leases, gateway.pool.lease_timeout_s)
 
@@ -154,6 +164,13 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             return await run_in_threadpool(function, *args)
         except Exception as exc:
             raise api_error(exc) from None
+
+    formats = asyncio.Semaphore(1)
+
+    def failed(exc: BaseException) -> dict:
+        error = api_error(exc)
+        gateway.metrics.error(error.status)
+        return error.body()
 
     async def holding_slot(function, *args):
         await slots.acquire()
@@ -190,7 +207,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return model_card()
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest):
+    async def chat_completions(body: ChatCompletionRequest, request: Request):
+        deadline = Deadline(gateway.request_timeout_s, "request")
         if body.model != model_id:
             raise ApiError(404, f"model {body.model!r} is not served here; this gateway serves {model_id!r}",
                            code="model_not_found", param="model")
@@ -199,35 +217,44 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             known = unsupported in type(body).model_fields
             why = "is not supported by this gateway as set" if known else "is not a field this gateway knows"
             raise ApiError(400, f"{unsupported} {why}; leave it out", param=unsupported, code="unsupported_field")
-        options = await in_thread(lambda: AnswerOptions(
-            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
-            temperature=body.temperature if body.temperature is not None else 0.0,
-            top_p=body.top_p if body.top_p is not None else 1.0,
-            seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
-        ))
+        async with formats:  # conversions one at a time: their CPU never starves the event loop
+            options = await in_thread(lambda: AnswerOptions(
+                max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+                temperature=body.temperature if body.temperature is not None else 0.0,
+                top_p=body.top_p if body.top_p is not None else 1.0,
+                seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
+            ))
         n = body.n or 1
         prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        if not body.stream:
-            if prepared.needs_model:
-                answers = await holding_slot(gateway.chat, prepared, options, n)
-            else:
-                answers = await in_thread(gateway.chat, prepared, options, n)
-            return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
-        if prepared.needs_model:
-            await slots.acquire()
-        release = slots.release if prepared.needs_model else (lambda: None)
+        departure = Departure(request.receive)  # a client that leaves, while waiting too, frees what it holds
+        pump, handed, acquired = None, False, False
         try:
-            events = gateway.stream(prepared, options, n)
-            first = await in_thread(next, events)  # errors before the first event get a status code
-        except BaseException:
-            release()
-            raise
+            if prepared.needs_model:
+                await departure.race(slots.acquire())
+                acquired = True
+            pump = EventPump(gateway.stream(prepared, options, n, deadline), slots.release if prepared.needs_model else lambda: None)
+            if not body.stream:
+                events = await pump.gather(departure)
+                answers = collect_choices(prepared, iter(events))
+                return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
+            first = await departure.race(pump.next())  # errors before the first event get a status code
+            handed = True  # the stream's response closes the pump from here on
+        except ClientGone:
+            logger.info("a client left before its answer was whole; its slot is free again")
+            return Response(status_code=499)
+        except Exception as exc:
+            raise api_error(exc) from None
+        finally:
+            departure.stop()
+            if pump is not None and not handed:
+                await pump.close()  # gives the slot back
+            elif pump is None and acquired:
+                slots.release()
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        sse = _SseWriter(completion_id, model_id, usage, n)
-        cleanup = _Cleanup(events, release)
-        return _ClosingStream(_relay(events, first, sse, cleanup, gateway), cleanup, media_type="text/event-stream",
-                              headers=decision_headers(first))
+        sse = SseWriter(completion_id, model_id, usage, n)
+        return ClosingStream(relay(pump, first, sse, failed), pump, media_type="text/event-stream",
+                             headers=decision_headers(first))
 
     @app.get("/v1/skills")
     async def list_skills(kind: Optional[str] = None):
@@ -287,101 +314,3 @@ def _completion(answers: list[Answer], completion_id: str, model_id: str) -> dic
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         "skillgraft": answers[0].note.as_dict(),
     }
-
-
-class _SseWriter:
-    """Server-sent events in OpenAI's ``chat.completion.chunk`` shape, for ``n`` choices sent
-    one after the other (each begins with its note)."""
-
-    def __init__(self, completion_id: str, model_id: str, include_usage: bool, n: int = 1) -> None:
-        self.completion_id, self.model_id, self.include_usage, self.n = completion_id, model_id, include_usage, n
-        self.created = int(time.time())
-        self.note: Optional[AnswerNote] = None
-        self.index = -1
-        self.prompt_tokens = self.completion_tokens = 0
-
-    def _chunk(self, choices: list, **extra) -> str:
-        body = {
-            "id": self.completion_id, "object": "chat.completion.chunk", "created": self.created, "model": self.model_id,
-            "choices": choices, "skillgraft": self.note.as_dict() if self.note else None, **extra,
-        }
-        return f"data: {json.dumps(body)}\n\n"
-
-    def _choice(self, delta: dict, finish_reason: Optional[str] = None) -> list:
-        return [{"index": self.index, "delta": delta, "finish_reason": finish_reason}]
-
-    def event(self, event: object) -> str:
-        if isinstance(event, AnswerNote):
-            self.note = event
-            self.index += 1
-            return self._chunk(self._choice({"role": "assistant", "content": ""}))
-        if isinstance(event, AnswerEnd):
-            text = ""
-            if event.tool_calls:
-                calls = [{"index": i, **call.as_openai()} for i, call in enumerate(event.tool_calls)]
-                text += self._chunk(self._choice({"tool_calls": calls}))
-            text += self._chunk(self._choice({}, event.finish_reason))
-            self.prompt_tokens = event.prompt_tokens
-            self.completion_tokens += event.completion_tokens
-            if self.index + 1 < self.n:
-                return text
-            if self.include_usage:
-                usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                         "total_tokens": self.prompt_tokens + self.completion_tokens}
-                text += self._chunk([], usage=usage)
-            return text + "data: [DONE]\n\n"
-        return self._chunk(self._choice({"content": event}))
-
-
-class _Cleanup:
-    """Close a stream's event generator (which returns its slot lease) and release the slot
-    gate, once, whichever of the relay and the response gets there first."""
-
-    def __init__(self, events: Iterator[object], release) -> None:
-        self.events, self.release, self.done = events, release, False
-
-    async def __call__(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(self.events.close)
-            finally:
-                self.release()
-
-
-class _ClosingStream(StreamingResponse):
-    """A streaming response that cleans up even when its body was never iterated."""
-
-    def __init__(self, content, cleanup: _Cleanup, **options) -> None:
-        super().__init__(content, **options)
-        self._cleanup = cleanup
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self._cleanup()
-
-
-async def _relay(events: Iterator[object], first: object, sse: _SseWriter, cleanup: _Cleanup, gateway: Gateway) -> AsyncIterator[str]:
-    """Relay the gateway's events as SSE. However the stream ends — done, failed, or the client
-    gone — the generator is closed (which returns its slot lease) and the slot gate released.
-    An error after the first event is sent as an ``error`` event (the ``openai`` client raises it)."""
-    try:
-        yield sse.event(first)
-        while True:
-            event = await run_in_threadpool(next, events, _END)
-            if event is _END:
-                return
-            yield sse.event(event)
-    except Exception as exc:
-        error = api_error(exc)
-        gateway.metrics.error(error.status)
-        yield f"data: {json.dumps(error.body())}\n\n"
-    finally:
-        await cleanup()
-
-
-_END = object()

@@ -50,9 +50,10 @@ class Lease:
     slot: int
     engine: "LlamaServerEngine"
 
-    def answer_slot(self, prefixes=None) -> ServerSlot:
-        """The leased slot, as a context for one answer (with the derived states of ``prefixes``)."""
-        return ServerSlot(self.engine, self.slot, prefixes)
+    def answer_slot(self, prefixes=None, deadline=None) -> ServerSlot:
+        """The leased slot, as a context for one answer (with the derived states of ``prefixes``;
+        its server's stream read no later than ``deadline``, a :class:`~skillgraft.core.deadline.Deadline`)."""
+        return ServerSlot(self.engine, self.slot, prefixes, deadline)
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..deposit_policy import DepositPolicy
 from ..web.http_guard import HttpLimits
 from ..web.serving import is_loopback, run_app
+from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -38,6 +39,8 @@ class GatewayConfig:
     embedder: Optional[str] = None
     derived_bytes: Optional[int] = None  # the derived prefix states kept on the home's disk (memory default)
     conversations: str = "switch"  # a later turn routed elsewhere: the routed block, or keep the conversation's
+    generation_timeout_s: float = GENERATION_TIMEOUT_S  # an answer's generation, from its slot's lease
+    request_timeout_s: float = REQUEST_TIMEOUT_S  # a chat request, from its arrival
 
     def check(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -48,6 +51,9 @@ class GatewayConfig:
             raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key")
         if self.slot_wait_s is not None and self.slot_wait_s <= 0:
             raise ConfigError(f"--slot-wait must be positive, got {self.slot_wait_s}")
+        if not (self.generation_timeout_s > 0 and self.request_timeout_s > 0):
+            raise ConfigError(f"--generation-timeout and --request-timeout must be positive, got "
+                              f"{self.generation_timeout_s} and {self.request_timeout_s}")
         self.deposits.check(self.api_key)
         self.http.check()
 
@@ -67,7 +73,8 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     try:
         gateway = Gateway(config.home, pool, gate=config.gate, catalog=config.catalog, blocks=config.blocks,
                           embedder=config.embedder, derived_bytes=config.derived_bytes,
-                          conversations=config.conversations)
+                          conversations=config.conversations, generation_timeout_s=config.generation_timeout_s,
+                          request_timeout_s=config.request_timeout_s)
         try:
             app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
                              deposits=config.deposits)

@@ -134,7 +134,8 @@ NO_OP_VALUES: dict[str, tuple] = {
     "logit_bias": ({},),
     "modalities": (["text"],),
 }
-IGNORED = ("user",)  # accepted and not used: they change nothing in an answer
+IGNORED = ("user", "store", "metadata")  # accepted and not used: they change nothing in an answer
+MAX_METADATA = 16  # OpenAI's own bounds on ``metadata``: 16 pairs, keys of 64 and values of 512 characters
 
 
 class ChatCompletionRequest(BaseModel):
@@ -154,7 +155,10 @@ class ChatCompletionRequest(BaseModel):
     stream: Optional[bool] = False
     stream_options: Optional[StreamOptions] = None
     n: Optional[Annotated[int, Field(ge=1, le=MAX_CHOICES)]] = None
-    user: Optional[str] = None
+    user: Optional[Annotated[str, Field(max_length=256)]] = None
+    store: Optional[bool] = None
+    metadata: Optional[Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+                                 Field(max_length=MAX_METADATA)]] = None
     top_p: Optional[Annotated[float, Field(gt=0.0, le=1.0)]] = None
     frequency_penalty: Optional[float] = None
     presence_penalty: Optional[float] = None

@@ -25,10 +25,11 @@ from typing import Iterator, Optional, Sequence, Union
 
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
+from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S, Deadline
 from ..core.pipeline import AnswerPipeline, Event, collect_choices
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
-from ..errors import ServerError
+from ..errors import DeadlineError, ServerError
 from ..memory import SkillMemory
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
 from .metrics import GatewayMetrics
@@ -66,8 +67,11 @@ class Gateway:
         blocks: Optional[str] = None,
         derived_bytes: Optional[int] = None,
         conversations: str = "switch",
+        generation_timeout_s: float = GENERATION_TIMEOUT_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.pool = pool
+        self.generation_timeout_s, self.request_timeout_s = generation_timeout_s, request_timeout_s
         self.metrics = metrics or GatewayMetrics()
         engine = PooledEngine(pool)
         self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate,
@@ -111,16 +115,19 @@ class Gateway:
         """The ``n`` answers (choices) to a chat that :meth:`prepare` planned, not streamed."""
         return collect_choices(plan, self.stream(plan, options, n))
 
-    def stream(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1) -> Iterator[Event]:
+    def stream(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1,
+               deadline: Optional[Deadline] = None) -> Iterator[Event]:
         """The pipeline's events for a chat :meth:`prepare` planned: per choice an
         :class:`AnswerNote`, text deltas (``str``), then an :class:`AnswerEnd`; ``n`` choices
         one after the other (choice ``i`` sampled with ``seed + i``) in one lease. The note
         comes only once the server has answered, so a failure before it is retried or raised
-        before anything is sent."""
+        before anything is sent. Past ``deadline`` (the request's) or
+        :attr:`generation_timeout_s` after the lease, :class:`DeadlineError`: the lease is
+        returned and the stream to the server closed, which stops it."""
         started = time.perf_counter()
         if not plan.needs_model:
             return self._metered(self._choices(plan, lambda: None, options, n), started)
-        return self._metered(self._leased(plan, options, n), started)
+        return self._metered(self._leased(plan, options, n, deadline), started)
 
     def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int) -> Iterator[Event]:
         """The events of ``n`` answers, each in a fresh ``slot()`` of the same lease."""
@@ -138,18 +145,22 @@ class Gateway:
                 counted = True
             yield event
 
-    def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int) -> Iterator[Event]:
+    def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int, deadline: Optional[Deadline]) -> Iterator[Event]:
         failed: list[int] = []
         prompt = self.pipeline.prompt_tokens(plan, options)
         for round_ in range(2):
             with self.pool.lease(avoid=failed, prompt=prompt) as lease:
+                until = Deadline(self.generation_timeout_s, "generation").sooner(deadline)
                 generation = lease.engine.restarts
                 sent = False
                 try:
-                    for event in self._choices(plan, lambda: lease.answer_slot(self.prefixes), options, n):
+                    for event in self._choices(plan, lambda: lease.answer_slot(self.prefixes, until), options, n):
+                        until.check()
                         sent = True
                         yield event
                     return
+                except DeadlineError:
+                    raise
                 except ServerError as exc:
                     if sent or round_ == 1 or not _server_died(lease, generation):
                         raise

@@ -18,7 +18,8 @@ def inspector_app(source, *, allowed_hosts: list[str]):
 
     from . import mount_inspector
 
-    app = FastAPI(title="skillgraft inspector", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="skillgraft inspector", docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)  # its redirects would name the Host header's host
 
     @app.get("/", include_in_schema=False)
     async def start():

@@ -1,15 +1,19 @@
 """The inspector's pages under ``/ui``: server-rendered HTML (Jinja2, autoescaped), read-only.
 
 With an API key every page but the sign-in form needs the key: as ``Authorization: Bearer``
-or as the session cookie the sign-in form sets (an HMAC of the key under a secret of this
-process, never the key itself). Without a key the app around it accepts loopback hosts
-only. Responses forbid scripts, framing and any asset from elsewhere (CSP).
+or as the session cookie the sign-in form sets (a random token of that sign-in, never the
+key; signing out revokes it, and at most :data:`MAX_SESSIONS` live for :data:`SESSION_S`).
+Without a key the app around it accepts loopback hosts only. Responses forbid scripts,
+framing and any asset from elsewhere (CSP), and every redirect is relative: a foreign
+``Host`` header is never sent back as a place to go.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+import threading
+import time
 from datetime import datetime
 from importlib import resources
 from typing import Callable, Optional
@@ -27,6 +31,9 @@ from .sources import InspectorSource
 
 COOKIE = "skillgraft_ui"
 MAX_KEY_CHARS = 4096
+MAX_FORM_FIELDS = 4
+MAX_SESSIONS = 1_000  # the oldest is forgotten (signed out) when one more signs in
+SESSION_S = 12 * 3600.0
 STATIC = {"inspector.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -72,11 +79,12 @@ def _environment() -> Environment:
 
 
 class Access:
-    """Who may see the pages: anyone (no API key) or holders of the key or its session cookie."""
+    """Who may see the pages: anyone (no API key) or holders of the key or of a session cookie."""
 
-    def __init__(self, api_key: Optional[str]) -> None:
-        self.api_key = api_key
-        self.token = hmac.new(secrets.token_bytes(32), (api_key or "").encode(), "sha256").hexdigest()
+    def __init__(self, api_key: Optional[str], clock=time.monotonic) -> None:
+        self.api_key, self.clock = api_key, clock
+        self._sessions: dict[str, float] = {}  # token -> when it expires, oldest first
+        self._lock = threading.Lock()
 
     def granted(self, request: Request) -> bool:
         if self.api_key is None:
@@ -84,10 +92,29 @@ class Access:
         bearer = request.headers.get("authorization", "").encode()
         if hmac.compare_digest(bearer, f"Bearer {self.api_key}".encode()):
             return True
-        return hmac.compare_digest(request.cookies.get(COOKIE, "").encode(), self.token.encode())
+        token = request.cookies.get(COOKIE, "")
+        with self._lock:
+            expires = self._sessions.get(token) if token else None
+            if expires is not None and expires < self.clock():
+                del self._sessions[token]
+                expires = None
+        return expires is not None
 
     def key_matches(self, given: str) -> bool:
         return self.api_key is not None and hmac.compare_digest(given.encode(), self.api_key.encode())
+
+    def open_session(self) -> str:
+        """A fresh session token (the sign-in cookie)."""
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            while len(self._sessions) >= MAX_SESSIONS:
+                del self._sessions[next(iter(self._sessions))]
+            self._sessions[token] = self.clock() + SESSION_S
+        return token
+
+    def close_session(self, token: str) -> None:
+        with self._lock:
+            self._sessions.pop(token, None)
 
 
 def _status_of(exc: SkillgraftError) -> int:
@@ -182,19 +209,27 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
 
     @router.post("/login")
     async def sign_in(request: Request):
-        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+        try:
+            form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+        except ValueError:  # more fields than the form has
+            return login(400, refused=True)
         given = (form.get("key") or [""])[0][:MAX_KEY_CHARS]
         if not access.key_matches(given):
             return login(401, refused=True)
         response = RedirectResponse(PREFIX, status_code=303, headers=HEADERS)
-        response.set_cookie(COOKIE, access.token, path=PREFIX, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, access.open_session(), path=PREFIX, httponly=True, samesite="strict")
         return response
 
     @router.post("/logout")
-    async def sign_out():
+    async def sign_out(request: Request):
+        access.close_session(request.cookies.get(COOKIE, ""))
         response = RedirectResponse(PREFIX + "/login", status_code=303, headers=HEADERS)
         response.delete_cookie(COOKIE, path=PREFIX)
         return response
+
+    @router.get("/", include_in_schema=False)
+    async def with_slash():
+        return RedirectResponse(PREFIX, status_code=307, headers=HEADERS)  # relative: never to the Host header's
 
     @router.get("/static/{name}")
     async def asset(name: str):

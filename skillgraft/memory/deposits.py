@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from ..core.blocks import Block, solution_text
 from ..core.chat_layout import block_tokens
 from ..core.questions import normalize_question, question_sha256
-from ..core.sha import BLOCK_ID
+from ..core.sha import ID_LIKE
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text
 from ..errors import BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
@@ -68,6 +68,13 @@ class Deposits:
             raise DuplicateBlockError(same.id, same.name, name)
         return tokens, None
 
+    def _not_a_question(self, name: str) -> None:
+        """Refuse a manual named like a verified question (its text or its solution's name)."""
+        key = normalize_question(name)
+        if (key and self.store.solutions_for(key)) or name.casefold().startswith("solution-"):
+            raise InputError(f"the name {name!r} reads as a verified question or a solution's name: name the manual "
+                             "by its topic")
+
     def _named(self, name: str) -> Optional[Block]:
         try:
             block = self.store.get(name)
@@ -99,6 +106,7 @@ class Deposits:
         called as the manual's tokens are prefilled.
         """
         name = clean_name(name)
+        self._not_a_question(name)
         examples = clean_keys(description, examples)
         block = self._capture(name, "manual", text, description, None, progress)
         self._add_keys(block, name=True, description=description, examples=examples, manual=text)
@@ -197,8 +205,9 @@ def clean_name(name) -> str:
     name = name.strip()
     if len(name) > MAX_NAME_CHARS or any(not c.isprintable() for c in name):
         raise InputError(f"a block name must be printable and at most {MAX_NAME_CHARS} characters: {name[:40]!r}")
-    if BLOCK_ID.fullmatch(name):
-        raise InputError(f"the name {name!r} has the form of a block id (16 hex digits): ids and names must not be confused")
+    if ID_LIKE.fullmatch(name):
+        raise InputError(f"the name {name!r} has the form of a block id or an id's prefix (hex digits only): "
+                         "ids and names must not be confused")
     return name
 
 

@@ -12,9 +12,14 @@ weights (or the endpoint's model id). Specs (``SKILLGRAFT_EMBEDDER``, ``--embedd
   with ``?model=ID`` or the one model it lists.
 
 A store records the encoder that made its vectors (:mod:`skillgraft.store.routing_edits`).
-With no spec given, the store's recorded encoder is used, else MiniLM; a spec that names
-another encoder than the recorded one is refused (:class:`EncoderMismatchError`) until
-``skillgraft reembed`` switches the store.
+With no spec given, the store's recorded encoder is used when it is one of the registry's
+(``minilm``, ``mpnet``), else MiniLM; a spec that names another encoder than the recorded one
+is refused (:class:`EncoderMismatchError`) until ``skillgraft reembed`` switches the store.
+A recorded endpoint URL or folder is never followed: catalog rows are input anyone who can
+write the catalog chooses, so the process contacts a URL or loads a folder only when its
+operator names it. Until then the store opens with an :class:`UnchosenEncoder`: everything
+that needs no routing works, and routing raises :class:`EncoderNotChosenError` saying how
+to choose.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ConfigError, EncoderMismatchError, InputError
+from ..errors import ConfigError, EncoderMismatchError, EncoderNotChosenError, InputError
 from .embedder import DEFAULT_EMBEDDER, MPNET_EMBEDDER, Embedder
 from .endpoint import ENDPOINT_PREFIX, EndpointEmbedder
 
@@ -32,8 +37,8 @@ if TYPE_CHECKING:
     from ..protocols import TextEmbedder
     from ..store.block_store import BlockStore
 
-__all__ = ["EMBEDDER_ENV", "ENCODER_NAMES", "choose_embedder", "make_embedder", "encoder_record", "check_names",
-           "check_record"]
+__all__ = ["EMBEDDER_ENV", "ENCODER_NAMES", "UnchosenEncoder", "choose_embedder", "make_embedder", "encoder_record",
+           "check_names", "check_record"]
 
 EMBEDDER_ENV = "SKILLGRAFT_EMBEDDER"
 ENCODER_NAMES = {"minilm": DEFAULT_EMBEDDER, "mpnet": MPNET_EMBEDDER}
@@ -63,9 +68,32 @@ def make_embedder(spec: str) -> "TextEmbedder":
     )
 
 
+class UnchosenEncoder:
+    """The encoder a store records as an endpoint or a folder, not named by the operator: it
+    has the recorded name (so the store's checks pass) and every use raises
+    :class:`EncoderNotChosenError`; nothing is contacted or loaded."""
+
+    def __init__(self, record: dict) -> None:
+        self.name, self.spec, self._record = str(record.get("name")), None, dict(record)
+
+    def record(self) -> dict:
+        raise EncoderNotChosenError(self._record)
+
+    def encode(self, texts):
+        raise EncoderNotChosenError(self._record)
+
+
+def _registry_spec(spec: Optional[str]) -> Optional[str]:
+    """``spec`` if it names an encoder of the registry (nothing a store could point elsewhere)."""
+    if spec is None:
+        return None
+    return spec if spec.lower() in ENCODER_NAMES or spec in ENCODER_NAMES.values() else None
+
+
 def choose_embedder(given: Union[str, Path, "TextEmbedder", None], store: Optional["BlockStore"] = None) -> "TextEmbedder":
     """The encoder to open ``store`` with: ``given``, else ``$SKILLGRAFT_EMBEDDER``, else the
-    store's recorded encoder, else MiniLM. An object is taken as it is (it must have
+    store's recorded encoder if the registry has it (an endpoint or folder it records is an
+    :class:`UnchosenEncoder`), else MiniLM. An object is taken as it is (it must have
     ``name`` and ``encode``). A choice (argument or environment) that names another encoder
     than the store's is refused here; otherwise a mismatch (a recorded encoder that no spec
     rebuilds) is refused when the router first routes or embeds, so verbs that do neither
@@ -78,7 +106,10 @@ def choose_embedder(given: Union[str, Path, "TextEmbedder", None], store: Option
         spec = str(given) if given is not None else os.environ.get(EMBEDDER_ENV) or None
         if spec is None:
             record = store.encoder_record() if store is not None else None
-            return make_embedder((record.get("spec") if record else None) or "minilm")
+            recorded = record.get("spec") if record else None
+            if recorded and _registry_spec(recorded) is None:
+                return UnchosenEncoder(record)
+            return make_embedder(recorded or "minilm")
         chosen = make_embedder(spec)
     if store is not None:
         check_names(store, chosen)

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import threading
+import time
 from typing import Optional, Sequence
 from urllib.parse import urlsplit
 
@@ -39,6 +40,7 @@ class EndpointEmbedder:
     """Texts to unit vectors through an OpenAI-compatible ``/v1/embeddings`` endpoint."""
 
     def __init__(self, url: str, model: Optional[str] = None, *, timeout_s: float = TIMEOUT_S) -> None:
+        """``timeout_s`` bounds each answer whole (connecting, and every byte of it)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"an embeddings endpoint is an http(s):// URL, got {url!r}")
@@ -113,8 +115,14 @@ class EndpointEmbedder:
                 f"the embeddings endpoint {self.base} answered vectors of {sorted(dimensions)} dimensions"
                 + (f" (earlier {self._dimension})" if self._dimension else "")
             )
+        with np.errstate(over="ignore"):
+            vectors = np.array(ordered, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1)
+        if not np.isfinite(vectors).all() or not (np.isfinite(norms) & (norms > 0)).all():
+            raise EmbedderError(f"the embeddings endpoint {self.base} answered a vector that is not finite or zero as "
+                                "float32 (a value beyond 3.4e38, or all tiny)")
         self._dimension = dimensions.pop()
-        return np.array(ordered, dtype=np.float32)
+        return vectors
 
     def _request(self, method: str, path: str, body: Optional[dict] = None) -> object:
         import httpx
@@ -126,6 +134,7 @@ class EndpointEmbedder:
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(timeout=self.timeout_s, trust_env=False)
+            deadline = time.monotonic() + self.timeout_s  # for the whole answer: a dripped one is cut off too
             try:
                 with self._client.stream(method, self.base + path, json=body, headers=headers) as response:
                     content = bytearray()
@@ -133,6 +142,8 @@ class EndpointEmbedder:
                         content += chunk
                         if len(content) > MAX_RESPONSE_BYTES:
                             raise EmbedderError(f"the embeddings endpoint {self.base} answered over {MAX_RESPONSE_BYTES} bytes")
+                        if time.monotonic() > deadline:
+                            raise EmbedderError(f"the embeddings endpoint {self.base} took over {self.timeout_s:g} s to answer")
             except httpx.HTTPError as exc:
                 raise EmbedderError(f"the embeddings endpoint {self.base} cannot be reached: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:

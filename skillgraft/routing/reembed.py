@@ -5,8 +5,10 @@ the old vectors, batch by batch, each batch its own transaction; nothing routes 
 Then one transaction checks that every key has a staged vector for its current text, swaps
 all vectors and records the new encoder (:meth:`~skillgraft.store.routing_edits.RoutingEdits.switch_vectors`).
 Keys another writer added meanwhile are staged and the switch tried again. A re-embed killed
-at any point leaves the store on the old encoder, usable as before; run again, it reuses
-what it staged. After the switch a process still on the old encoder is refused (its next
+at any point leaves the store on the old encoder, usable as before; run again with the same
+encoder, it reuses what it staged (staged vectors are keyed by the encoder's whole record:
+another endpoint or dimension under the same name stages afresh, and a switch refuses vectors
+of another dimension than the record's). After the switch a process still on the old encoder is refused (its next
 route or key write raises :class:`~skillgraft.errors.EncoderMismatchError`).
 """
 
@@ -16,8 +18,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Optional
 
+import numpy as np
+
 from ..core.progress import Progress
 from ..errors import RouterError, StoreError
+from ..store.routing_edits import stage_key
 from .encoders import encoder_record
 
 if TYPE_CHECKING:
@@ -65,13 +70,17 @@ def reembed(store: "BlockStore", embedder: "TextEmbedder", *, force: bool = Fals
         return ReembedReport(total, record["name"], previous["name"], record["dimension"], 0,
                              time.perf_counter() - started, False)
     embedded = 0
+    staged = stage_key(record)
     for _ in range(MAX_ROUNDS):
         while True:
-            pending = store.unstaged_keys(record["name"], limit=batch)
+            pending = store.unstaged_keys(staged, limit=batch)
             if not pending:
                 break
-            vectors = embedder.encode([row["text"] for row in pending])
-            store.stage_vectors(record["name"], [
+            vectors = np.asarray(embedder.encode([row["text"] for row in pending]), dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape != (len(pending), record["dimension"]) or not np.isfinite(vectors).all():
+                raise RouterError(f"{record['name']} gave {vectors.shape} vectors for {len(pending)} texts of "
+                                  f"{record['dimension']} dimensions (or values that are not finite); nothing was switched")
+            store.stage_vectors(staged, [
                 {"id": row["id"], "text": row["text"], "vector": vector.tobytes()} for row, vector in zip(pending, vectors)
             ])
             embedded += len(pending)

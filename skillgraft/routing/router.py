@@ -174,8 +174,7 @@ class Router:
             version = self._repair_vectors(rows, version)
             negatives = [r["vector"] for r in rows if r["kind"] == "negative"]
             rows = [r for r in rows if r["block_id"] in blocks]
-            vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
-            vectors = vectors.reshape(len(rows), -1) if rows else np.zeros((0, 384), np.float32)
+            vectors = _key_matrix(rows, (self._record or {}).get("dimension"))
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
             try:
                 if version is not None and not self.store.read_only:
@@ -370,3 +369,18 @@ class Router:
         return RouterCalibration(threshold=float(threshold), **stats)
 
 
+def _key_matrix(rows: list[dict], dimension) -> np.ndarray:
+    """The keys' vectors as one matrix; :class:`RouterError` when they are not all of one
+    length, the recorded ``dimension`` (a store damaged by mixing encoders), or not finite."""
+    lengths = {len(r["vector"]) for r in rows}
+    expected = {dimension * 4} if isinstance(dimension, int) and dimension > 0 else lengths
+    if len(lengths) > 1 or (lengths and lengths != expected) or any(n % 4 for n in lengths):
+        shown = sorted(n // 4 for n in lengths)[:4]
+        raise RouterError(f"the store's routing vectors have {shown} dimensions where its encoder records "
+                          f"{dimension}: run `skillgraft reembed --force` to embed every key again")
+    if not rows:
+        return np.zeros((0, dimension if isinstance(dimension, int) and dimension > 0 else 384), np.float32)
+    vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    if not np.isfinite(vectors).all():
+        raise RouterError("the store has routing vectors that are not finite: run `skillgraft reembed --force`")
+    return vectors

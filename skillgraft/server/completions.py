@@ -29,6 +29,7 @@ from .records import (
     reusable_cells,
     stop_type,
 )
+from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState
 
@@ -146,20 +147,30 @@ class ServerCompletions:
         check_reuse(block_id, slot, completion.cache_n, completion.prompt_n, reusable_cells(state.tokens, prompt), len(prompt))
         return completion
 
-    def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]]) -> Iterator[StreamChunk]:
+    def stream_request(self, request: dict, expected: Optional[tuple[str, int, int, int]],
+                       deadline: Optional[Deadline] = None) -> Iterator[StreamChunk]:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
-        reuse, prompt tokens) the slot reuse is checked on the first chunk's timings."""
+        reuse, prompt tokens) the slot reuse is checked on the first chunk's timings. Past
+        ``deadline`` :class:`DeadlineError` (no read waits longer than was left when it began): the stream
+        is closed, which stops the server's work on it."""
         checked = expected is None
         self.forget_held(request.get("id_slot"))
         self.completions += 1
         client = self._client
         if client is None:
             raise ServerError("the engine is closed")
+        timeout = httpx.USE_CLIENT_DEFAULT
+        if deadline is not None:
+            deadline.check()
+            usual = client.timeout
+            timeout = httpx.Timeout(connect=usual.connect, read=deadline.left(), write=usual.write, pool=usual.pool)
         try:
-            with client.stream("POST", "/completion", json=request) as response:
+            with client.stream("POST", "/completion", json=request, timeout=timeout) as response:
                 if response.status_code != 200:
                     raise ServerError(f"POST /completion answered {response.status_code}: {response.read()[:300]!r}")
                 for line in response.iter_lines():
+                    if deadline is not None:
+                        deadline.check()
                     if not line.startswith("data: "):
                         continue
                     chunk = json.loads(line[len("data: "):])
@@ -183,6 +194,8 @@ class ServerCompletions:
                     if stopped:
                         return
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
+            if deadline is not None and isinstance(exc, httpx.TimeoutException):
+                deadline.check()
             raise ServerError(f"streaming from {self.url} failed: {exc!r}") from None
         except ValueError as exc:
             raise ServerError(f"{self.url} streamed a chunk that is not JSON: {exc}") from None

@@ -22,6 +22,7 @@ import logging
 import time
 from typing import Iterator, Optional, Protocol, Sequence
 
+from ..core.deadline import Deadline
 from ..core.prefix_reuse import MIN_TAIL, PrefixCache, Reuse, choose_reuse
 from ..engine.state_cut import cut_payload
 from ..core.sampling import SamplingOptions
@@ -55,16 +56,18 @@ class SlotServer(Protocol):
         cache_prompt: bool = True, stop: Sequence[str] = (), stream: bool = False,
     ) -> dict: ...
 
-    def stream_request(self, request: dict, expected) -> Iterator[StreamChunk]: ...
+    def stream_request(self, request: dict, expected, deadline: Optional[Deadline] = None) -> Iterator[StreamChunk]: ...
 
 
 class ServerSlot:
     """An :class:`~skillgraft.protocols.AnswerSlot` over slot ``slot`` of ``engine``."""
 
-    def __init__(self, engine: SlotServer, slot: int, prefixes: Optional[PrefixCache] = None) -> None:
+    def __init__(self, engine: SlotServer, slot: int, prefixes: Optional[PrefixCache] = None,
+                 deadline: Optional[Deadline] = None) -> None:
         self.engine = engine
         self.slot = slot
         self.prefixes = prefixes
+        self.deadline = deadline
         self.reused_cells = 0
         self.reused_from = ""
         self._restored: Optional[tuple[KVState, str, int]] = None
@@ -107,7 +110,7 @@ class ServerSlot:
         )
         self._source = reuse.source or "slot"
         self._capture = (prompt[: reuse.capture_at], block_id)
-        return self._steps(self.engine.stream_request(request, expected), prompt)
+        return self._steps(self.engine.stream_request(request, expected, self.deadline), prompt)
 
     def _prepare(self, reuse: Reuse, prompt: list[int], block_id: str):
         """Restore what ``reuse`` asks; return ``cache_prompt`` and the reuse the server must

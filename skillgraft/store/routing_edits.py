@@ -18,6 +18,7 @@ transaction, on SQLite or PostgreSQL alike.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Iterable, Optional
 
@@ -71,7 +72,8 @@ class RoutingEdits:
     # -- staged re-embeds --------------------------------------------------------------------
 
     def unstaged_keys(self, embedder: str, limit: int = 1_000) -> list[dict]:
-        """Up to ``limit`` keys ``{id, text}`` with no vector of ``embedder`` staged for their text."""
+        """Up to ``limit`` keys ``{id, text}`` with no vector of ``embedder`` (a :func:`stage_key`)
+        staged for their text."""
         return self._select(
             "SELECT r.id, r.text FROM routing_keys r WHERE NOT EXISTS (SELECT 1 FROM staged_vectors s"
             " WHERE s.key_id = r.id AND s.embedder = ? AND s.text = r.text) ORDER BY r.id LIMIT ?",
@@ -79,7 +81,8 @@ class RoutingEdits:
         )
 
     def stage_vectors(self, embedder: str, rows: Iterable[dict]) -> int:
-        """Stage ``{id, text, vector}`` rows as ``embedder``'s vectors; the routing keys are untouched."""
+        """Stage ``{id, text, vector}`` rows as ``embedder``'s vectors (``embedder``: the
+        :func:`stage_key` of its whole record); the routing keys are untouched."""
         self._require_writable("stage re-embedded vectors")
         rows = list(rows)
         with self.catalog.write() as conn:
@@ -96,19 +99,27 @@ class RoutingEdits:
         transaction; the number of keys switched, or None (nothing changed) while a key has no
         staged vector (a writer added it meanwhile: stage it and call again)."""
         self._require_writable("switch its routing vectors")
-        name = record["name"]
+        name, staged = record["name"], stage_key(record)
         with self.catalog.write() as conn:
             missing = conn.execute(
                 "SELECT COUNT(*) FROM routing_keys r WHERE NOT EXISTS (SELECT 1 FROM staged_vectors s"
-                " WHERE s.key_id = r.id AND s.embedder = ? AND s.text = r.text)", (name,),
+                " WHERE s.key_id = r.id AND s.embedder = ? AND s.text = r.text)", (staged,),
             ).fetchone()[0]
             if missing:
                 return None
+            dimension = record.get("dimension")
+            if isinstance(dimension, int):
+                odd = conn.execute(
+                    "SELECT COUNT(*) FROM staged_vectors WHERE embedder = ? AND length(vector) != ?", (staged, dimension * 4),
+                ).fetchone()[0]
+                if odd:
+                    raise StoreError(f"{odd} staged vectors are not {dimension}-d float32 as {name!r} records; "
+                                     "nothing was switched (run the re-embed again)")
             switched = conn.execute("SELECT COUNT(*) FROM routing_keys").fetchone()[0]
             conn.execute(
                 "UPDATE routing_keys SET embedder = ?, vector = (SELECT s.vector FROM staged_vectors s"
                 " WHERE s.key_id = routing_keys.id AND s.embedder = ? AND s.text = routing_keys.text)",
-                (name, name),
+                (name, staged),
             )
             conn.execute("DELETE FROM staged_vectors")
             conn.execute(
@@ -177,6 +188,14 @@ class RoutingEdits:
         """The stored vectors of the negatives (queries no block fits)."""
         rows = self._select("SELECT vector FROM routing_keys WHERE kind = 'negative' AND block_id IS NULL ORDER BY id")
         return [row["vector"] for row in rows]
+
+
+def stage_key(record: dict) -> str:
+    """What a re-embed stages its vectors under: the encoder's name and a digest of its whole
+    record (spec, dimension, weights or model id), so a re-embed resumed with another encoder
+    of the same name (another endpoint, another dimension) never reuses what the first staged."""
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{record['name']}#{digest}"
 
 
 def _parse_record(value: Optional[str]) -> Optional[dict]:

@@ -20,7 +20,8 @@ class FakeLease:
     def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
         self.server, self.slot, self.engine = server, slot, engine
 
-    def answer_slot(self, prefixes=None) -> ContextSlot:
+    def answer_slot(self, prefixes=None, deadline=None) -> ContextSlot:
+        """The fake engine's context (it answers at once: ``deadline`` is the gateway's to check)."""
         return ContextSlot(self.engine, prefixes)
 
     def capture(self, source) -> KVState:

@@ -8,7 +8,9 @@ connection checks that an ASGI middleware cannot make (it only sees parsed reque
 - **Read timeouts**: a request's head must arrive within ``header_timeout_s`` of its first byte
   (or of the connection), its body within ``body_timeout_s`` of the head; else 408 and close.
 - **Connections**: at most ``max_connections`` open, and ``max_client_connections`` per client
-  address; one more is answered 503 (or 429) and closed before anything is read.
+  address (a connection shows no credential before its headers; all of loopback is one
+  address, an IPv6 one counts by its ``/64``); one more is answered 503 (or 429) and closed
+  before anything is read.
 
 uvicorn takes the protocol class through ``Config(http=...)`` (:func:`protocol_class`).
 """
@@ -25,6 +27,7 @@ from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import ConfigError
+from .clients import address_key
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,14 @@ class GuardedH11Protocol(H11Protocol):
     # Connections
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
-        client = self.client[0] if self.client else ""
+        client = address_key(self.client[0] if self.client else "")  # no credential yet: the address, folded
         refusal = None
         if len(self.connections) > self.limits.max_connections:
             refusal = raw_error(503, "Service Unavailable", f"over {self.limits.max_connections} connections are open",
                                 "too_many_connections")
         elif self.open_by_client.get(client, 0) >= self.limits.max_client_connections:
             refusal = raw_error(429, "Too Many Requests", f"over {self.limits.max_client_connections} connections "
-                                f"from {client} are open", "too_many_connections")
+                                f"from this client ({client[len('addr:'):]}) are open", "too_many_connections")
         if refusal is not None:
             transport.write(refusal)
             transport.close()

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,7 +42,18 @@ class _Endpoint:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                self._send(*owner.answer(body["input"]))
+                answer = owner.answer(body["input"])
+                if len(answer) == 3:  # (status, body, pause): the body dripped a byte at a time
+                    status, data, pause = answer
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(pause)
+                    return
+                self._send(*answer)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -84,6 +96,8 @@ def test_a_good_answer_gives_unit_vectors_in_order(endpoint):
     (lambda texts: (200, json.dumps({"data": [{"index": i, "embedding": [1.0] * (i + 1)} for i in range(len(texts))]}).encode()), "dimensions"),
     (lambda texts: (200, json.dumps({"data": [{"index": 7, "embedding": [1.0]} for _ in texts]}).encode()), "index"),
     (lambda texts: (200, b"[" * 100_000), "not JSON"),
+    (lambda texts: (200, json.dumps({"data": [{"index": i, "embedding": [1e39, 1.0]} for i in range(len(texts))]}).encode()),
+     "float32"),  # finite as a Python float, inf as float32: before, it became NaN scores
 ])
 def test_a_bad_answer_is_an_embedder_error(endpoint, answer, message):
     endpoint.answer = answer
@@ -109,6 +123,16 @@ def test_an_unreachable_or_slow_endpoint_is_an_embedder_error(endpoint):
     endpoint.answer = lambda texts: (time.sleep(3), (200, b"{}"))[1]
     with pytest.raises(EmbedderError, match="cannot be reached"):
         EndpointEmbedder(endpoint.url, "tiny", timeout_s=0.5).encode(["a"])
+
+
+def test_a_dripped_answer_is_cut_off_at_the_timeout_for_the_whole_answer(endpoint):
+    """Before, the timeout was per read: a byte every 0.1 s kept the request (and the memory's
+    lock) alive for as long as the endpoint liked."""
+    endpoint.answer = lambda texts: (200, json.dumps(_vectors(texts)).encode(), 0.1)
+    started = time.monotonic()
+    with pytest.raises(EmbedderError, match="took over 0.5 s"):
+        EndpointEmbedder(endpoint.url, "tiny", timeout_s=0.5).encode(["a"])
+    assert time.monotonic() - started < 1.5
 
 
 # -- a split model, installed by pip from local wheels ---------------------------------------

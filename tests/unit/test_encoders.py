@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,114 @@ def test_a_recorded_encoder_no_spec_rebuilds_still_lists_and_checks_then_refuses
         assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
         with pytest.raises(EncoderMismatchError, match="fake-hashing-embedder"):
             memory.route(GIT_QUERY)
+
+
+@pytest.mark.parametrize("recorded", ["ENDPOINT", "openai:ENDPOINT/v1?model=tiny", "FOLDER"])
+def test_a_recorded_endpoint_or_folder_is_never_followed_unless_named(tmp_path, monkeypatch, recorded):
+    """A catalog row (anyone who can write the catalog) names an embeddings URL or a folder:
+    opening, listing and routing never contact it; routing says how to choose."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    from skillgraft.errors import EncoderNotChosenError
+
+    contacts = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            contacts.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        do_POST = do_GET
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    spec = recorded.replace("ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}").replace("FOLDER", str(folder))
+    monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
+    monkeypatch.setenv("SKILLGRAFT_EMBEDDER_API_KEY", "secret")
+    home = tmp_path / "store"
+    _stock(home).close()
+    store = BlockStore(home)
+    store.set_setting("router.encoder", '{"name": "openai:tiny", "spec": "%s", "dimension": 64, "digest": "tiny"}' % spec)
+    store.close()
+    try:
+        with SkillMemory(home, engine=FakeEngine()) as memory:
+            assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
+            with pytest.raises(EncoderNotChosenError, match="--embedder SPEC") as raised:
+                memory.route(GIT_QUERY)
+            assert raised.value.record["spec"] == spec
+            with pytest.raises(EncoderNotChosenError):
+                memory.answer([("user", GIT_QUERY)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert contacts == []
+
+
+def test_over_http_an_unchosen_encoder_is_a_503_that_says_how_to_choose():
+    from skillgraft.errors import EncoderNotChosenError
+    from skillgraft.gateway.app import api_error
+
+    error = api_error(EncoderNotChosenError({"name": "openai:tiny", "spec": "http://10.0.0.1/v1"}))
+    assert error.status == 503 and error.code == "encoder_not_chosen" and "--embedder" in str(error)
+
+
+class SameNameEmbedder(OtherEmbedder):
+    """Another endpoint serving a model of the same id: the same name, another dimension."""
+
+    def __init__(self, dim: int, fail_after: int = -1) -> None:
+        super().__init__(fail_after)
+        self.dim = dim
+
+    def record(self) -> dict:
+        return {"name": self.name, "spec": f"http://endpoint-{self.dim}/v1", "dimension": self.dim, "digest": "tiny"}
+
+
+def test_a_resumed_reembed_on_another_encoder_of_the_same_name_never_mixes(tmp_path):
+    memory = _stock(tmp_path)
+    keys = len(memory.store.routing_keys())
+    with pytest.raises(RouterError, match="mid-way"):
+        reembed(memory.store, SameNameEmbedder(256, fail_after=3), batch=2)
+    assert memory.store.staged_count() == 4
+    report = reembed(memory.store, SameNameEmbedder(128), batch=2)
+    assert report.changed and report.embedded == keys  # nothing staged by the other one was reused
+    assert {len(k["vector"]) for k in memory.store.routing_keys()} == {128 * 4}
+    memory.close()
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=SameNameEmbedder(128)) as reopened:
+        assert reopened.route(GIT_QUERY).block.name == "git-squash"
+
+
+def test_a_switch_refuses_staged_vectors_of_another_dimension(tmp_path):
+    from skillgraft.errors import StoreError
+    from skillgraft.store.routing_edits import stage_key
+
+    memory = _stock(tmp_path)
+    record = SameNameEmbedder(128).record()
+    rows = [{"id": k["id"], "text": k["text"], "vector": np.zeros(64 if i == 0 else 128, np.float32).tobytes()}
+            for i, k in enumerate(memory.store.routing_keys())]
+    memory.store.stage_vectors(stage_key(record), rows)
+    with pytest.raises(StoreError, match="not 128-d"):
+        memory.store.switch_vectors(record)
+    assert memory.store.encoder_record()["name"] == FakeEmbedder.name  # nothing was switched
+    memory.close()
+
+
+def test_a_route_over_vectors_of_mixed_dimensions_is_a_router_error_never_a_500(tmp_path):
+    from skillgraft.gateway.app import api_error
+
+    memory = _stock(tmp_path)  # then most vectors damaged to another dimension (as a mixed re-embed left them)
+    first = memory.store.routing_keys()[0]
+    with memory.store.catalog.write() as conn:
+        conn.execute("UPDATE routing_keys SET vector = ? WHERE id != ?", ((np.ones(32, np.float32) / np.sqrt(32)).astype(np.float32).tobytes(), first["id"]))
+    memory.close()
+    shutil.rmtree(tmp_path / "index", ignore_errors=True)  # the index cache of the undamaged keys
+    with SkillMemory(tmp_path, engine=FakeEngine(), embedder=FakeEmbedder()) as reopened:
+        with pytest.raises(RouterError, match="reembed --force") as raised:
+            reopened.route(GIT_QUERY)
+    assert api_error(raised.value).status == 503

@@ -11,7 +11,8 @@ pytest.importorskip("fastapi")
 from pydantic import ValidationError  # noqa: E402
 
 from skillgraft.errors import ConfigError  # noqa: E402
-from skillgraft.deposit_policy import DepositPolicy, DepositRate  # noqa: E402
+from skillgraft.deposit_policy import ALL_CLIENTS_FACTOR, DepositPolicy, DepositRate  # noqa: E402
+from skillgraft.web.clients import address_key  # noqa: E402
 from skillgraft.gateway.access import guard  # noqa: E402
 from skillgraft.web.http_guard import HttpLimits, framing_problem  # noqa: E402
 from skillgraft.gateway.schemas import ChatCompletionRequest  # noqa: E402
@@ -83,8 +84,37 @@ def test_deposits_are_rate_limited_per_client():
     assert statuses[:2] == [200, 200] and statuses[2] == 429
     status, headers, read = _request(app, "POST", "/v1/skills", {"content-length": "0"})
     assert status == 429 and int(headers["retry-after"]) >= 1 and not read
-    assert _request(app, "POST", "/v1/skills", {"content-length": "0"}, client="127.0.0.2")[0] == 200
+    assert _request(app, "POST", "/v1/skills", {"content-length": "0"}, client="192.0.2.7")[0] == 200
     assert _request(app, "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200  # deletes are not deposits
+
+
+def test_fresh_addresses_of_one_host_get_no_fresh_budget():
+    """Before: each loopback address (or IPv6 address of one /64) had its own budget, so 12
+    writes in under a second passed a 3-a-minute limit."""
+    app = _app(None, DepositPolicy(allowed=True, per_minute=3))
+    loopback = [_request(app, "POST", "/v1/skills", {"content-length": "0"}, client=f"127.0.0.{i}")[0] for i in range(1, 13)]
+    assert loopback.count(200) == 3
+    app = _app(None, DepositPolicy(allowed=True, per_minute=3))
+    six = [_request(app, "POST", "/v1/skills", {"content-length": "0"}, client=f"2001:db8::{i:x}")[0] for i in range(1, 13)]
+    assert six.count(200) == 3
+
+
+def test_with_a_deposit_key_the_limit_is_the_credentials_wherever_it_comes_from():
+    app = _app("k", DepositPolicy(allowed=True, key="d", per_minute=3))
+    keyed = {"authorization": "Bearer d", "content-length": "0"}
+    statuses = [_request(app, "POST", "/v1/skills", keyed, client=f"198.51.100.{i}")[0] for i in range(1, 13)]
+    assert statuses.count(200) == 3
+
+
+def test_all_clients_together_are_capped():
+    rate = DepositRate(3, clock=lambda: 0.0)
+    assert sum(rate.take(f"addr:192.0.2.{i}") == 0.0 for i in range(100)) == 3 * ALL_CLIENTS_FACTOR
+
+
+def test_addresses_are_folded_by_host():
+    assert address_key("127.0.0.1") == address_key("127.9.9.9") == address_key("::1") == address_key("::ffff:127.0.0.2")
+    assert address_key("2001:db8::1") == address_key("2001:db8::ffff:1") != address_key("2001:db8:0:1::1")
+    assert address_key("192.0.2.1") != address_key("192.0.2.2")
 
 
 def test_the_rate_refills_with_time():
@@ -134,13 +164,15 @@ def test_fields_the_gateway_cannot_honour_are_named(field):
 @pytest.mark.parametrize("field", [
     {"frequency_penalty": 0}, {"presence_penalty": 0.0}, {"top_p": 1}, {"user": "u"}, {"logprobs": False},
     {"tool_choice": "auto"}, {"temperature": 0}, {"modalities": ["text"]},
+    {"store": False}, {"store": True}, {"metadata": {"team": "docs", "run": "7"}},
 ])
 def test_values_that_ask_for_nothing_are_accepted(field):
     assert ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field}).unsupported() is None
 
 
 @pytest.mark.parametrize("field", [{"max_tokens": "3"}, {"stream": "true"}, {"temperature": "0"}, {"seed": 1.5},
-                                   {"n": True}, {"stop": 3}])
+                                   {"n": True}, {"stop": 3}, {"store": "yes"}, {"metadata": {"k": 1}},
+                                   {"metadata": {f"k{i}": "v" for i in range(17)}}, {"metadata": {"k" * 65: "v"}}])
 def test_types_are_strict(field):
     with pytest.raises(ValidationError) as raised:
         ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field})

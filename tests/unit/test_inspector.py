@@ -151,6 +151,42 @@ def test_the_api_key_guards_every_page_and_the_login_form_sets_a_cookie(answered
     assert client.get("/ui").status_code == 401
 
 
+def test_signing_out_revokes_the_cookie_and_an_odd_form_is_a_400(answered):
+    """Before: one static token per process (a copied cookie outlived its sign-out) and a form
+    of more than four fields was a 500."""
+    app = FastAPI()
+    mount_inspector(app, LocalSource(answered), api_key="s3cret")
+    client = TestClient(app)
+    client.post("/ui/login", data={"key": "s3cret"}, follow_redirects=False)
+    copied = client.cookies.get("skillgraft_ui")
+    other = TestClient(app)
+    other.post("/ui/login", data={"key": "s3cret"}, follow_redirects=False)
+    assert copied and copied != other.cookies.get("skillgraft_ui")  # one token per sign-in
+    assert TestClient(app, cookies={"skillgraft_ui": copied}).get("/ui").status_code == 200
+    client.post("/ui/logout")
+    assert TestClient(app, cookies={"skillgraft_ui": copied}).get("/ui").status_code == 401
+    assert other.get("/ui").status_code == 200  # another session stands
+    many = client.post("/ui/login", content="&".join(f"f{i}=x" for i in range(9)),
+                       headers={"content-type": "application/x-www-form-urlencoded"})
+    assert many.status_code == 400
+
+
+def test_no_redirect_names_a_foreign_host(answered):
+    from skillgraft.gateway.app import create_app
+    from skillgraft.gateway.service import Gateway
+    from skillgraft.testing import FakePool
+
+    gateway = Gateway(answered.store.home, FakePool(answered.engine), embedder=answered.router.embedder)
+    try:
+        client = TestClient(create_app(gateway, api_key="s3cret"), base_url="http://evil.example")
+        for path in ("/ui/", "/ui/login"):
+            response = client.get(path, headers={"Authorization": "Bearer s3cret"}, follow_redirects=False)
+            assert response.status_code in (303, 307) and response.headers["location"] == "/ui", response.headers
+            assert "evil" not in response.headers["location"]
+    finally:
+        gateway.close()
+
+
 def test_only_inspector_paths_guard_themselves():
     assert guards_itself("/ui") and guards_itself("/ui/skills/x")
     assert not guards_itself("/uix") and not guards_itself("/v1/ui") and not guards_itself("/")

@@ -161,7 +161,20 @@ def test_a_name_that_is_a_block_id_is_refused(fake_stocked):
             verb()
     assert fake_stocked.get(git.id).name == "git-squash"
     assert [c for c, _ in fake_stocked.route("how do I squash my last commits?").candidates][0] == git.id
-    assert fake_stocked.add_manual("0123456789ABCDEF", "Skill manual: hex in capitals.").name == "0123456789ABCDEF"
+    for name in ("0123456789ABCDEF", git.id.upper(), git.id[:8], git.id[:4].upper(), "facade"):  # an id, a prefix
+        with pytest.raises(InputError, match="block id"):
+            fake_stocked.add_manual(name, "Skill manual: hex in capitals.")
+    with pytest.raises(InputError, match="block id"):
+        fake_stocked.rename("sourdough", git.id[:8])
+    assert fake_stocked.get(git.id[:8]).name == "git-squash"
+
+
+def test_a_manual_named_like_a_verified_question_is_refused(fake_stocked):
+    solution = fake_stocked.list("solution")[0]
+    for name in (solution.question, solution.question.upper(), solution.name, "solution-mine"):
+        with pytest.raises(InputError, match="verified question"):
+            fake_stocked.add_manual(name, "Skill manual: a squatter.")
+    assert fake_stocked.get(solution.name).kind == "solution"
 
 
 @pytest.mark.parametrize("question", ["?", "\u200b?", " ？ ", "\u2060\u200d"])
