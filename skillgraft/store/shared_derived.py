@@ -19,8 +19,9 @@ Rows and objects are input from whoever can write the store: a row is used only 
 is a SHA-256 that its runtime and token ids hash to, its token list short and non-negative and
 its size within the budget; an object is read only when it has the row's size and used only
 when its digest, runtime and tokens are the row's. A damaged one is removed (row and object)
-with a warning; a missing one is skipped. Nothing names a path from a row. When the catalog or
-the bucket fails, the shared tier only logs (at most once a minute): the prompt is prefilled.
+with a warning, and so is the row of a missing one. Nothing names a path from a row. When the
+catalog or the bucket fails, the shared tier only logs (at most once a minute) and rests for
+:data:`BACKOFF_S` seconds: the prompt is prefilled, the state kept on this host.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ REFRESH_S = 5.0
 MAX_ROWS = 512  # rows of one runtime read, most recently used first
 MAX_TOKENS = 1 << 17
 LOG_EVERY_S = 60.0
+BACKOFF_S = 30.0  # after a failure the shared tier rests: requests do not wait on a bucket that is down
 _NEW_ROWS = 64  # rows whose token ids are read in one statement
 
 
@@ -72,7 +74,7 @@ def open_derived_states(store, fingerprint: RuntimeFingerprint, folder, *, max_b
         return local
     try:
         budget = int(store.setting(BUDGET_SETTING) or DEFAULT_SHARED_DERIVED_BYTES)
-    except (ValueError, TypeError):
+    except Exception:  # a malformed setting, or the catalog down: the default, never a failed answer
         budget = DEFAULT_SHARED_DERIVED_BYTES
     return SharedDerivedStates(local, store.catalog, store.storage, max_bytes=max(budget, 0))
 
@@ -98,6 +100,7 @@ class SharedDerivedStates:
         self._read_at = float("-inf")
         self._skipped: set[str] = set()  # missing or damaged here: not tried again by this process
         self._logged_at = float("-inf")
+        self._down_until = float("-inf")
 
     def __len__(self) -> int:
         return len(self.local)
@@ -114,6 +117,8 @@ class SharedDerivedStates:
 
     def entries(self) -> list[tuple[str, tuple[int, ...]]]:
         mine = self.local.entries()
+        if self._resting():
+            return mine
         held = {key for key, _ in mine}
         rows = self._published()
         return mine + [(key, tokens) for key, (_, tokens) in rows.items() if key not in held and key not in self._skipped]
@@ -121,7 +126,7 @@ class SharedDerivedStates:
     def get(self, key: str) -> Optional[KVState]:
         state = self.local.get(key)
         row = self._rows.get(key)
-        if state is not None or row is None or key in self._skipped:
+        if state is not None or row is None or key in self._skipped or self._resting():
             return state
         n_bytes, tokens = row
         try:
@@ -130,8 +135,9 @@ class SharedDerivedStates:
             self._trouble("read a shared derived state", exc)
             return None
         if data is None:
-            logger.warning("shared derived state %s is missing or of another size: skipped", key[:12])
+            logger.warning("shared derived state %s is missing or of another size: its row is removed", key[:12])
             self._skipped.add(key)
+            self._remove([key])
             return None
         try:
             state = decode_state(data)
@@ -149,7 +155,7 @@ class SharedDerivedStates:
     def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None:
         data = encode_state(state, parent)
         self.local.keep_file(key, state, data)
-        if len(data) > self.max_bytes:
+        if len(data) > self.max_bytes or state.n_tokens > MAX_TOKENS or self._resting():
             return
         try:
             self._publish(key, state, data, parent)
@@ -170,6 +176,7 @@ class SharedDerivedStates:
             self._trouble("read the shared derived states", exc)
             return self._rows
         self._rows = rows
+        self._skipped.clear()  # what was missing or damaged was removed: a key published again is new
         return rows
 
     def _read_rows(self) -> dict[str, tuple[int, tuple[int, ...]]]:
@@ -184,8 +191,8 @@ class SharedDerivedStates:
             chunk = new[start:start + _NEW_ROWS]
             marks = ", ".join("?" * len(chunk))
             for row in self.catalog.query(
-                    f"SELECT key, n_tokens, tokens FROM derived_states WHERE fingerprint_id = ? AND key IN ({marks})",
-                    [self.fingerprint_id, *chunk]):
+                    "SELECT key, n_tokens, tokens FROM derived_states WHERE fingerprint_id = ? AND length(tokens) <= ?"
+                    f" AND key IN ({marks})", [self.fingerprint_id, 4 * MAX_TOKENS, *chunk]):
                 checked = self._token_list(row)
                 if checked is not None:
                     tokens[row["key"]] = checked
@@ -194,7 +201,7 @@ class SharedDerivedStates:
     def _plausible(self, row: dict) -> bool:
         key, n_bytes, n_tokens = row.get("key"), row.get("n_bytes"), row.get("n_tokens")
         return (isinstance(key, str) and SHA256_HEX.fullmatch(key) is not None
-                and isinstance(n_bytes, int) and 0 < n_bytes <= self.max_bytes
+                and isinstance(n_bytes, int) and 0 < n_bytes <= min(self.max_bytes, self.local.max_bytes)
                 and isinstance(n_tokens, int) and 0 < n_tokens <= MAX_TOKENS)
 
     def _token_list(self, row: dict) -> Optional[tuple[int, ...]]:
@@ -256,8 +263,12 @@ class SharedDerivedStates:
         except Exception as exc:
             self._trouble("mark a shared derived state used", exc)
 
+    def _resting(self) -> bool:
+        return time.monotonic() < self._down_until
+
     def _trouble(self, what: str, exc: BaseException) -> None:
         now = time.monotonic()
+        self._down_until = now + BACKOFF_S
         if now - self._logged_at >= LOG_EVERY_S:
             self._logged_at = now
             logger.warning("cannot %s (%s): derived states are kept on this host only for now", what, first_line(exc, 300))

@@ -111,7 +111,10 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
 def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
     capture_on_a(tmp_path)
     with caplog.at_level(logging.WARNING, logger="skillgraft.store"), open_host(tmp_path, "b") as b:
+        calls = []
+
         def down(*args):
+            calls.append(args)
             raise StoreError("the bucket is down")
 
         b.store.storage.get_derived = down
@@ -119,6 +122,8 @@ def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
         answer = b.answer(chat(QUESTIONS[4]), OPTIONS)
         assert answer.note.reused_from != "derived" and "the bucket is down" in caplog.text
         assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+        again = b.answer(chat(QUESTIONS[0]), OPTIONS)  # the shared tier rests: no wait on the bucket
+        assert len(calls) == 1 and again.text == fresh_answer(tmp_path, chat(QUESTIONS[0])).text
 
 
 def test_a_local_store_publishes_nothing(tmp_path):
