@@ -52,6 +52,7 @@ REFRESH_S = 5.0
 MAX_ROWS = 512  # rows of one runtime read, most recently used first
 MAX_TOKENS = 1 << 17
 LOG_EVERY_S = 60.0
+TOUCH_EVERY_S = 300.0  # a host using its own copy marks the published state used at most this often
 BACKOFF_S = 30.0  # after a failure the shared tier rests: requests do not wait on a bucket that is down
 _NEW_ROWS = 64  # rows whose token ids are read in one statement
 
@@ -101,6 +102,7 @@ class SharedDerivedStates:
         self._skipped: set[str] = set()  # missing or damaged here: not tried again by this process
         self._logged_at = float("-inf")
         self._down_until = float("-inf")
+        self._touched: dict[str, float] = {}  # key -> when this process last marked it used
 
     def __len__(self) -> int:
         return len(self.local)
@@ -126,6 +128,8 @@ class SharedDerivedStates:
     def get(self, key: str) -> Optional[KVState]:
         state = self.local.get(key)
         row = self._rows.get(key)
+        if state is not None and row is not None and time.monotonic() - self._touched.get(key, float("-inf")) > TOUCH_EVERY_S:
+            self._touch(key)  # its use on this host counts for the shared budget's order too
         if state is not None or row is None or key in self._skipped or self._resting():
             return state
         n_bytes, tokens = row
@@ -229,6 +233,7 @@ class SharedDerivedStates:
                 [key, self.fingerprint_id, state.n_tokens, tokens, len(data), parent, now, now])
             over = self._over_budget(conn)
             conn.executemany("DELETE FROM derived_states WHERE key = ?", [[k] for k in over])
+        self._touched[key] = time.monotonic()
         self._delete_objects(over)
         with self._lock:
             self._read_at = float("-inf")  # read the rows again at the next lookup
@@ -257,6 +262,7 @@ class SharedDerivedStates:
                 self.objects.delete_derived(object_name(key))
 
     def _touch(self, key: str) -> None:
+        self._touched[key] = time.monotonic()
         try:
             with self.catalog.write() as conn:
                 conn.execute("UPDATE derived_states SET last_used = ? WHERE key = ?", [utc_now(), key])

@@ -129,3 +129,19 @@ def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
 def test_a_local_store_publishes_nothing(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as memory:
         assert not memory.store.shared and isinstance(memory.prefixes.store, DerivedStates)
+
+
+def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monkeypatch):
+    from skillgraft.store import shared_derived
+
+    with open_host(tmp_path, "a") as a:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        (before,) = published(tmp_path)
+        a.answer(chat(QUESTIONS[4]), OPTIONS)  # within TOUCH_EVERY_S of its publication: no catalog write
+        assert published(tmp_path) == [before]
+        monkeypatch.setattr(shared_derived, "TOUCH_EVERY_S", 0.0)
+        time.sleep(0.002)
+        a.answer(chat(QUESTIONS[0]), OPTIONS)
+        (after,) = published(tmp_path)
+        assert after["key"] == before["key"] and after["last_used"] > before["last_used"]
