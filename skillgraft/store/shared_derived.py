@@ -99,7 +99,7 @@ class SharedDerivedStates:
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[int, tuple[int, ...]]] = {}  # key -> (bytes, tokens), most recent first
         self._read_at = float("-inf")
-        self._skipped: set[str] = set()  # missing or damaged here: not tried again by this process
+        self._skipped: set[str] = set()  # missing or damaged: not tried again until the rows are read again
         self._logged_at = float("-inf")
         self._down_until = float("-inf")
         self._touched: dict[str, float] = {}  # key -> when this process last marked it used
@@ -128,7 +128,8 @@ class SharedDerivedStates:
     def get(self, key: str) -> Optional[KVState]:
         state = self.local.get(key)
         row = self._rows.get(key)
-        if state is not None and row is not None and time.monotonic() - self._touched.get(key, float("-inf")) > TOUCH_EVERY_S:
+        since = time.monotonic() - self._touched.get(key, float("-inf"))
+        if state is not None and row is not None and since > TOUCH_EVERY_S and not self._resting():
             self._touch(key)  # its use on this host counts for the shared budget's order too
         if state is not None or row is None or key in self._skipped or self._resting():
             return state
