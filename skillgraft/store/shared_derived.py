@@ -244,7 +244,10 @@ class SharedDerivedStates:
         rows = conn.execute("SELECT key, n_bytes FROM derived_states ORDER BY last_used DESC, key").fetchall()
         total, over = 0, []
         for key, n_bytes in rows:
-            total += n_bytes if isinstance(n_bytes, int) and n_bytes > 0 else self.max_bytes + 1
+            if not isinstance(n_bytes, int) or n_bytes <= 0:
+                over.append(key)  # a size that makes no sense counts for no other row
+                continue
+            total += n_bytes
             if total > self.max_bytes:
                 over.append(key)
         return over

@@ -95,6 +95,8 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
     engine = FakeEngine()
     states = [engine.capture([7, *range(10 + i, 200 + i)]) for i in range(5)]
     with open_host(tmp_path, "a") as a:
+        with a.store.catalog.write() as conn:  # a row of no sense at the top: removed, and evicts nothing else
+            conn.execute("INSERT INTO derived_states VALUES ('junk', 'x', 1, x'00000000', -5, NULL, 'x', '9999')")
         local = DerivedStates(tmp_path / "a" / "own", engine.fingerprint)
         one = max(len(encode_state(s)) for s in states)
         shared = SharedDerivedStates(local, a.store.catalog, a.store.storage, max_bytes=one * 3)
