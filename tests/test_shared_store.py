@@ -6,15 +6,18 @@ and blocks URLs. The servers are real processes (see ``tests/shared_servers.py``
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from .shared_servers import PASSWORD, S3_SECRET, PostgresServer, S3Server, start
+from .unit.test_prefix_reuse import OPTIONS, QUESTIONS, chat
 
 from skillgraft.errors import BlockIntegrityError, StoreError
 from skillgraft.memory import SkillMemory
@@ -355,3 +358,86 @@ def test_an_imported_skill_is_one_thing_on_every_host(tmp_path, shared):
         out = b.export_skill("pdf", tmp_path / "out")
         assert all((tmp_path / "out" / "pdf" / p).read_bytes() == (folder / p).read_bytes() for p in out.files)
         assert a.import_skills(folder).unchanged and b.remove_skill("pdf") and a.skills() == []
+
+
+def agent_hosts(tmp_path, shared, **options):
+    """Hosts A and B of one shared store with a manual, and C, which keeps no derived state."""
+    a, b = host(tmp_path, "a", shared, **options), host(tmp_path, "b", shared, **options)
+    c = host(tmp_path, "c", shared, derived_bytes=0, **options)
+    a.add_manual("git-squash", MANUAL, examples=QUESTIONS[:2])
+    return a, b, c
+
+
+def derived_keys(s3: S3Server, blocks_url: str) -> list[str]:
+    return [key for key in bucket_keys(s3, blocks_url) if key.startswith("derived/")]
+
+
+def test_a_derived_state_captured_on_one_host_is_restored_on_another(tmp_path, shared, s3):
+    a, b, c = agent_hosts(tmp_path, shared)
+    with a, b, c:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways after the agent's prefix: captured and published
+        (key,) = derived_keys(s3, shared["blocks"])
+        third = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert third.note.reused_from == "derived" and third.note.cache_n > 100
+        fresh = c.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert fresh.note.reused_from != "derived"
+        assert third.text == fresh.text and [s.token for s in third.end.steps] == [s.token for s in fresh.end.steps]
+        assert [p.name for p in (tmp_path / "b" / "derived").rglob("*.state")] == [key.split("/")[-1]]
+        assert a.check()["ok"] and b.check()["ok"]
+        assert derived_keys(s3, shared["blocks"]) == [key]  # check leaves a derived state alone
+
+
+def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, shared, s3, caplog):
+    a, b, c = agent_hosts(tmp_path, shared)
+    with a, b, c:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        (key,) = derived_keys(s3, shared["blocks"])
+        name = shared["blocks"].split("/", 3)[3] + "/" + key
+        client = s3.client()
+        data = bytearray(client.get_object(Bucket=s3.bucket, Key=name)["Body"].read())
+        data[-3] ^= 0x01
+        client.put_object(Bucket=s3.bucket, Key=name, Body=bytes(data))
+        with caplog.at_level(logging.WARNING, logger="skillgraft.store"):
+            answer = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from != "derived" and "damaged" in caplog.text
+        assert answer.text == c.answer(chat(QUESTIONS[4]), OPTIONS).text
+        assert derived_keys(s3, shared["blocks"]) == []
+        assert b.store.catalog.query("SELECT key FROM derived_states") == []
+
+
+def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, shared, s3):
+    from skillgraft.core.prefix_reuse import prefix_key
+    from skillgraft.store.derived_states import encode_state
+    from skillgraft.store.shared_derived import BUDGET_SETTING
+
+    engine = FakeEngine()
+    states = [engine.capture([7, *range(10 + i, 200 + i)]) for i in range(4)]
+    one = max(len(encode_state(s)) for s in states)
+    with host(tmp_path, "a", shared) as a:
+        a.store.set_setting(BUDGET_SETTING, str(2 * one))  # one setting for every host
+    with host(tmp_path, "b", shared) as b:
+        store = b.prefixes.store
+        assert store.max_bytes == 2 * one
+        for state in states:
+            store.put(prefix_key(engine.fingerprint.id, state.tokens), state)
+            time.sleep(0.002)
+        rows = b.store.catalog.query("SELECT key, n_bytes FROM derived_states")
+    kept = sorted(prefix_key(engine.fingerprint.id, s.tokens) for s in states[2:])
+    assert sorted(r["key"] for r in rows) == kept and sum(r["n_bytes"] for r in rows) <= 2 * one
+    assert derived_keys(s3, shared["blocks"]) == [f"derived/{k}.state" for k in kept]
+
+
+def test_a_real_models_derived_state_restored_on_another_host_answers_as_a_prefill(tmp_path, shared, smollm2):
+    a, b, c = agent_hosts(tmp_path, shared, engine=smollm2)
+    with a, b, c:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        smollm2.reset()  # host B's context holds nothing of A's
+        third = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert third.note.reused_from == "derived"
+        smollm2.reset()
+        fresh = c.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert fresh.note.reused_from != "derived"
+        assert [s.token for s in third.end.steps] == [s.token for s in fresh.end.steps]

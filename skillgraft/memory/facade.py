@@ -41,8 +41,9 @@ from .planning_view import PlanningView
 from .skill_evals import SkillEvals
 from .skill_import import SkillImports
 from .skills import SkillVerbs
-from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER, DerivedStates
+from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
+from ..store.shared_derived import open_derived_states
 from .upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -261,12 +262,13 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
 
     @property
     def prefixes(self) -> Optional[PrefixCache]:
-        """The derived prefix states of this memory's runtime, on the home's disk (None when the
-        store is read-only or ``derived_bytes`` is 0); see :mod:`skillgraft.core.prefix_reuse`."""
+        """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
+        store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
+        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.core.prefix_reuse`."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
-            store = DerivedStates(folder, fingerprint, max_bytes=self.derived_bytes)
+            store = open_derived_states(self.store, fingerprint, folder, max_bytes=self.derived_bytes)
             self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state)
         return self._prefixes
 

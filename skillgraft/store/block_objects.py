@@ -6,7 +6,8 @@ depositing the same payload store it once. Reads go through a bounded read-throu
 in the host's home (``cache/``); the size and SHA-256 are checked on every read, from the
 cache or the bucket, and a cached copy that fails is dropped and fetched again. A bad
 object in the bucket is moved to ``<prefix>/quarantine/`` and its catalog row marked, so
-every host skips it and nobody downloads it again.
+every host skips it and nobody downloads it again. Derived prefix states shared by the hosts
+lie under ``<prefix>/derived/`` (:mod:`skillgraft.store.shared_derived`): never blocks, never strays.
 
 An object that no catalog row claims is reported (and quarantined by ``--repair``) only
 once it is older than :data:`UNCLAIMED_GRACE_S`: a younger one may belong to a deposit
@@ -36,6 +37,7 @@ __all__ = ["ObjectBlocks", "DEFAULT_DISK_CACHE_BYTES", "UNCLAIMED_GRACE_S"]
 DEFAULT_DISK_CACHE_BYTES = 8 * 1024**3
 UNCLAIMED_GRACE_S = 3600.0
 QUARANTINE_PREFIX = "quarantine/"
+DERIVED_PREFIX = "derived/"  # derived prefix states (:mod:`skillgraft.store.shared_derived`), not blocks
 RETRIES = {"max_retries": 2, "backoff": {"init_backoff": timedelta(milliseconds=100)}, "retry_timeout": timedelta(seconds=10)}
 
 
@@ -205,6 +207,37 @@ class ObjectBlocks:
             raise self._failure(f"remove block {block.id}", exc) from exc
         return "deleted"
 
+    # -- derived states: other objects, under derived/ ---------------------------------------
+
+    def put_derived(self, name: str, data: bytes) -> None:
+        """Store ``derived/<name>`` (whole or not at all); raises :class:`StoreError`."""
+        try:
+            self._obstore.put(self._store, DERIVED_PREFIX + name, data)
+        except Exception as exc:
+            raise self._failure(f"store the derived state {name}", exc) from exc
+
+    def get_derived(self, name: str, n_bytes: int) -> Optional[bytes]:
+        """``derived/<name>`` when it holds exactly ``n_bytes`` (None when missing or of another
+        size: nothing more is read); raises :class:`StoreError` when the bucket cannot be reached."""
+        try:
+            result = self._obstore.get(self._store, DERIVED_PREFIX + name)
+            if result.meta["size"] != n_bytes:
+                return None
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._failure(f"read the derived state {name}", exc) from exc
+        return data if len(data) == n_bytes else None
+
+    def delete_derived(self, name: str) -> None:
+        try:
+            self._obstore.delete(self._store, DERIVED_PREFIX + name)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise self._failure(f"remove the derived state {name}", exc) from exc
+
     # -- check -----------------------------------------------------------------------------
 
     def strays(self, known: set[str], repair: bool, lock: Callable[[], AbstractContextManager]) -> tuple[list[dict], list[dict]]:
@@ -221,7 +254,7 @@ class ObjectBlocks:
             return [{"block_id": None, "file": self.where, "problem": f"unreachable ({first_line(exc, 300)})"}], []
         for meta in listed:
             key = meta["path"]
-            if key.startswith(QUARANTINE_PREFIX) or key in known:
+            if key.startswith((QUARANTINE_PREFIX, DERIVED_PREFIX)) or key in known:
                 continue
             if (now - meta["last_modified"]).total_seconds() < UNCLAIMED_GRACE_S:
                 continue  # maybe a deposit in progress on another host

@@ -125,6 +125,13 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
     def close(self) -> None:
         self.catalog.close()
 
+    @property
+    def shared(self) -> bool:
+        """Whether other hosts may use this store: its blocks in object storage (or on a shared
+        mount) and its catalog outside the home (PostgreSQL)."""
+        own_catalog = getattr(self.catalog, "path", None) == self.home / "catalog.db"
+        return self.storage.kind == "object" and not own_catalog
+
     # -- where payloads lie ---------------------------------------------------------------
 
     @property

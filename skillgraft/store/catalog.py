@@ -204,6 +204,15 @@ def m013_create_skills(db: Database) -> None:
     db.execute("CREATE INDEX idx_skill_blocks_block_id ON skill_blocks (block_id)")
 
 
+def m014_create_derived_states(db: Database) -> None:
+    """Derived prefix states the hosts of a shared store publish (:mod:`skillgraft.store.shared_derived`)."""
+    db.execute(
+        "CREATE TABLE derived_states (key TEXT PRIMARY KEY, fingerprint_id TEXT NOT NULL, n_tokens BIGINT NOT NULL,"
+        " tokens BLOB NOT NULL, n_bytes BIGINT NOT NULL, parent TEXT, created_at TEXT NOT NULL, last_used TEXT NOT NULL)"
+    )
+    db.execute("CREATE INDEX idx_derived_states_fingerprint_id ON derived_states (fingerprint_id, last_used)")
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

@@ -17,6 +17,7 @@ memory up to ``memory_bytes``.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from ..core.states import KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates"]
+__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "decode_state", "encode_state"]
 
 logger = logging.getLogger("skillgraft.store")
 
@@ -42,6 +43,46 @@ SUFFIX = ".state"
 MAX_HEADER_BYTES = 1 << 20
 DEFAULT_DERIVED_BYTES = 2 << 30
 DEFAULT_MEMORY_BYTES = 256 << 20
+
+
+def encode_state(state: KVState, parent: Optional[str] = None) -> bytes:
+    """A derived state's file: magic, header, payload."""
+    header = json.dumps({
+        "tokens": list(state.tokens), "sha256": state.sha256, "parent": parent,
+        "fingerprint_id": state.fingerprint.id, "fingerprint": state.fingerprint.model_dump(mode="json"),
+    }).encode()
+    return MAGIC + struct.pack("<I", len(header)) + header + state.payload
+
+
+def decode_state(data: bytes) -> KVState:
+    """The state a file holds, its header and payload checked (:class:`ValueError` otherwise)."""
+    handle = io.BytesIO(data)
+    header = _read_header(handle)
+    payload = handle.read()
+    if sha256_hex(payload) != header["sha256"]:
+        raise ValueError("payload does not match its SHA-256")
+    fingerprint = RuntimeFingerprint.model_validate(header["fingerprint"])
+    if fingerprint.id != header.get("fingerprint_id"):
+        raise ValueError("its fingerprint does not match its id")
+    return KVState(tuple(header["tokens"]), payload, header["sha256"], fingerprint)
+
+
+def _read_header(handle) -> dict:
+    if handle.read(len(MAGIC)) != MAGIC:
+        raise ValueError("not a derived state")
+    raw = handle.read(4)
+    if len(raw) != 4:
+        raise ValueError("cut short")
+    (size,) = struct.unpack("<I", raw)
+    if size > MAX_HEADER_BYTES:
+        raise ValueError(f"header of {size} bytes")
+    header = json.loads(handle.read(size))
+    tokens = header.get("tokens") if isinstance(header, dict) else None
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) and 0 <= t < 2**31 for t in tokens):
+        raise ValueError("bad token list")
+    if not isinstance(header.get("sha256"), str) or not SHA256_HEX.fullmatch(header["sha256"]):
+        raise ValueError("bad digest")
+    return header
 
 
 class DerivedStates:
@@ -87,25 +128,10 @@ class DerivedStates:
         """The tokens a file's header claims (none when it is not one of this runtime's)."""
         try:
             with path.open("rb") as handle:
-                header = self._read_header(handle)
+                header = _read_header(handle)
         except (OSError, ValueError):
             return ()
         return tuple(header["tokens"]) if header.get("fingerprint_id") == self.fingerprint.id else ()
-
-    @staticmethod
-    def _read_header(handle) -> dict:
-        if handle.read(len(MAGIC)) != MAGIC:
-            raise ValueError("not a derived state")
-        (size,) = struct.unpack("<I", handle.read(4))
-        if size > MAX_HEADER_BYTES:
-            raise ValueError(f"header of {size} bytes")
-        header = json.loads(handle.read(size))
-        tokens = header.get("tokens") if isinstance(header, dict) else None
-        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) and 0 <= t < 2**31 for t in tokens):
-            raise ValueError("bad token list")
-        if not isinstance(header.get("sha256"), str) or not SHA256_HEX.fullmatch(header["sha256"]):
-            raise ValueError("bad digest")
-        return header
 
     def _evict(self) -> None:
         while self._files and sum(size for size, _ in self._files.values()) > self.max_bytes:
@@ -158,39 +184,35 @@ class DerivedStates:
             self._evict()
         return state
 
-    def _read(self, path: Path) -> KVState:
+    @staticmethod
+    def _read(path: Path) -> KVState:
         with path.open("rb") as handle:
-            header = self._read_header(handle)
-            payload = handle.read()
-        if sha256_hex(payload) != header["sha256"]:
-            raise ValueError("payload does not match its SHA-256")
-        fingerprint = RuntimeFingerprint.model_validate(header["fingerprint"])
-        return KVState(tuple(header["tokens"]), payload, header["sha256"], fingerprint)
+            return decode_state(handle.read())
 
     def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None:
+        self.keep_file(key, state, encode_state(state, parent))
+
+    def keep_file(self, key: str, state: KVState, data: bytes) -> bool:
+        """Keep ``data`` (``state``'s file, :func:`encode_state`) under ``key``; False when not kept."""
         if not SHA256_HEX.fullmatch(key) or state.fingerprint.id != self.fingerprint.id:
             raise ValueError("a derived state is stored under its own key and runtime")
-        header = json.dumps({
-            "tokens": list(state.tokens), "sha256": state.sha256, "parent": parent,
-            "fingerprint_id": state.fingerprint.id, "fingerprint": state.fingerprint.model_dump(mode="json"),
-        }).encode()
-        data = MAGIC + struct.pack("<I", len(header)) + header + state.payload
         if len(data) > self.max_bytes:
-            return  # larger than the whole cache: never kept
-        self.folder.mkdir(parents=True, exist_ok=True)
+            return False  # larger than the whole cache: never kept
         staged = self.folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
             staged.write_bytes(data)
             os.replace(staged, self.folder / f"{key}{SUFFIX}")
         except OSError as exc:
             staged.unlink(missing_ok=True)
             logger.warning("derived state %s not kept: %s", key[:12], exc)
-            return
+            return False
         with self._lock:
             self._files[key] = (len(data), tuple(state.tokens))
             self._files.move_to_end(key)
             self._memory[key] = state
             self._evict()
+        return True
 
     def clear(self) -> int:
         """Delete every derived state; return how many there were."""

@@ -1,0 +1,149 @@
+"""Derived states on the hosts of a shared store, on the fakes: two homes sharing one SQLite
+catalog file and one folder of blocks (``file://``). A state captured on one host is restored on
+the other; a damaged or forged one is ignored; the published states keep within their budget;
+a failing shared tier only costs a prefill."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from skillgraft.core.prefix_reuse import prefix_key
+from skillgraft.errors import StoreError
+from skillgraft.memory import SkillMemory
+from skillgraft.store import block_objects
+from skillgraft.store.catalog import SqliteCatalog
+from skillgraft.store.derived_states import DerivedStates, encode_state
+from skillgraft.store.shared_derived import SharedDerivedStates
+from skillgraft.testing import FakeEmbedder, FakeEngine
+
+from .conftest import GIT_MANUAL
+from .test_prefix_reuse import OPTIONS, QUESTIONS, chat, fresh_answer
+
+
+def open_host(tmp_path, name: str) -> SkillMemory:
+    memory = SkillMemory(tmp_path / name, engine=FakeEngine(), embedder=FakeEmbedder(),
+                         catalog=SqliteCatalog(tmp_path / "shared.db"), blocks=f"file://{tmp_path / 'bucket'}")
+    if not memory.list():
+        memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
+    return memory
+
+
+def published(tmp_path) -> list:
+    catalog = SqliteCatalog(tmp_path / "shared.db")
+    rows = catalog.query("SELECT key, n_bytes, last_used FROM derived_states ORDER BY last_used")
+    catalog.close()
+    return rows
+
+
+def objects(tmp_path) -> list:
+    folder = tmp_path / "bucket" / "derived"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def capture_on_a(tmp_path) -> dict:
+    with open_host(tmp_path, "a") as a:
+        assert isinstance(a.prefixes.store, SharedDerivedStates)
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: captured, published
+    (row,) = published(tmp_path)
+    assert objects(tmp_path) == [f"{row['key']}.state"]
+    return row
+
+
+def test_a_state_captured_on_one_host_is_restored_on_another(tmp_path, monkeypatch):
+    row = capture_on_a(tmp_path)
+    with open_host(tmp_path, "b") as b:
+        third = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert third.note.reused_from == "derived" and third.note.cache_n > 100
+        assert third.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+        assert [p.name for p in (tmp_path / "b" / "derived").rglob("*.state")] == [f"{row['key']}.state"]
+        assert published(tmp_path)[0]["last_used"] > row["last_used"]  # its use is shared too
+        monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", 0.0)
+        report = b.check()
+        assert report["ok"], report  # a published state is no stray block
+
+
+def test_a_damaged_or_forged_published_state_is_ignored_and_removed(tmp_path, caplog):
+    row = capture_on_a(tmp_path)
+    path = tmp_path / "bucket" / "derived" / f"{row['key']}.state"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="skillgraft.store"), open_host(tmp_path, "b") as b:
+        answer = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from != "derived" and "damaged" in caplog.text
+        assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+    assert published(tmp_path) == [] and objects(tmp_path) == []
+
+    engine = FakeEngine()
+    catalog = SqliteCatalog(tmp_path / "shared.db")
+    tokens = list(range(5, 200))
+    with catalog.write() as conn:  # rows whose tokens are not their key's, or absurd: never used
+        for key, ids, n_bytes in ((prefix_key(engine.fingerprint.id, tokens[:-1]), tokens, 10),
+                                  ("../../etc/passwd", tokens, 10), (prefix_key(engine.fingerprint.id, tokens), tokens, -1)):
+            conn.execute("INSERT INTO derived_states VALUES (?, ?, ?, ?, ?, NULL, 'x', 'x')",
+                         [key, engine.fingerprint.id, len(ids), np.asarray(ids, "<i4").tobytes(), n_bytes])
+    with open_host(tmp_path, "c") as c:
+        assert c.prefixes.store.entries() == []
+    catalog.close()
+
+
+def test_the_published_states_keep_within_their_budget(tmp_path):
+    engine = FakeEngine()
+    states = [engine.capture([7, *range(10 + i, 200 + i)]) for i in range(5)]
+    with open_host(tmp_path, "a") as a:
+        with a.store.catalog.write() as conn:  # a row of no sense at the top: removed, and evicts nothing else
+            conn.execute("INSERT INTO derived_states VALUES ('junk', 'x', 1, x'00000000', -5, NULL, 'x', '9999')")
+        local = DerivedStates(tmp_path / "a" / "own", engine.fingerprint)
+        one = max(len(encode_state(s)) for s in states)
+        shared = SharedDerivedStates(local, a.store.catalog, a.store.storage, max_bytes=one * 3)
+        for state in states:
+            shared.put(prefix_key(engine.fingerprint.id, state.tokens), state)
+            time.sleep(0.002)  # uses a millisecond apart
+    rows = published(tmp_path)
+    assert len(rows) == 3 and sum(r["n_bytes"] for r in rows) <= one * 3
+    kept = [prefix_key(engine.fingerprint.id, s.tokens) for s in states[2:]]
+    assert sorted(r["key"] for r in rows) == sorted(kept)  # the oldest went first: rows and objects
+    assert objects(tmp_path) == sorted(f"{k}.state" for k in kept)
+
+
+def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
+    capture_on_a(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="skillgraft.store"), open_host(tmp_path, "b") as b:
+        calls = []
+
+        def down(*args):
+            calls.append(args)
+            raise StoreError("the bucket is down")
+
+        b.store.storage.get_derived = down
+        b.store.storage.put_derived = down
+        answer = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from != "derived" and "the bucket is down" in caplog.text
+        assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+        again = b.answer(chat(QUESTIONS[0]), OPTIONS)  # the shared tier rests: no wait on the bucket
+        assert len(calls) == 1 and again.text == fresh_answer(tmp_path, chat(QUESTIONS[0])).text
+
+
+def test_a_local_store_publishes_nothing(tmp_path):
+    with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as memory:
+        assert not memory.store.shared and isinstance(memory.prefixes.store, DerivedStates)
+
+
+def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monkeypatch):
+    from skillgraft.store import shared_derived
+
+    with open_host(tmp_path, "a") as a:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        (before,) = published(tmp_path)
+        a.answer(chat(QUESTIONS[4]), OPTIONS)  # within TOUCH_EVERY_S of its publication: no catalog write
+        assert published(tmp_path) == [before]
+        monkeypatch.setattr(shared_derived, "TOUCH_EVERY_S", 0.0)
+        time.sleep(0.002)
+        a.answer(chat(QUESTIONS[0]), OPTIONS)
+        (after,) = published(tmp_path)
+        assert after["key"] == before["key"] and after["last_used"] > before["last_used"]
