@@ -204,6 +204,7 @@ def m013_create_skills(db: Database) -> None:
     db.execute("CREATE INDEX idx_skill_blocks_block_id ON skill_blocks (block_id)")
 
 
+@migration
 def m014_create_derived_states(db: Database) -> None:
     """Derived prefix states the hosts of a shared store publish (:mod:`skillgraft.store.shared_derived`)."""
     db.execute(
