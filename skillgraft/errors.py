@@ -12,6 +12,7 @@ The tree::
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
     │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
+    │   │   └── SkillUploadError       an uploaded skill (files or a zip) refused unread
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -129,6 +130,26 @@ class SkillFolderError(InputError):
     def __init__(self, path, reason: str) -> None:
         self.path, self.reason = str(path), reason
         super().__init__(f"skill folder {self.path!r}: {reason}")
+
+
+class SkillUploadError(SkillFolderError):
+    """An uploaded skill (its files, or one zip of them) is refused before anything is written.
+
+    ``path`` is the entry at fault (as uploaded), ``reason`` why, ``code`` one word for it
+    (``invalid_path``, ``link``, ``duplicate_path``, ``too_many_files``, ``file_too_large``,
+    ``upload_too_large``, ``zip_bomb``, ``invalid_zip``, ``no_skill_md``, ``name_mismatch``);
+    ``too_large`` is true when a bound on size or count was passed.
+    """
+
+    SIZE_CODES = frozenset({"too_many_files", "file_too_large", "upload_too_large", "zip_bomb"})
+
+    def __init__(self, path, reason: str, code: str = "invalid_upload") -> None:
+        self.code = code
+        super().__init__(path, reason)
+
+    @property
+    def too_large(self) -> bool:
+        return self.code in self.SIZE_CODES
 
 
 class SlotFileError(InputError):

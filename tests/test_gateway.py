@@ -266,7 +266,7 @@ def test_a_client_that_leaves_mid_stream_gives_its_slot_back(gateway, client, mo
 
 
 def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):
-    skills = gateway.url + "/v1/skills"
+    skills = gateway.url + "/v1/skillgraft/skills"
     manual = {
         "kind": "manual", "name": "tire-change",
         "text": "Skill manual: changing a flat tire. Loosen the lug nuts, jack the car up, swap in the spare wheel.",
@@ -482,3 +482,37 @@ def test_a_recall_body_that_is_not_json_is_a_400(gateway):
     response = httpx.post(gateway.url + "/v1/skills/recall", content=b"\xff{", trust_env=False,
                           headers={"content-type": "application/json"})
     assert response.status_code == 400
+
+
+def test_the_openai_client_manages_agent_skills_and_hostile_uploads_are_4xx(gateway, client):
+    """`client.skills` against the real server: create, list, retrieve, versions, content, delete;
+    each hostile upload a 4xx with an OpenAI error object, nothing of it stored. Last in the
+    module, and it deletes what it made: the other tests' routing never sees the skill."""
+    import io
+    import zipfile
+
+    from .unit.skill_uploads import HOSTILE, PDF, files, skill_md
+
+    writer = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+    created = writer.skills.create(files=files(PDF))
+    assert (created.name, created.default_version, created.object) == ("pdf", "1", "skill")
+    assert created.id in [skill.id for skill in client.skills.list()]
+    assert client.skills.retrieve(created.id) == created
+    second = writer.skills.versions.create(created.id, files=files({**PDF, "pdf/SKILL.md": skill_md(
+        "pdf", "Read, fill, merge and split PDF files.")}))
+    assert second.version == "2" and client.skills.retrieve(created.id).default_version == "2"
+    assert [v.version for v in client.skills.versions.list(created.id)] == ["2", "1"]
+    old = zipfile.ZipFile(io.BytesIO(client.skills.versions.content.retrieve("1", skill_id=created.id).read()))
+    assert {name: old.read(name) for name in old.namelist()} == PDF
+    assert writer.skills.update(created.id, default_version="1").default_version == "1"
+    assert writer.skills.versions.delete("2", skill_id=created.id).deleted
+
+    for case in ("a .. path", "an absolute path", "a zip bomb", "too many files", "a too-large file",
+                 "a link in a zip", "a name of control characters"):
+        parts, status, code = HOSTILE[case]
+        with pytest.raises(openai.APIStatusError) as refused:
+            writer.skills.create(files=parts)
+        assert (refused.value.status_code, refused.value.code) == (status, code), (case, refused.value.message)
+    assert [skill.name for skill in client.skills.list()] == ["pdf"]
+    assert writer.skills.delete(created.id).deleted
+    assert list(client.skills.list()) == []

@@ -88,7 +88,7 @@ def _status(response: bytes) -> int:
 
 
 def _skill_names(gateway) -> set[str]:
-    return {row["name"] for row in httpx.get(gateway.url + "/v1/skills", headers=READ, trust_env=False).json()["data"]}
+    return {row["name"] for row in httpx.get(gateway.url + "/v1/skillgraft/skills", headers=READ, trust_env=False).json()["data"]}
 
 
 def test_a_smuggled_request_after_ambiguous_framing_is_never_read(gateway):
@@ -188,7 +188,7 @@ def test_an_http_deposit_cannot_read_the_host_and_no_timing_is_served(gateway, h
     stored = httpx.post(gateway.url + "/v1/skills", json=deposit, headers=WRITE, timeout=120, trust_env=False)
     assert stored.status_code == 201, stored.text
     assert "verify_seconds" not in stored.json() and "verifier_output_sha256" not in stored.json()
-    rows = httpx.get(gateway.url + "/v1/skills", headers=READ, trust_env=False).json()["data"]
+    rows = httpx.get(gateway.url + "/v1/skillgraft/skills", headers=READ, trust_env=False).json()["data"]
     assert rows and not any("verify_seconds" in row for row in rows)
 
 

@@ -4,11 +4,11 @@ ASGI middlewares, outermost first (:func:`guard`):
 
 - :class:`AccessCheck`: with an API key every route but ``/healthz`` needs
   ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui`` check it themselves: they
-  also take the cookie of their sign-in form); the store's write routes (``POST /v1/skills``,
-  ``POST /v1/skills/feedback``, ``DELETE /v1/skills/...``) are off unless deposits are allowed, then need the deposit key
-  (when one is set) and are rate-limited per credential (the deposit key used), per address
-  only when there is none (all of loopback one client, IPv6 by ``/64``), and for all clients
-  together (:class:`DepositRate`);
+  also take the cookie of their sign-in form); the store's write routes (:func:`is_write`:
+  ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there)
+  are off unless deposits are allowed, then need the deposit key (when one is set) and are
+  rate-limited per credential (the deposit key used), per address only when there is none
+  (all of loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
 
@@ -54,11 +54,17 @@ def json_error(error: ApiError, *, close: bool = False, retry_after: Optional[st
     return JSONResponse(error.body(), status_code=error.status, headers=headers or None)
 
 
+SKILL_ROOTS = ("/v1/skills", "/v1/skillgraft/skills")
+
+
 def is_write(scope) -> bool:
-    """Whether a request changes the store (adds or deletes a skill, gives or removes a routing correction)."""
-    path, method = scope.get("path", ""), scope.get("method", "")
-    return (method == "POST" and path.rstrip("/") in ("/v1/skills", "/v1/skills/feedback")) or (
-        method == "DELETE" and path.startswith("/v1/skills/"))
+    """Whether a request changes the store: any ``POST`` under a skills root but a recall (adds a
+    skill or a version, sets a default version, gives a routing correction), any ``DELETE``."""
+    path, method = scope.get("path", "").rstrip("/"), scope.get("method", "")
+    for root in SKILL_ROOTS:
+        if path == root or path.startswith(root + "/"):
+            return method == "DELETE" or (method == "POST" and path != root + "/recall")
+    return False
 
 
 def _bearer(scope) -> bytes:

@@ -50,6 +50,7 @@ from ..core.deadline import Deadline
 from ..core.pipeline import collect_choices
 from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
 from .service import Gateway
+from .openai_skills import register_openai_skill_routes
 from .skills_api import decision_headers, register_skill_routes
 
 logger = logging.getLogger("skillgraft.gateway")
@@ -256,15 +257,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return ClosingStream(relay(pump, first, sse, failed), pump, media_type="text/event-stream",
                              headers=decision_headers(first))
 
-    @app.get("/v1/skills")
-    async def list_skills(kind: Optional[str] = None):
-        if kind not in (None, "manual", "solution"):
-            raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
-        blocks = await in_thread(gateway.list_skills, kind)
-        return {"object": "list", "data": [served(block) for block in blocks]}
-
-    @app.post("/v1/skills", status_code=201)
-    async def add_skill(skill: NewSkill):
+    async def deposit(skill: NewSkill) -> dict:
         if skill.kind == "manual":
             block = await holding_slot(
                 lambda: gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples)
@@ -276,8 +269,24 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             )
         return served(block)
 
+    # OpenAI's Skills API first: a /v1/skills path with a skill id is its; skillgraft's own
+    # routes live under /v1/skillgraft/skills, the old /v1/skills paths kept where they do not collide.
+    register_openai_skill_routes(app, gateway, in_thread, holding_slot, deposit)
+
+    @app.get("/v1/skillgraft/skills")
+    async def list_skills(kind: Optional[str] = None):
+        if kind not in (None, "manual", "solution"):
+            raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
+        blocks = await in_thread(gateway.list_skills, kind)
+        return {"object": "list", "data": [served(block) for block in blocks]}
+
+    @app.post("/v1/skillgraft/skills", status_code=201)
+    async def add_skill(skill: NewSkill):
+        return await deposit(skill)
+
     add_feedback_routes(app, gateway, in_thread)
 
+    @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")
     async def delete_skill(ref: str):
         block = await in_thread(gateway.delete_skill, ref)

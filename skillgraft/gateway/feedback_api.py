@@ -1,4 +1,5 @@
-"""The gateway's routing corrections: ``/v1/skills/feedback`` (give, list, remove).
+"""The gateway's routing corrections: ``/v1/skillgraft/skills/feedback`` (give, list, remove;
+also at the older ``/v1/skills/feedback``).
 
 ``POST /v1/skills/feedback`` with ``{"query": ..., "expected": NAME | null}`` corrects the
 routing of a query (:func:`skillgraft.routing.feedback.give_feedback`: a key of the block it
@@ -33,16 +34,19 @@ def add_feedback_routes(app, gateway, in_thread) -> None:
     def by(request: Request) -> str:
         return f"gateway:{request.client.host if request.client else 'unknown'}"
 
+    @app.post("/v1/skillgraft/skills/feedback")
     @app.post("/v1/skills/feedback")
     async def add_feedback(body: FeedbackRequest, request: Request):
         result = await in_thread(lambda: gateway.feedback(body.query, body.expected, by=by(request)))
         return {"object": "skill.feedback", **result.as_dict()}
 
+    @app.get("/v1/skillgraft/skills/feedback")
     @app.get("/v1/skills/feedback")
     async def feedback_list():
         rows = await in_thread(gateway.corrections)
         return {"object": "list", "data": [row.as_dict() for row in rows]}
 
+    @app.delete("/v1/skillgraft/skills/feedback/{correction_id}")
     @app.delete("/v1/skills/feedback/{correction_id}")
     async def feedback_remove(correction_id: int, request: Request):
         removed = await in_thread(lambda: gateway.remove_correction(correction_id, by=by(request)))

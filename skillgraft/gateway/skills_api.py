@@ -1,7 +1,9 @@
 """The gateway's skills API for hosts that run their own model, and the decision headers.
 
-``GET /v1/skills/{ref}`` returns one skill's text (:class:`~skillgraft.core.skill_text.SkillText`)
-and ``POST /v1/skills/recall`` (``{"query": ...}``) the skill the memory routes a query to,
+Under ``/v1/skillgraft/skills`` (and the older ``/v1/skills`` paths, where a path holding an
+OpenAI skill id is the OpenAI Skills API's, :mod:`.openai_skills`): ``GET .../{ref}`` returns
+one skill's text (:class:`~skillgraft.core.skill_text.SkillText`) and ``POST .../recall``
+(``{"query": ...}``) the skill the memory routes a query to,
 with the memory's note, score and reasons (:class:`~skillgraft.core.skill_text.SkillRecall`);
 both are the gateway's verbs (:meth:`~skillgraft.gateway.service.Gateway.read_skill`,
 :meth:`~skillgraft.gateway.service.Gateway.recall_skill`) over :mod:`skillgraft.core.skill_text`,
@@ -54,12 +56,14 @@ def register_skill_routes(app: FastAPI, gateway, in_thread: Callable[..., Awaita
     """Add the skills API's reading routes to ``app``; ``in_thread`` runs a call off the event
     loop and turns its errors into the app's error responses."""
 
+    @app.post("/v1/skillgraft/skills/recall")
     @app.post("/v1/skills/recall")
     async def recall_skill(body: RecallRequest):
         found = await in_thread(gateway.recall_skill, body.query)
         reply = {"object": "skill.recall", **found.model_dump(mode="json")}
         return JSONResponse(reply, headers=decision_headers(found))
 
+    @app.get("/v1/skillgraft/skills/{ref:path}")
     @app.get("/v1/skills/{ref:path}")
     async def get_skill(ref: str):
         skill = await in_thread(gateway.read_skill, ref)

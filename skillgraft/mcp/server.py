@@ -11,7 +11,8 @@ nothing the client says is trusted) and ``feedback`` (a routing correction, give
 schemas. The memory is used by one tool call at a time; a refused call (a
 :class:`SkillgraftError`) returns its message as the tool's error, except what a refused
 method printed. Imported Agent Skills are also ``skill://`` resources (``skill://index.json``,
-``skill://NAME/PATH``). Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
+``skill://NAME/PATH``), listed and described by the MCP Skills extension's ``skills/list`` and
+``skills/get`` (:mod:`.skills_extension`). Logs go to stderr at WARNING unless asked for more. Needs the ``serve`` extra.
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer("skillgraft", instructions=INSTRUCTIONS, log_level=log_level)
+    from .skills_extension import skills_extension
+
     lock = threading.Lock()
+    server = MCPServer("skillgraft", instructions=INSTRUCTIONS, log_level=log_level,
+                       extensions=[skills_extension(memory, lock)])
 
     @contextmanager
     def one_call():
@@ -132,7 +136,7 @@ def _skill_resources(server, memory: SkillMemory, lock) -> None:
     version as imported: ``skill://index.json`` lists them with their manifests (path, size,
     SHA-256), ``skill://NAME/PATH`` reads one file. Only stored files are served (a path is
     looked up in the manifest, never on disk). The Skills extension's ``skills/list`` and
-    ``skills/get`` methods are not offered."""
+    ``skills/get`` are :mod:`.skills_extension`'s."""
     import json
 
     @server.resource("skill://index.json", mime_type="application/json")

@@ -70,7 +70,7 @@ class SkillExport:
 
 class SkillVerbs:
     """``skills``, ``skill``, ``update_skill``, ``remove_skill``, ``set_default_skill_version``,
-    ``export_skill`` and ``skill_changes`` of a memory."""
+    ``export_skill``, ``skill_contents`` and ``skill_changes`` of a memory."""
 
     def skills(self) -> list[SkillRecord]:
         """The default version of every imported skill, by name."""
@@ -135,27 +135,32 @@ class SkillVerbs:
     def export_skill(self, name: str, dest: Union[str, os.PathLike], version: Optional[int] = None) -> SkillExport:
         """Write skill ``name`` (a version, the default by default) as the folder ``dest/NAME``,
         its files byte for byte as imported. ``dest/NAME`` must not exist yet."""
-        row = self.store.skill_version(name, version)
-        files = self.store.skill_files(name, row["version"], with_data=True)
+        number, files = self.skill_contents(name, version)
         target = Path(dest) / name
         if os.path.lexists(target):
             raise InputError(f"{target} exists already: export into a folder that does not hold {name!r}")
-        checked = []
-        for item in files:
-            parts = PurePosixPath(item["path"]).parts
-            if (not parts or item["path"].startswith("/") or any(p in ("", ".", "..") for p in parts)
-                    or any("\\" in p or not p.isprintable() for p in parts)):
-                raise SkillFolderError(item["path"], "is not a plain path inside the skill folder: nothing exported")
-            checked.append((parts, item["data"]))
         Path(dest).mkdir(parents=True, exist_ok=True)
         target.mkdir()
-        for parts, data in checked:
-            path = target.joinpath(*parts)
+        for path_text, data in files:
+            path = target.joinpath(*PurePosixPath(path_text).parts)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-        return SkillExport(name, row["version"], str(target), [f["path"] for f in files])
+        return SkillExport(name, number, str(target), [path for path, _ in files])
+
+    def skill_contents(self, name: str, version: Optional[int] = None) -> tuple[int, list[tuple[str, bytes]]]:
+        """``(version, [(path, bytes), ...])``: the files of a version of skill ``name`` (the
+        default by default) as imported, each path checked to be a plain one inside the skill."""
+        row = self.store.skill_version(name, version)
+        checked = []
+        for item in self.store.skill_files(name, row["version"], with_data=True):
+            parts = PurePosixPath(item["path"]).parts
+            if (not parts or item["path"].startswith("/") or any(p in ("", ".", "..") for p in parts)
+                    or any("\\" in p or not p.isprintable() for p in parts)):
+                raise SkillFolderError(item["path"], "is not a plain path inside the skill folder: nothing exported")
+            checked.append((item["path"], item["data"]))
+        return row["version"], checked
 
     def skill_changes(self) -> list[dict]:
         """Imported skills whose folder on disk is no longer what their default version holds:

@@ -13,7 +13,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys

@@ -64,8 +64,12 @@ def test_the_key_is_checked_before_any_body_is_read():
 
 
 def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
+    sid = "skill_" + "0" * 32
     for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault"), ("POST", "/v1/skills/feedback"),
-                         ("DELETE", "/v1/skills/feedback/3")):
+                         ("DELETE", "/v1/skills/feedback/3"), ("POST", f"/v1/skills/{sid}"),
+                         ("POST", f"/v1/skills/{sid}/versions"), ("DELETE", f"/v1/skills/{sid}/versions/2"),
+                         ("POST", "/v1/skillgraft/skills"), ("DELETE", "/v1/skillgraft/skills/vault"),
+                         ("POST", "/v1/skillgraft/skills/feedback")):
         assert _request(_app(), method, path, {})[0] == 403
         assert _request(_app("k"), method, path, {"authorization": "Bearer k"})[0] == 403
     keyed = _app("k", DepositPolicy(allowed=True, key="d"))
@@ -76,6 +80,8 @@ def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
     assert _request(keyed, "GET", "/v1/skills/feedback", {"authorization": "Bearer k", "content-length": "0"})[0] == 200
     assert _request(keyed, "GET", "/v1/skills", {"authorization": "Bearer k", "content-length": "0"})[0] == 200
     assert _request(_app(None, DepositPolicy(allowed=True)), "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200
+    for path in ("/v1/skills/recall", "/v1/skillgraft/skills/recall"):  # a recall reads
+        assert _request(_app(), "POST", path, {"content-length": "0"})[0] == 200
 
 
 def test_deposits_are_rate_limited_per_client():

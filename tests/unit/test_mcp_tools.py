@@ -193,3 +193,59 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
 
     assert base64.b64decode(logo.contents[0].blob) == (folder / "assets" / "logo.png").read_bytes()
     assert len(refused) == 3
+
+
+def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_memory, tmp_path):
+    from typing import Literal
+
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PaginatedRequest, PaginatedRequestParams, Request, RequestParams
+    from pydantic import TypeAdapter
+
+    from skillgraft.mcp.skills_extension import EXTENSION_ID
+
+    from .skill_folders import git_skill, pdf_skill
+
+    pdf_skill(tmp_path / "skills")
+    git_skill(tmp_path / "skills")
+    fake_memory.import_skills(tmp_path / "skills")
+
+    class ListSkills(PaginatedRequest[Literal["skills/list"]]):
+        method: Literal["skills/list"] = "skills/list"
+
+    class GetParams(RequestParams):
+        uri: str
+
+    class GetSkill(Request[GetParams, Literal["skills/get"]]):
+        method: Literal["skills/get"] = "skills/get"
+        params: GetParams
+
+    result = TypeAdapter(dict)
+
+    async def run():
+        async with Client(build_server(fake_memory, DepositPolicy())) as client:
+            declared = client.server_capabilities.extensions or {}
+            listed = await client.session.send_request(ListSkills(params=PaginatedRequestParams()), result)
+            got = await client.session.send_request(GetSkill(params=GetParams(uri="skill://pdf/SKILL.md")), result)
+            refused = []
+            for uri in ("skill://nope/SKILL.md", "skill://pdf/references/forms.md", "https://x/SKILL.md"):
+                try:
+                    await client.session.send_request(GetSkill(params=GetParams(uri=uri)), result)
+                except MCPError as exc:
+                    refused.append(exc.error.code)
+            read = await client.read_resource(got["skill"]["resources"][0]["uri"])
+            return declared, listed, got, refused, read
+
+    declared, listed, got, refused, read = anyio.run(run)
+    assert declared.get(EXTENSION_ID) == {}
+    assert [entry["frontmatter"]["name"] for entry in listed["skills"]] == ["git-squash", "pdf"]
+    assert "nextCursor" not in listed and listed["ttlMs"] > 0
+    entry = got["skill"]
+    assert entry == next(e for e in listed["skills"] if e["uri"] == "skill://pdf/SKILL.md")
+    record = fake_memory.skill("pdf")
+    assert {r["uri"]: (r["digest"], r["size"]) for r in entry["resources"]} == {
+        f"skill://pdf/{f['path']}": (f"sha256:{f['sha256']}", f["size"]) for f in record.files}
+    assert entry["frontmatter"]["license"] == "Apache-2.0" and entry["frontmatter"]["description"] == record.description
+    assert refused == [-32602] * 3
+    assert read.contents[0].uri == entry["resources"][0]["uri"]

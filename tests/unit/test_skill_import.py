@@ -6,7 +6,6 @@ import pytest
 
 from skillgraft.errors import InputError, SkillNotFoundError
 from skillgraft.memory import SkillMemory
-from skillgraft.memory.skill_plan import prefix
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
 from .skill_folders import FORMS, PDF_BODY, git_skill, pdf_skill, write_skill
