@@ -96,3 +96,25 @@ def test_the_middleware_answers_a_recurring_question_from_memory(memory):
                          middleware=[SkillGraftMiddleware(memory)])
     answer = agent.invoke({"messages": [HumanMessage(QUESTION)]})["messages"][-1]
     assert answer.content == ANSWER and meta(answer)["decision"] == "exact"
+
+
+def test_an_agent_loop_with_a_tool_continues_its_prefix_call_after_call(memory):
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def git_log(count: int) -> str:
+        """Show the last commits of the repository."""
+        return "a1 fix typo\nb2 fix typo again\nc3 add feature"
+
+    system = SystemMessage("You are a coding agent. " + " ".join(f"Rule {i}: keep every change small." for i in range(30)))
+    chat = ChatSkillGraft(memory=memory, max_tokens=8).bind_tools([git_log])
+    first = chat.invoke([system, HumanMessage(GRAFT_QUESTION)])
+    call = AIMessage("", tool_calls=[{"name": "git_log", "args": {"count": 3}, "id": "call_1"}])
+    second = chat.invoke([system, HumanMessage(GRAFT_QUESTION), call, ToolMessage(git_log.invoke({"count": 3}), tool_call_id="call_1")])
+    # The loop's second call continues what the context held of the first: the block, the agent's
+    # rules, the tools and the question are not prefilled again.
+    assert meta(second)["decision"] == meta(first)["decision"] == "graft"
+    assert meta(second)["reused_from"] == "slot" and meta(second)["cache_n"] > meta(first)["prefilled_tokens"]
+    assert meta(second)["prefill_tokens_avoided"] == meta(second)["cache_n"]
+    assert second.usage_metadata["input_tokens"] < meta(second)["cache_n"]
