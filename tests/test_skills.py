@@ -4,6 +4,8 @@ route, graft, and the CLI."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,39 @@ def test_the_cli_imports_lists_shows_and_exports(runner, home, tmp_path):
     assert status.exit_code == 1 and "changed" in status.output
     removed = runner.invoke(cli, ["skills", "rm", "pdf", "--json"])
     assert removed.exit_code == 0 and len(json.loads(removed.stdout)["removed_blocks"]) == 2
+
+
+COLLECTION = Path(__file__).resolve().parent / "data" / "agent_skills"
+
+
+@pytest.mark.slow
+def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, smollm2, embedder):
+    """Two short skills of the collection and one with a reference, on the default window."""
+    from skillgraft.core.answer import AnswerOptions
+    from skillgraft.memory import SkillMemory
+
+    for name in ("regex-crafting", "slide-deck-outline", "pdf-form-filling"):
+        shutil.copytree(COLLECTION / name, tmp_path / "skills" / name)
+    held_out = json.loads((COLLECTION.parent / "agent_skills_heldout.json").read_text())["in_scope"]
+    with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
+        report = memory.import_skills(tmp_path / "skills")
+        assert sorted(s.name for s in report.imported) == ["pdf-form-filling", "regex-crafting", "slide-deck-outline"]
+        pdf = memory.skill("pdf-form-filling")
+        assert [(p.role, p.title) for p in pdf.parts] == [("section", "Filling PDF forms"), ("resource", "references/FORMS.md")]
+        assert all(len(memory.skill(s.name).parts) == 1 for s in report.imported if s.name != "pdf-form-filling")
+        routed = []
+        for item in held_out:
+            if item["skill"] in {s.name for s in report.imported}:
+                recall = memory.route(item["query"])
+                assert recall.decision == "abstain" or memory.skill_of(recall.block_id) == item["skill"], item  # no misroute
+                routed.append(recall.decision == "graft")
+        assert sum(routed) > len(routed) / 2
+        query = "which fields does this insurance claim pdf have? I want to automate completing it"
+        recall = memory.route(query)
+        answer = memory.generate(query, max_tokens=4)
+        assert answer.decision in ("graft", "fallback") and answer.block_id == recall.block_id
+        assert answer.prefill_tokens_avoided == memory.get(recall.block_id).n_tokens
+        forms = pdf.parts[1]
+        asked = memory.answer([("user", "what do the /Ff flag bits of a PDF form field mean?")], AnswerOptions(max_tokens=4),
+                              block=forms.block_id)  # the reference, grafted on demand
+        assert asked.note.decision in ("graft", "fallback") and asked.note.block_id == forms.block_id

@@ -1,0 +1,128 @@
+"""The project's collection of Agent Skills (tests/data/agent_skills, see its README) imported
+whole: on the fake engine (capture on the real model would take minutes) with the real encoder.
+
+The fake's tokens are bytes, so its window is 16,384 of them: about what 4,096 tokens of a real
+model hold for this prose, so the bodies that overflow a real 4,096-token window are the ones
+split here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from skillgraft.core.answer import AnswerOptions
+from skillgraft.memory import SkillMemory
+from skillgraft.testing import FakeEngine
+
+COLLECTION = Path(__file__).resolve().parent / "data" / "agent_skills"
+HELD_OUT = COLLECTION.parent / "agent_skills_heldout.json"
+LONG = {"dockerfile-hardening", "flaky-test-triage", "html-accessibility-audit"}  # the README's "long" bodies
+RENAMED = {"python-packaging": "pyproject-packaging"}  # folder -> frontmatter name
+N_CTX = 16_384
+
+
+def folders() -> dict[str, Path]:
+    """Stored name -> folder of every skill in the collection."""
+    return {RENAMED.get(p.name, p.name): p for p in sorted(COLLECTION.iterdir()) if (p / "SKILL.md").is_file()}
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def import_copy(tmp_path, embedder):
+    skills = tmp_path / "skills"
+    shutil.copytree(COLLECTION, skills)
+    memory = SkillMemory(tmp_path / "store", engine=FakeEngine(n_ctx=N_CTX), embedder=embedder)
+    return memory, skills, memory.import_skills(skills)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory, embedder):
+    memory, skills, report = import_copy(tmp_path_factory.mktemp("collection"), embedder)
+    with memory:
+        yield memory, skills, report
+
+
+def test_every_skill_is_stored_the_long_ones_split_their_references_child_blocks(imported):
+    memory, _, report = imported
+    expected = folders()
+    assert len(expected) >= 15 and not report.skipped
+    assert sorted(s.name for s in report.imported) == sorted(expected)
+    assert any("'pyproject-packaging' differs from its folder" in w for s in report.imported for w in s.warnings)
+    room = memory.engine.n_ctx - 256
+    split = set()
+    for name, folder in expected.items():
+        skill = memory.skill(name)
+        sections = [p for p in skill.parts if p.role == "section"]
+        if len(sections) > 1:
+            split.add(name)
+        assert all(0 < p.n_tokens <= room for p in skill.parts), name
+        references = sorted(p.relative_to(folder).as_posix() for p in (folder / "references").glob("*.md"))
+        assert sorted({p.title for p in skill.parts if p.role == "resource"}) == references, name
+        for part in skill.parts:
+            if part.role == "resource":
+                text = (folder / part.title).read_text(encoding="utf-8")
+                assert memory.get(part.block_id).source.split("\n\n", 1)[1] in text
+        assert skill.scripts == sorted(p.relative_to(folder).as_posix() for p in (folder / "scripts").glob("*"))
+    assert split == LONG
+    for name in LONG:  # every word of the body kept, in order, across its blocks
+        body = (expected[name] / "SKILL.md").read_text(encoding="utf-8").split("---\n", 2)[2]
+        parts = [memory.get(p.block_id).source.split("\n\n", 1)[1] for p in memory.skill(name).parts if p.role == "section"]
+        assert "".join(body.split()) == "".join("".join(parts).split())
+
+
+def test_each_skill_is_reached_by_its_description_but_one_that_opts_out_never(imported):
+    memory, _, _ = imported
+    held_out = json.loads(HELD_OUT.read_text())
+    for skill in memory.skills():
+        recall = memory.route(skill.description)
+        if skill.model_invocable:
+            assert recall.decision == "graft" and memory.skill_of(recall.block_id) == skill.name
+    assert [s.name for s in memory.skills() if not s.model_invocable] == ["release-notes"]
+    asked = [item["query"] for item in held_out["in_scope"] if item["skill"] == "release-notes"]
+    asked.append(memory.skill("release-notes").description)
+    for query in asked:
+        assert all(memory.skill_of(b) != "release-notes" for b, _ in memory.route(query).candidates)
+    answer = memory.answer([("user", asked[0])], AnswerOptions(max_tokens=4), block="release-notes")
+    assert answer.note.block_id == memory.skill("release-notes").parts[0].block_id  # by name it is grafted
+
+
+def test_a_second_import_is_a_no_op(imported):
+    memory, skills, _ = imported
+    blocks = {b.id for b in memory.list()}
+    again = memory.import_skills(skills)
+    assert again.imported == [] and len(again.unchanged) == len(folders()) and not again.skipped
+    assert {b.id for b in memory.list()} == blocks
+
+
+def test_every_skill_exports_byte_for_byte(imported, tmp_path):
+    memory, _, _ = imported
+    for name, folder in folders().items():
+        out = memory.export_skill(name, tmp_path)
+        assert files_of(Path(out.folder)) == files_of(folder), name
+    assert memory.import_skills(tmp_path).imported == []  # the same manifests: nothing new
+
+
+def test_an_edited_skill_becomes_a_new_version_and_the_earlier_is_kept(tmp_path, embedder):
+    memory, skills, first = import_copy(tmp_path, embedder)
+    with memory:
+        v1 = memory.skill("regex-crafting")
+        skill_md = skills / "regex-crafting" / "SKILL.md"
+        skill_md.write_text(skill_md.read_text() + "\n## Unicode\n\nUse \\p{L} for letters where the engine has it.\n")
+        report = memory.import_skills(skills)
+        assert [(s.name, s.version) for s in report.imported] == [("regex-crafting", 2)]
+        assert len(report.unchanged) == len(folders()) - 1
+        assert memory.skill("regex-crafting").default_version == 2 and memory.skill("regex-crafting").versions == [1, 2]
+        kept = memory.skill("regex-crafting", 1)
+        assert [p.block_id for p in kept.parts] == [p.block_id for p in v1.parts]
+        assert all(memory.get(p.block_id).status == "ok" for p in kept.parts)
+        assert memory.get(memory.skill("regex-crafting").parts[0].block_id).source.endswith("where the engine has it.")
+        old = memory.export_skill("regex-crafting", tmp_path / "v1", version=1)
+        assert files_of(Path(old.folder)) == files_of(COLLECTION / "regex-crafting")
+        new = memory.export_skill("regex-crafting", tmp_path / "v2")
+        assert files_of(Path(new.folder)) == files_of(skills / "regex-crafting")
+        assert first.imported and memory.import_skills(skills).imported == []
