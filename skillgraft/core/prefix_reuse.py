@@ -160,14 +160,15 @@ class PrefixCache:
         self.fingerprint_id = fingerprint_id
         self.cut = cut
         self.min_tokens = min_tokens
-        self._recent: deque[tuple[tuple[int, ...], int]] = deque(maxlen=recent)
+        self._recent: deque[tuple[np.ndarray, int]] = deque(maxlen=recent)
         self._lock = threading.Lock()  # slots of one gateway answer at once
 
     def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
         """The derived state sharing the longest beginning with ``prompt`` (at least
         ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share."""
         limit = len(prompt) - MIN_TAIL
-        ranked = sorted(((min(common_prefix(tokens, prompt), limit), key) for key, tokens in self.store.entries()),
+        prompt_ids = np.asarray(prompt, dtype=np.int64)
+        ranked = sorted(((min(common_prefix(tokens, prompt_ids), limit), key) for key, tokens in self.store.entries()),
                         reverse=True)
         for shared, key in ranked:
             if shared < self.min_tokens:
@@ -186,9 +187,10 @@ class PrefixCache:
         best = 0
         with self._lock:
             recent = list(self._recent)
-        head = tuple(prompt[:after])
+        prompt = np.asarray(prompt, dtype=np.int64)  # compared with every recent prompt: converted once
         for earlier, earlier_after in recent:
-            if earlier[:earlier_after] != head:  # another block in front: compare what follows the blocks
+            same_head = earlier_after == after and common_prefix(earlier[:after], prompt[:after]) == after
+            if not same_head:  # another block in front: compare what follows the blocks
                 shared, start = _shared_after_heads(earlier, earlier_after, prompt, after)
             else:
                 shared, start = common_prefix(earlier, prompt), after
@@ -201,11 +203,13 @@ class PrefixCache:
     def remember(self, prompt: Sequence[int], after: int = 0) -> None:
         """Note ``prompt`` (its first ``after`` cells a block's) for later capture points (the
         same prompt again is noted once)."""
-        entry = (tuple(int(t) for t in prompt), after)
+        tokens = np.asarray(prompt, dtype=np.int64)
         with self._lock:
-            if entry in self._recent:
-                self._recent.remove(entry)
-            self._recent.append(entry)
+            for index, (earlier, earlier_after) in enumerate(self._recent):
+                if earlier_after == after and len(earlier) == len(tokens) and np.array_equal(earlier, tokens):
+                    del self._recent[index]
+                    break
+            self._recent.append((tokens, after))
 
     def keep(self, state: KVState, parent: Optional[str] = None) -> None:
         """Store a captured derived state under its content address."""
