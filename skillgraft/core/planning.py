@@ -118,9 +118,11 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
     answered behind (each by this same rule, so every door and every turn agree)."""
     if not earlier or recall.decision != "graft":
         return recall
-    keep = getattr(memory, "conversation_policy", "switch") == "keep"
+    keep = memory.conversation_policy == "keep"
     held: Optional["Block"] = None
-    for turn in earlier:
+    # Under switch a turn is answered behind its own routed block: only the last earlier turn
+    # matters. Under keep the chain decides, so every earlier turn is judged in order.
+    for turn in earlier if keep else earlier[-1:]:
         held, _ = _turn_block(held, memory.recall(turn, log=False), keep)
     block, how = _turn_block(held, recall, keep)
     if not how:
