@@ -376,7 +376,8 @@ def test_a_derived_state_captured_on_one_host_is_restored_on_another(tmp_path, s
     a, b, c = agent_hosts(tmp_path, shared)
     with a, b, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
-        a.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways after the agent's prefix: captured and published
+        a.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways after the agent's prefix: pending
+        assert a.flush_derived() == 1  # kept (as when the context turns to another prompt) and published
         (key,) = derived_keys(s3, shared["blocks"])
         third = b.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
@@ -393,6 +394,7 @@ def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, 
     with a, b, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
+        a.flush_derived()
         (key,) = derived_keys(s3, shared["blocks"])
         name = shared["blocks"].split("/", 3)[3] + "/" + key
         client = s3.client()
@@ -434,6 +436,7 @@ def test_a_real_models_derived_state_restored_on_another_host_answers_as_a_prefi
     with a, b, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert a.flush_derived() == 1
         smollm2.reset()  # host B's context holds nothing of A's
         third = b.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived"

@@ -5,23 +5,21 @@ kept cells and the tokens after them, or the tokens alone — and reuses the lon
 of it that is already at hand (:func:`~skillgraft.core.prefix_reuse.choose_reuse`): what the
 context holds from its last answer, a derived prefix state, or the block. Only the rest is
 evaluated. With a :class:`~skillgraft.core.prefix_reuse.PrefixCache`, a prefix two prompts
-shared is saved as a derived state once the answer is made (its cells cut from the context,
-never evaluated again). Generation is the shared sampler (:mod:`skillgraft.core.sampling`)
+shared is kept as a derived state (its cells cut from the context, never evaluated again):
+noted as pending once the answer is made, and saved when the context is about to lose its
+cells or the memory closes (:func:`~.deferred_capture.settle_context`). Generation is the shared sampler (:mod:`skillgraft.core.sampling`)
 through the engine's ``generate``.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Iterator, Optional, Sequence
 
 from ..errors import InputError
+from .deferred_capture import PendingCapture, pending_of
 from .prefix_reuse import PrefixCache, Reuse, choose_reuse
 from .sampling import SamplingOptions
-from .states import KVState, TokenStep, sha256_hex
-
-logger = logging.getLogger("skillgraft.core")
+from .states import KVState, TokenStep
 
 
 class ContextSlot:
@@ -64,7 +62,7 @@ class ContextSlot:
 
     def _continue(self, reuse: Reuse, prompt: list[int], block_id: str) -> None:
         """Keep ``reuse.cells`` of the prompt (restoring its state first) and evaluate the rest."""
-        engine = self.engine
+        engine = self.engine  # (its captures pending on cells it drops are saved first)
         if reuse.source == "block":  # the graft, as without reuse
             engine.graft(reuse.state, prompt[reuse.cells:], block_id, keep=reuse.cells, verify_hash=False)
             return
@@ -84,16 +82,8 @@ class ContextSlot:
             self._keep_derived()
 
     def _keep_derived(self) -> None:
-        """Save the prefix the prompt shared with an earlier one, cut from the context."""
+        """Note the prefix the prompt shared with an earlier one as pending for the context."""
         prefix, block_id = self._capture
         self._capture = ((), "")
-        if not prefix or self.prefixes is None:
-            return
-        started = time.perf_counter()
-        try:
-            payload = self.engine.save_prefix(len(prefix))
-        except Exception as exc:  # a derived state is only a shortcut: the answer stands without it
-            logger.warning("a derived prefix state of %d tokens was not kept: %s", len(prefix), exc)
-            return
-        state = KVState(prefix, payload, sha256_hex(payload), self.engine.fingerprint, time.perf_counter() - started)
-        self.prefixes.keep(state, parent=block_id or None)
+        if prefix and self.prefixes is not None:
+            pending_of(self.engine).add(0, PendingCapture(tuple(prefix), block_id, self.prefixes))

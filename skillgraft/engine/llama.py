@@ -24,6 +24,7 @@ import numpy as np
 
 from . import state_io as engine_state
 from ..core.context_slot import ContextSlot
+from ..core.deferred_capture import settle_context
 from ..core.progress import Progress
 from ..core.chat_layout import split_chat
 from ..config import EngineSettings, default_model, engine_settings
@@ -209,6 +210,7 @@ class Engine:
 
     def reset(self, *, data: bool = True) -> None:
         """Forget every cell of the context (``data=False``: without zeroing the KV buffer)."""
+        settle_context(self, keeps=0)  # the derived states pending on these cells are kept first
         llama_cpp.llama_memory_clear(self._memory, data)
         self.n_past, self._has_logits = 0, False
         self.held: Optional[list[int]] = []  # the tokens of the cells held at their own positions (None: unknown)
@@ -253,6 +255,7 @@ class Engine:
 
     def keep_cells(self, n: int) -> None:
         """Keep the first ``n`` cells of seq 0, forget the rest (exact: no cell depends on a later one)."""
+        settle_context(self, keeps=n)
         engine_state.drop_after(self._memory, n)
         self.n_past, self._has_logits = n, False
         self.held = None if self.held is None else self.held[:n]

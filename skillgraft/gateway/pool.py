@@ -5,7 +5,9 @@ with ``n_slots`` slots. A request leases one ``(server, slot)`` for its whole li
 prefill after the block, generation — so no request ever continues from another's restored
 state. A supervisor thread restarts a server whose process died; requests that were in
 flight on it fail with :class:`ServerError` and are retried once on another lease by the
-gateway.
+gateway. The supervisor also saves the derived states pending on a slot that has been idle
+:data:`~skillgraft.core.deferred_capture.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
+saves them all, when the gateway closes).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
+from ..core.deferred_capture import IDLE_CAPTURE_S
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.prefix_reuse import common_prefix
 from ..core.states import KVState
@@ -110,7 +114,9 @@ class ServerPool:
             for server in range(n_servers):
                 self._free.put((server, slot))
         self._leased = 0
+        self._released: dict[tuple[int, int], float] = {}  # (server, slot) -> when its last lease ended
         self._count_lock = threading.Lock()
+        self._queue_lock = threading.Lock()  # one thread at a time looks through the free slots
         self._closed = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, name="skillgraft-pool-supervisor", daemon=True)
         self._supervisor.start()
@@ -149,6 +155,7 @@ class ServerPool:
         finally:
             with self._count_lock:
                 self._leased -= 1
+                self._released[(server, slot)] = time.monotonic()
             self._free.put((server, slot))
 
     def _take(self, avoid: Sequence[int], timeout_s: float,
@@ -161,12 +168,8 @@ class ServerPool:
             first = self._free.get(timeout=timeout_s) if timeout_s > 0 else self._free.get_nowait()
         except queue.Empty:
             raise NoSlotError(timeout_s, self.n_leases) from None
-        free = [first]
-        while True:
-            try:
-                free.append(self._free.get_nowait())
-            except queue.Empty:
-                break
+        with self._queue_lock:
+            free = [first, *self._drain()]
         avoiding = len(avoid) < len(self.engines)
 
         def rank(index_candidate):
@@ -179,6 +182,15 @@ class ServerPool:
             self._free.put(item)
         return chosen
 
+    def _drain(self) -> list[tuple[int, int]]:
+        """Every slot free now, taken from the queue."""
+        free = []
+        while True:
+            try:
+                free.append(self._free.get_nowait())
+            except queue.Empty:
+                return free
+
     def _supervise(self) -> None:
         while not self._closed.wait(SUPERVISE_EVERY_S):
             for index, engine in enumerate(self.engines):
@@ -187,6 +199,39 @@ class ServerPool:
                         self._on_restart(index)
                 except Exception as exc:  # keep supervising the others; the next round retries
                     logger.error("restarting llama-server %d failed: %s", index, exc)
+            self.settle_captures(idle_s=IDLE_CAPTURE_S, wait_s=0.0)
+
+    def settle_captures(self, *, idle_s: float = 0.0, wait_s: float = 5.0) -> int:
+        """Save the derived states pending on every slot idle at least ``idle_s`` (each slot
+        taken as a lease is, waiting at most ``wait_s`` for it); how many were kept."""
+        kept = 0
+        for server, engine in enumerate(list(self.engines)):
+            for slot in engine.pending_captures.slots():
+                with self._count_lock:
+                    idle = time.monotonic() - self._released.get((server, slot), 0.0)
+                if idle < idle_s or not self._take_exact(server, slot, wait_s):
+                    continue
+                try:
+                    kept += engine.settle_captures(slot)
+                except Exception as exc:  # only a cache is lost
+                    logger.warning("the derived states pending on slot %d of server %d were not kept: %s", slot, server, exc)
+                finally:
+                    self._free.put((server, slot))
+        return kept
+
+    def _take_exact(self, server: int, slot: int, wait_s: float) -> bool:
+        """Take slot ``slot`` of ``server`` if it is free (or comes free within ``wait_s``)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._queue_lock:
+                free = self._drain()
+                found = (server, slot) in free
+                for item in free:
+                    if item != (server, slot):
+                        self._free.put(item)
+            if found or time.monotonic() >= deadline or self._closed.is_set():
+                return found
+            time.sleep(0.05)
 
     def status(self) -> PoolStatus:
         servers = tuple(

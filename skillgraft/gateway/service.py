@@ -94,6 +94,7 @@ class Gateway:
             logger.info("routing is not warm yet: %s", exc)
 
     def close(self) -> None:
+        self.pool.settle_captures()  # the derived states the slots still hold reach the store
         self.memory.close()
         self.writer.close()
 

@@ -23,6 +23,7 @@ from ..config import EngineSettings, default_home, default_model
 from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.chat_layout import with_system
+from ..core.deferred_capture import settle_context
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
@@ -155,7 +156,13 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
             self._engine = Engine(self.model, self.settings)
         return self._engine
 
+    def flush_derived(self) -> int:
+        """Keep now the derived prefix states still pending on the context (they are kept when
+        the context turns to another prompt, and on :meth:`close`); how many were kept."""
+        return settle_context(self._engine) if self._engine is not None else 0
+
     def close(self) -> None:
+        self.flush_derived()  # the derived states the context still holds reach the store
         if self._engine is not None and self._owns_engine:
             self._engine.close()
             self._engine = None

@@ -52,6 +52,9 @@ class ServerCompletions:
     ) -> Completion:
         """One ``/completion`` with the prompt as a token array (no BOS added by the server)."""
         request = self.completion_request(tokens, options, slot=slot, n_probs=n_probs, cache_prompt=cache_prompt, stop=stop)
+        for held_slot in range(self.n_slots) if slot is None else (slot,):  # the cells it may not keep are saved first
+            held = self.held_tokens(held_slot) if cache_prompt and slot is not None else None
+            self.settle_captures(held_slot, keeps=reusable_cells(held, tokens) if held is not None else 0)
         self.forget_held(slot)
         started = time.perf_counter()
         self.completions += 1

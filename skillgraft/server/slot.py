@@ -10,29 +10,28 @@ server reused exactly those cells (``timings.cache_n``; for what the slot held, 
 prompt it surely holds and the tokens it generated after it) and evaluated the rest, else
 :class:`~skillgraft.errors.SlotReuseError`: never a silent re-prefill passed off as reuse.
 With a :class:`~skillgraft.core.prefix_reuse.PrefixCache`, a prefix two prompts shared is
-kept as a derived state once the answer is made: the slot is saved and the prefix's cells cut
-from it (:func:`~skillgraft.engine.state_cut.cut_payload`), never evaluated again. Token pieces are decoded
-here from the token ids, with the model's own vocabulary, as the in-process sampler does.
+kept as a derived state, never evaluated again: once the answer is made it is noted as pending
+for the slot, which still holds its cells, and saved (the slot saved, the prefix's cells cut
+from it) when the slot is about to lose them, idles or closes
+(:mod:`~skillgraft.core.deferred_capture`), not while an answer waits. Token pieces are
+decoded here from the token ids, with the model's own vocabulary, as the in-process sampler does.
 """
 
 from __future__ import annotations
 
 import codecs
-import logging
-import time
 from typing import Iterator, Optional, Protocol, Sequence
 
 from ..core.deadline import Deadline
+from ..core.deferred_capture import PendingCapture
 from ..core.prefix_reuse import MIN_TAIL, PrefixCache, Reuse, choose_reuse
-from ..engine.state_cut import cut_payload
 from ..core.sampling import SamplingOptions
-from ..core.states import KVState, TokenStep, sha256_hex
-from ..errors import InputError, SlotReuseError
+from ..core.states import KVState, TokenStep
+from ..errors import InputError
 from ..protocols import ChatText
 from .records import StreamChunk, reusable_cells
 
 ONE = SamplingOptions(1)
-logger = logging.getLogger("skillgraft.server")
 
 
 class SlotServer(Protocol):
@@ -49,7 +48,9 @@ class SlotServer(Protocol):
 
     def note_held(self, slot: int, tokens: Sequence[int], surely: Optional[int] = None, *, open_end: bool = False) -> None: ...
 
-    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]: ...
+    def defer_capture(self, slot: int, capture: PendingCapture) -> None: ...
+
+    def settle_captures(self, slot: int, keeps: Optional[int] = None) -> int: ...
 
     def completion_request(
         self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
@@ -116,14 +117,14 @@ class ServerSlot:
         """Restore what ``reuse`` asks; return ``cache_prompt`` and the reuse the server must
         report ``(block id, slot, (lo, hi) cells, prompt tokens)``."""
         engine, slot = self.engine, self.slot
-        if reuse.state is not None:
+        if reuse.state is not None:  # (the captures pending on the slot are saved first)
             engine.restore(reuse.state, block_id if reuse.source == "block" else "", slot=slot, verify_hash=False)
         surely, maybe = engine.held_tokens(slot), engine.held_tokens(slot, maybe=True)
-        if surely is None:  # nothing known of the slot: evaluate the whole prompt afresh
+        lo, hi = self._bounds(surely, maybe, prompt) if surely is not None else (0, 0)
+        if surely is None or (not reuse.source and hi > len(prompt) - MIN_TAIL):
+            engine.settle_captures(slot, keeps=0)  # evaluated afresh: the slot keeps nothing
             return False, None
-        lo, hi = self._bounds(surely, maybe, prompt)
-        if not reuse.source and hi > len(prompt) - MIN_TAIL:  # it would keep too much: evaluate afresh
-            return False, None
+        engine.settle_captures(slot, keeps=lo)  # what it holds beyond the reused cells goes
         return True, (block_id or "a prompt", slot, (lo, hi), len(prompt))
 
     @staticmethod
@@ -134,22 +135,11 @@ class ServerSlot:
         return reusable_cells(surely, prompt), hi
 
     def _keep_derived(self) -> None:
-        """Save the slot and keep the prefix the prompt shared with an earlier one."""
+        """Note the prefix the prompt shared with an earlier one as pending for the slot."""
         prefix, block_id = self._capture
         self._capture = ([], "")
-        if not prefix or self.prefixes is None:
-            return
-        started = time.perf_counter()
-        try:
-            saved, payload = self.engine.save_slot(self.slot)
-            if list(saved[: len(prefix)]) != prefix:
-                raise SlotReuseError(block_id or "a prefix", self.slot, len(saved), len(prefix), 0, 0)
-            payload = cut_payload(payload, len(prefix))
-        except Exception as exc:  # a derived state is only a shortcut: the answer stands without it
-            logger.warning("a derived prefix state of %d tokens was not kept: %s", len(prefix), exc)
-            return
-        state = KVState(tuple(prefix), payload, sha256_hex(payload), self.engine.fingerprint, time.perf_counter() - started)
-        self.prefixes.keep(state, parent=block_id or None)
+        if prefix and self.prefixes is not None:
+            self.engine.defer_capture(self.slot, PendingCapture(tuple(prefix), block_id, self.prefixes))
 
     def _steps(self, chunks, prompt: list[int]) -> Iterator[TokenStep]:
         text = codecs.getincrementaldecoder("utf-8")(errors="replace")

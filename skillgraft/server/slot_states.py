@@ -20,7 +20,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from ..core.deferred_capture import PendingCapture, PendingCaptures, keep_due
 from ..core.states import KVState, capture_tokens, check_state, sha256_hex
+from ..engine.state_cut import cut_payload
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
 from .slot_files import parse_slot_file, slot_file_from_block
@@ -115,11 +117,44 @@ class SlotStates:
         self._slots_held()[slot] = (tokens, len(tokens) if surely is None else surely, open_end)
 
     def forget_held(self, slot: Optional[int] = None) -> None:
-        """What ``slot`` (every slot: None) holds is unknown from now on."""
+        """What ``slot`` (every slot: None) holds is unknown from now on (every slot: a new
+        process, whose slots hold nothing, so no capture is pending either)."""
         if slot is None:
             self._slots_held().clear()
+            self.pending_captures.clear()
         else:
             self._slots_held().pop(slot, None)
+
+    # -- derived states kept before their cells go (:mod:`skillgraft.core.deferred_capture`) --
+
+    @property
+    def pending_captures(self) -> PendingCaptures:
+        pending = self.__dict__.get("_pending_captures")
+        if pending is None:
+            pending = self._pending_captures = PendingCaptures()
+        return pending
+
+    def defer_capture(self, slot: int, capture: PendingCapture) -> None:
+        """Keep ``capture`` (a prefix slot ``slot`` holds) once its cells are about to go."""
+        self.pending_captures.add(slot, capture)
+
+    def settle_captures(self, slot: int, keeps: Optional[int] = None) -> int:
+        """Save the slot once and keep the captures pending on it that its next use, which
+        keeps only its first ``keeps`` cells, would lose (None: every one, the cells stay)."""
+        due = self.pending_captures.due(slot, keeps)
+        if not due:
+            return 0
+        saved: list = []
+
+        def save(capture: PendingCapture) -> bytes:
+            if not saved:
+                saved.append(self.save_slot(slot))
+            tokens, payload = saved[0]
+            if tuple(tokens[: len(capture.prefix)]) != capture.prefix:
+                raise SlotReuseError(capture.parent or "a prefix", slot, len(tokens), len(capture.prefix), 0, 0)
+            return cut_payload(payload, len(capture.prefix))
+
+        return keep_due(due, save, self.fingerprint)
 
     # -- save and erase --------------------------------------------------------------------
 
@@ -138,6 +173,7 @@ class SlotStates:
         return parsed.tokens, parsed.to_payload()
 
     def erase_slot(self, slot: int = 0) -> None:
+        self.settle_captures(self._check_slot(slot), keeps=0)
         self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
         self.note_held(slot, [])
 
@@ -185,6 +221,7 @@ class SlotStates:
         self._require_serving()
         self._check_slot(slot)
         self.check_payload(state, block_id, verify_hash=verify_hash)
+        self.settle_captures(slot, keeps=0)  # the slot's cells are about to be replaced
         generation = self.restarts
         try:
             with self.slot_files.lock:  # the file must not be evicted before the server reads it

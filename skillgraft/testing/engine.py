@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core.chat_layout import split_chat
 from ..core.context_slot import ContextSlot
+from ..core.deferred_capture import settle_context
 from ..core.progress import Progress
 from ..errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from ..core.fingerprint import RuntimeFingerprint
@@ -158,7 +159,9 @@ class FakeEngine:
     # -- the context -------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget every cell."""
+        """Forget every cell (the derived states pending on them are kept first)."""
+        if getattr(self, "_cells", None):
+            settle_context(self, keeps=0)
         self._cells: list[tuple[int, int, bytes]] = []
         self.n_past = 0
         self._has_logits = False
@@ -177,6 +180,7 @@ class FakeEngine:
     def keep_cells(self, n: int) -> None:
         """Keep the first ``n`` cells, forget the rest."""
         self.calls["keep"] += 1
+        settle_context(self, keeps=n)
         del self._cells[n:]
         self.n_past, self._has_logits = len(self._cells), False
 
@@ -281,6 +285,7 @@ class FakeEngine:
         self.calls["restore"] += 1
         self._require_open()
         self.check_payload(state, block_id, verify_hash=verify_hash)
+        settle_context(self, keeps=0)  # the cells are replaced
         started = time.perf_counter()
         magic, count = PAYLOAD_HEADER.unpack_from(state.payload)
         cells = [PAYLOAD_CELL.unpack_from(state.payload, PAYLOAD_HEADER.size + i * PAYLOAD_CELL.size)

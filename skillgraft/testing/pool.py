@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
 from ..core.context_slot import ContextSlot
+from ..core.deferred_capture import settle_context
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
 from .engine import FakeEngine
@@ -48,6 +49,15 @@ class FakePool:
     @property
     def n_leases(self) -> int:
         return 1
+
+    def settle_captures(self, *, idle_s: float = 0.0, wait_s: float = 5.0) -> int:
+        """Keep the derived states pending on the fake engine's context."""
+        if not self._lock.acquire(timeout=wait_s):
+            return 0
+        try:
+            return settle_context(self.engines[0])
+        finally:
+            self._lock.release()
 
     @contextmanager
     def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None,

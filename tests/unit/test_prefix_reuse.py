@@ -5,10 +5,12 @@ ignored when damaged or foreign — the answer always the one a fresh prefill gi
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
 from skillgraft import AnswerOptions
+from skillgraft.core.deferred_capture import pending_of
 from skillgraft.core.prefix_reuse import MIN_TAIL, PrefixCache, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
 from skillgraft.store.derived_states import DerivedStates
@@ -93,9 +95,10 @@ def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_re
     home = tmp_path / "store"
     with open_memory(home) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
-        memory.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: captured
-        assert len(memory.prefixes.store) == 1
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: pending
+        assert len(memory.prefixes.store) == 0 and len(pending_of(memory.engine)) == 1  # the context holds it
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)  # another app
+        assert len(memory.prefixes.store) == 1 and len(pending_of(memory.engine)) == 0  # kept before it went
         third = memory.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
         assert third.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
@@ -110,7 +113,7 @@ def test_a_damaged_or_foreign_derived_state_is_ignored_with_a_log_line(tmp_path,
     with open_memory(home) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
         memory.answer(chat(QUESTIONS[3]), OPTIONS)
-        (path,) = list((home / "derived").rglob("*.state"))
+    (path,) = list((home / "derived").rglob("*.state"))  # kept when the memory closed
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -170,6 +173,7 @@ def test_the_gateway_leases_the_slot_that_holds_the_longest_prefix():
     for item in [(0, 0), (1, 0), (0, 1), (1, 1)]:
         pool._free.put(item)
     pool._closed = type("E", (), {"is_set": lambda self: False})()
+    pool._queue_lock = threading.Lock()
     assert pool._take((), 1.0, lambda s, n: common_prefix(pool.engines[s].held_tokens(n) or (), [1, 2, 3, 4, 9])) == (0, 1)
     assert pool._free.qsize() == 3
     assert pool._take((0,), 1.0, None) == (1, 0)  # another server than the one avoided
@@ -179,8 +183,8 @@ def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path)
     with open_memory(tmp_path / "store") as memory:
         memory.answer(chat("how do I squash my commits?"), OPTIONS)
         memory.answer(chat("how do I combine two commits?"), OPTIONS)  # they share "how do I" too
-        ((_, tokens),) = memory.prefixes.store.entries()
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)
+        ((_, tokens),) = memory.prefixes.store.entries()
         third = memory.answer(chat("squash my commits before a push"), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
         assert third.text == fresh_answer(tmp_path, chat("squash my commits before a push")).text
@@ -204,12 +208,13 @@ def test_an_apps_prefix_behind_a_new_skill_is_kept_at_its_first_request(tmp_path
         first = memory.answer(chat(QUESTIONS[2]), OPTIONS)
         second = memory.answer(chat(bread[0]), OPTIONS)  # another skill, the same app prefix after it
         assert (first.note.block_name, second.note.block_name) == ("git-squash", "sourdough")
+        assert memory.flush_derived() == 1
         ((_, tokens),) = memory.prefixes.store.entries()
         block = memory.store.load_state(memory.get("sourdough")).state
         assert tuple(tokens[:100]) == tuple(block.tokens[:100])  # behind the sourdough block
         assert len(tokens) - block.n_tokens > len(memory.engine.tokenize(AGENT, add_bos=False)) - 2
         plain = memory.answer(chat(OUT_OF_DOMAIN), OPTIONS)  # no block: the app's prefix alone is kept
-        assert plain.note.decision == "abstain" and len(memory.prefixes.store) == 2
+        assert plain.note.decision == "abstain" and memory.flush_derived() == 1 and len(memory.prefixes.store) == 2
     with open_memory(home) as restarted:
         again = restarted.answer(chat(bread[1]), OPTIONS)
         assert again.note.block_name == "sourdough" and again.note.reused_from == "derived"
@@ -232,7 +237,8 @@ def test_every_new_skill_behind_one_app_keeps_its_prefix_whatever_the_blocks_len
         for name in ("git-squash", "sourdough", "dockerfile", "git-squash", "sourdough", "dockerfile"):
             answer = memory.answer(chat(f"a question about {name}, please"), OPTIONS, block=name)
             kept.append((answer.note.reused_from, len(memory.prefixes.store)))
-        # Each request behind a block the app has not used yet keeps its derived state, the long block's
-        # too (its prompt is longer than the one it is compared with); the second round reuses them.
-        assert [count for _, count in kept] == [0, 1, 2, 3, 3, 3]
+        # Each request behind a block the app has not used yet keeps its derived state (once the
+        # context turns to the next block), the long block's too (its prompt is longer than the one it
+        # is compared with); the second round reuses them.
+        assert [count for _, count in kept] == [0, 0, 1, 2, 3, 3]
         assert [source for source, _ in kept[3:]] == ["block", "derived", "derived"]

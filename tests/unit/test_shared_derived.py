@@ -139,6 +139,7 @@ def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monke
     with open_host(tmp_path, "a") as a:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
+        a.flush_derived()
         (before,) = published(tmp_path)
         a.answer(chat(QUESTIONS[4]), OPTIONS)  # within TOUCH_EVERY_S of its publication: no catalog write
         assert published(tmp_path) == [before]

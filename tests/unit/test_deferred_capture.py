@@ -1,0 +1,98 @@
+"""Derived states are kept when their cells are about to go, never while an answer waits."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from skillgraft.core.deferred_capture import PendingCapture, PendingCaptures, pending_of
+from skillgraft.gateway.pool import ServerPool
+from skillgraft.gateway.service import Gateway
+from skillgraft.testing import FakePool
+
+from .test_prefix_reuse import OPTIONS, QUESTIONS, chat, open_memory
+
+
+def test_pending_captures_are_due_only_when_their_cells_would_go():
+    pending = PendingCaptures()
+    short, long = PendingCapture((1, 2, 3), "", None), PendingCapture((1, 2, 3, 4, 5), "", None)
+    pending.add(0, short)
+    pending.add(0, long)
+    pending.add(0, PendingCapture((1, 2, 3), "", None))  # the same prefix again: noted once
+    assert len(pending) == 2
+    assert pending.due(0, keeps=5) == []  # the next use keeps both
+    assert pending.due(0, keeps=4) == [long]
+    assert pending.due(1, keeps=0) == [] and pending.slots() == [0]
+    assert pending.due(0) == [short] and len(pending) == 0
+
+
+def test_an_agents_later_requests_write_nothing_and_the_state_is_kept_when_the_context_turns(tmp_path):
+    home = tmp_path / "store"
+    with open_memory(home) as memory:
+        for question in QUESTIONS[:4]:  # one app, one prefix, four questions
+            memory.answer(chat(question), OPTIONS)
+        assert not list((home / "derived").rglob("*.state"))  # no answer waited for a state
+        assert len(pending_of(memory.engine)) == 1
+        memory.engine.reset()  # whatever drops the cells keeps the state first
+        assert len(list((home / "derived").rglob("*.state"))) == 1 and len(pending_of(memory.engine)) == 0
+    with open_memory(home) as restarted:
+        again = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert again.note.reused_from == "derived"
+
+
+def test_a_pending_state_no_longer_held_is_dropped_quietly(tmp_path, caplog):
+    with open_memory(tmp_path / "store") as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)
+        engine = memory.engine
+        engine.shift_positions(1)  # a control that moves the cells: the prefix is not held at its positions
+        with caplog.at_level("WARNING"):
+            assert memory.flush_derived() == 0
+        assert len(memory.prefixes.store) == 0 and "not kept" not in caplog.text
+
+
+def test_the_gateway_keeps_what_its_slots_hold_when_it_closes(fake_stocked, fake_engine, fake_embedder):
+    home = fake_stocked.store.home
+    gateway = Gateway(home, FakePool(fake_engine), embedder=fake_embedder)
+    for question in QUESTIONS[2:4]:
+        plan = gateway.prepare(chat(question))
+        gateway.chat(plan, OPTIONS)
+    assert len(gateway.prefixes.store) == 0 and len(pending_of(fake_engine)) == 1
+    gateway.close()
+    assert len(list((home / "derived").rglob("*.state"))) == 1
+
+
+class _Engine:
+    def __init__(self):
+        self.pending_captures = PendingCaptures()
+        self.settled = []
+
+    def settle_captures(self, slot, keeps=None):
+        self.settled.append(slot)
+        return len(self.pending_captures.due(slot, keeps))
+
+
+def _pool(engine) -> ServerPool:
+    pool = ServerPool.__new__(ServerPool)
+    pool.engines, pool.n_slots = [engine], 2
+    pool._free, pool._released = queue.Queue(), {}
+    pool._count_lock, pool._queue_lock = threading.Lock(), threading.Lock()
+    pool._closed = threading.Event()
+    for slot in (0, 1):
+        pool._free.put((0, slot))
+    return pool
+
+
+def test_the_pool_keeps_the_states_of_idle_slots_only_and_never_takes_a_leased_one():
+    engine = _Engine()
+    pool = _pool(engine)
+    for slot in (0, 1):
+        engine.pending_captures.add(slot, PendingCapture((1, 2, 3), "", None))
+    pool._free.get()  # slot 0 is leased
+    pool._released[(0, 1)] = time.monotonic()
+    assert pool.settle_captures(idle_s=60.0, wait_s=0.0) == 0  # slot 1 was used just now
+    assert pool.settle_captures(idle_s=0.0, wait_s=0.0) == 1 and engine.settled == [1]
+    assert pool._free.qsize() == 1 and engine.pending_captures.slots() == [0]  # slot 1 is free again
+    pool._free.put((0, 0))  # the lease ends
+    assert pool.settle_captures(idle_s=0.0, wait_s=0.0) == 1 and pool._free.qsize() == 2
