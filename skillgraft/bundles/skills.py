@@ -1,12 +1,13 @@
 """Imported Agent Skills in a bundle: their versions, manifests and files.
 
-Export writes, per skill, its versions (manifest rows of path, size and SHA-256, the default
-version) into the manifest's ``skills`` list and each distinct file once as ``skills/<sha256>``;
+Export writes, per skill, its versions (manifest rows of path, size and SHA-256, the key
+policy it was imported under, the default version) into the manifest's ``skills`` list and each distinct file once as ``skills/<sha256>``;
 a skill's blocks are not bundle rows. Import trusts none of it: every entry is checked (names
 and paths as the folder reader allows them, counts and sizes bounded, each file's bytes hashed
 against its row), each version is written into a private temp folder and imported through
-:meth:`SkillMemory.import_skills` (so every check of a folder on disk applies, and every block
-is captured here), oldest version first; the bundle's default version is made the default.
+:meth:`SkillMemory.import_skills` under its key policy (so every check of a folder on disk
+applies, every block is captured and every key embedded here: examples and near misses come
+again from the version's ``eval_queries.json``), oldest version first; the bundle's default version is made the default.
 A version whose manifest a stored version already has is unchanged.
 """
 
@@ -17,11 +18,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..core.skill_folder import MAX_FILES, MAX_SKILL_BYTES
 from ..core.skill_frontmatter import MAX_NAME_CHARS, USABLE_NAME
 from ..errors import BundleError
+from ..memory.skill_import import recorded_policy
+from ..memory.skill_plan import EARLIER_KEY_POLICY, KEY_POLICIES
 from .reader import SKILL_FILE_NAME, _chunks, _read_member
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ class BundleSkillVersion:
     name: str
     version: int
     files: tuple  # (path, size, sha256)
+    keys: Optional[str] = None  # its key policy (None: a bundle from before the policy was recorded)
 
 
 def export_skills(store: "BlockStore", add) -> tuple[list[dict], set[str]]:
@@ -54,6 +58,7 @@ def export_skills(store: "BlockStore", add) -> tuple[list[dict], set[str]]:
                     add(f"skills/{item['sha256']}", item["data"])
                     written.add(item["sha256"])
             versions.append({"version": row["version"], "manifest_sha256": row["manifest_sha256"],
+                             "keys": recorded_policy(row),
                              "files": [{k: f[k] for k in ("path", "size", "sha256")} for f in files]})
             block_ids.update(p["block_id"] for p in store.skill_parts(name, row["version"]))
         entries.append({"name": name, "default_version": store.skill_default(name), "versions": versions})
@@ -108,7 +113,10 @@ def _version(name: str, item, members: dict, where: str) -> BundleSkillVersion:
         rows.append((path, size, sha))
     if total > MAX_SKILL_BYTES or "SKILL.md" not in paths:
         raise BundleError(f"{where}: over {MAX_SKILL_BYTES} bytes of files, or no SKILL.md")
-    return BundleSkillVersion(name, item["version"], tuple(rows))
+    keys = item.get("keys")
+    if keys is not None and keys not in KEY_POLICIES:
+        raise BundleError(f"{where} v{item['version']}: the key policy {str(keys)[:40]!r} is not one of {KEY_POLICIES}")
+    return BundleSkillVersion(name, item["version"], tuple(rows), keys)
 
 
 def _plain(path: str) -> bool:
@@ -137,7 +145,8 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
             with tempfile.TemporaryDirectory(prefix="skillgraft-bundle-") as temp:
                 folder = Path(temp) / name
                 _materialize(folder, tar, members, version)
-                report = memory.import_skills(folder, origin=f"{origin}#{name}@v{version.version}")
+                report = memory.import_skills(folder, origin=f"{origin}#{name}@v{version.version}",
+                                              keys=version.keys or EARLIER_KEY_POLICY)
             reports.append(report)
             mine = [s.version for s in report.imported if s.name == name] + [
                 u["version"] for u in report.unchanged if u["name"] == name]

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
 
 
@@ -22,19 +23,23 @@ def skills() -> None:
 @skills.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--prune", is_flag=True, help="Remove stored skills whose folder under PATHS has vanished.")
+@click.option("--keys", type=click.Choice(KEY_POLICIES), default=None,
+              help=f"What of the body routes: the description only, plus each part's heading path, or plus its "
+                   f"sentences (default: a stored skill's own policy, else {DEFAULT_KEY_POLICY}).")
 @model_option
 @json_option
 @click.pass_context
-def import_skills(ctx, paths, prune, model, as_json) -> None:
+def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
     """Import the skill folders at or under PATHS (a skill folder, or a root such as .agents/skills).
 
     A folder imported before and unchanged is left alone; a changed one becomes a new
-    version (the default; the earlier ones are kept). A folder that cannot be imported is
-    skipped with the reason, and nothing of it is stored.
+    version (the default; the earlier ones are kept), and so does one imported again under
+    another --keys. A folder that cannot be imported is skipped with the reason, and nothing
+    of it is stored.
     """
     memory = open_memory(ctx, model)
     with Activity("import skills", f"loading {memory.model}", unit="skill") as progress:
-        report = memory.import_skills(list(paths), prune=prune, progress=progress)
+        report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys)
     emit(report.as_dict(), as_json, _render_import)
 
 
@@ -78,7 +83,7 @@ def show_skill(ctx, name, version, as_json) -> None:
 
 def _render_skill(d: dict) -> str:
     lines = [f"{d['name']} v{d['version']} (default v{d['default_version']}; versions {d['versions']})",
-             f"description: {d['description']}", f"folder: {d['folder']}",
+             f"description: {d['description']}", f"folder: {d['folder']}", f"keys: {d['keys']}",
              f"routed: {'yes' if d['model_invocable'] else 'no (disable-model-invocation: by name only)'}"]
     extra = {k: v for k, v in d["frontmatter"].items() if k not in ("name", "description")}
     lines += [f"frontmatter {k}: {v}" for k, v in extra.items()]

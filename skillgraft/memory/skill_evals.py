@@ -1,12 +1,14 @@
 """Trigger evaluations the skill authors already write: ``eval_queries.json`` in a skill folder,
 a list of ``{"query": ..., "should_trigger": true|false}``.
 
-The queries are split once, by a hash of each query, into a training part (about 60 %: its
-positive queries become example keys of the skill at import) and a held-out part (about 40 %,
-as the skill-creation guide splits them), which :meth:`SkillEvals.eval_skills` routes to report
-each skill's trigger precision and recall. The queries are read from the stored version's
-files, not from disk. Negative queries are not turned into corrections: a correction here says
-"no skill fits", which is not what "this skill must not trigger" means.
+The queries are split once, by a hash of each query, into a training part (about 60 %) and a
+held-out part (about 40 %, as the skill-creation guide splits them), which
+:meth:`SkillEvals.eval_skills` routes to report each skill's trigger precision and recall. At
+import the training part's positive queries become example keys of the skill and its negative
+ones near misses of that skill (:mod:`skillgraft.routing.near_misses`: a query like one of them
+is not routed to this skill; it is not a store-wide correction, which would say "no skill
+fits"). At most :data:`MAX_TRAINING_QUERIES` of each; a query labelled both ways is no near
+miss. The queries are read from the stored version's files, not from disk.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ EVAL_QUERIES = "eval_queries.json"
 HELD_OUT_SHARE = 0.4
 MAX_EVAL_QUERIES = 256
 MAX_QUERY_CHARS = 2_000
+MAX_TRAINING_QUERIES = 32  # examples, and near misses, one skill version takes from its queries
 
 
 def is_held_out(query: str) -> bool:
@@ -50,9 +53,30 @@ def read_eval_queries(raw: Optional[bytes], warnings: Optional[list] = None) -> 
     return queries
 
 
-def training_examples(raw: Optional[bytes], warnings: Optional[list] = None, limit: int = 32) -> list[str]:
+def training_examples(raw: Optional[bytes], warnings: Optional[list] = None, limit: int = MAX_TRAINING_QUERIES) -> list[str]:
     """The positive queries of the training part: the skill's example keys."""
-    return [q for q, positive in read_eval_queries(raw, warnings) if positive and not is_held_out(q)][:limit]
+    return training_queries(raw, warnings, limit)[0]
+
+
+def training_queries(
+    raw: Optional[bytes], warnings: Optional[list] = None, limit: int = MAX_TRAINING_QUERIES
+) -> tuple[list[str], list[str]]:
+    """``(examples, near misses)``: the positive and the negative queries of the training part,
+    at most ``limit`` of each (the rest left out, with a warning); a negative that is also a
+    positive is left out of the near misses."""
+    train = [(q, positive) for q, positive in read_eval_queries(raw, warnings) if not is_held_out(q)]
+    positives = list(dict.fromkeys(q for q, positive in train if positive))
+    seen = {" ".join(q.split()).casefold() for q in positives}
+    negatives = list(dict.fromkeys(q for q, positive in train if not positive))
+    both = [q for q in negatives if " ".join(q.split()).casefold() in seen]
+    negatives = [q for q in negatives if q not in both]
+    if warnings is not None:
+        if both:
+            warnings.append(f"{EVAL_QUERIES}: {len(both)} queries are labelled both ways: not used as near misses")
+        for what, items in (("positive", positives), ("negative", negatives)):
+            if len(items) > limit:
+                warnings.append(f"{EVAL_QUERIES}: {len(items)} {what} training queries, the first {limit} used")
+    return positives[:limit], negatives[:limit]
 
 
 @dataclass

@@ -4,8 +4,11 @@ For each skill folder found (:func:`~skillgraft.core.skill_scan.scan_for_skills`
 root winning a name collision, with a warning): read it as untrusted input
 (:func:`~skillgraft.core.skill_folder.read_skill_folder`); a folder whose manifest equals a
 stored version's is unchanged (importing again is a no-op); otherwise plan its parts
-(:mod:`.skill_plan`), embed their keys, capture each block (a part whose text a version of the
-same skill already holds reuses that block) and store the version, which becomes the default.
+(:mod:`.skill_plan`, under the key policy asked for, else the one the skill's default version
+records, else the default), embed their keys, capture each block (a part whose text a version
+of the same skill already holds reuses that block, and takes this version's keys) and store
+the version, which becomes the default; its record names the key policy, so ``update`` keeps it.
+The same folder imported under another key policy is a new version (its blocks reused).
 A folder that cannot be imported is skipped with its reason and leaves nothing behind: the
 blocks captured for it are removed, and what was stored before is untouched. Stored skills
 whose folder under the given paths has vanished are reported, and removed only with
@@ -24,10 +27,10 @@ from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from .deposits import QUERY_ROOM_TOKENS
-from .skill_evals import EVAL_QUERIES, training_examples
-from .skill_plan import PlannedPart, plan_parts
+from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
+from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
 
-MAX_EVAL_EXAMPLES = 32
+MAX_EVAL_EXAMPLES = MAX_TRAINING_QUERIES
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,16 @@ class SkillImports:
 
     def import_skills(
         self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
-        origin: Optional[str] = None,
+        origin: Optional[str] = None, keys: Optional[str] = None,
     ) -> SkillImportReport:
         """Import the skill folders at or under ``paths``; see the module's docstring.
 
+        ``keys`` is the key policy of the body's parts (:data:`~.skill_plan.KEY_POLICIES`);
+        None keeps each skill's recorded one (a new skill gets :data:`~.skill_plan.DEFAULT_KEY_POLICY`).
         ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
         temp folder): such a skill is not compared with a folder on disk, nor updated from one."""
+        if keys is not None:
+            key_policy(keys)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         report = SkillImportReport()
@@ -75,14 +82,16 @@ class SkillImports:
         report.warnings.extend(scan.notes)
         taken: dict[str, str] = {}
         for done, folder_path in enumerate(scan.folders, 1):
-            self._import_path(folder_path, taken, report, origin)
+            self._import_path(folder_path, taken, report, origin, keys)
             if progress:
                 progress(done, len(scan.folders))
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         return report
 
-    def _import_path(self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str]) -> None:
+    def _import_path(
+        self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str], keys: Optional[str]
+    ) -> None:
         """One folder found: read, checked against the names taken so far, imported or skipped."""
         try:
             folder = read_skill_folder(folder_path)
@@ -96,23 +105,26 @@ class SkillImports:
             return
         taken[folder.name] = str(folder_path)
         try:
-            self._import_one(folder, report, origin)
+            self._import_one(folder, report, origin, keys)
         except SkillgraftError as exc:
             report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
 
-    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str]) -> None:
+    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str], keys: Optional[str]) -> None:
         versions = self._versions_of(folder.name)
+        if keys is None:
+            default = [row for row in versions if row["version"] == self.store.skill_default(folder.name)] if versions else []
+            keys = recorded_policy(default[0]) if default else key_policy(None)
         for row in versions:
-            if row["manifest_sha256"] == folder.manifest_sha256:
+            if row["manifest_sha256"] == folder.manifest_sha256 and recorded_policy(row) == keys:
                 report.unchanged.append({"name": folder.name, "version": row["version"], "folder": origin or str(folder.root)})
                 return
         warnings = list(folder.warnings)
-        examples = eval_examples(folder, warnings)
+        examples, near_misses = eval_examples(folder, warnings)
         engine = self.engine
         room = engine.n_ctx - QUERY_ROOM_TOKENS
-        plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples)
+        plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples, near_misses, keys)
         version = max((row["version"] for row in versions), default=0) + 1
-        stored = self._store_version(folder, version, plan, warnings, origin)
+        stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)
 
     def _versions_of(self, name: str) -> list[dict]:
@@ -127,7 +139,7 @@ class SkillImports:
         return []
 
     def _store_version(
-        self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str]
+        self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str], keys: str,
     ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
         key_rows = [self.router.key_rows(part.keys) for part in plan]  # a failing embedder stores nothing
@@ -147,7 +159,7 @@ class SkillImports:
                 else:
                     reused += 1
                 parts.append((number, block, part))
-            record = skill_record(folder, warnings)
+            record = {**skill_record(folder, warnings), "keys": keys}
             self.store.add_skill_version(
                 folder.name, version, folder=origin or str(folder.root.resolve()), manifest_sha256=folder.manifest_sha256,
                 description=folder.description, record=record,
@@ -158,10 +170,23 @@ class SkillImports:
             for block_id in created:
                 self.store.remove(block_id)
             raise
-        for (number, block, part), rows in zip(parts, key_rows):
-            if block.id in created and rows:
-                self.store.add_routing_keys(block.id, rows)
+        self._set_keys(parts, key_rows, created)
         return ImportedSkill(folder.name, version, origin or str(folder.root), [b.id for _, b, _ in parts], reused, warnings)
+
+    def _set_keys(self, parts: list, key_rows: list, created: list) -> None:
+        """Each block's keys: the rows of its parts; a block an earlier version holds has its
+        import keys replaced by this version's (its corrections stay)."""
+        wanted: dict[str, list] = {}
+        for (_, block, _), rows in zip(parts, key_rows):
+            wanted.setdefault(block.id, []).extend(rows)
+        for block_id, rows in wanted.items():
+            if block_id in created:
+                if rows:
+                    self.store.add_routing_keys(block_id, rows)
+                continue
+            held = {(k["kind"], k["text"]) for k in self.store.routing_keys(block_id) if k["kind"] in IMPORT_KEY_KINDS}
+            if held != {(r["kind"], r["text"]) for r in rows}:
+                self.store.replace_routing_keys(block_id, IMPORT_KEY_KINDS, rows)
 
     def _part_block(self, skill: str, version: int, number: int, part: PlannedPart, description: str):
         """``(block, created)``: a block of this skill holding this very text, or a new capture."""
@@ -220,6 +245,12 @@ def skill_record(folder: SkillFolder, warnings: list) -> dict:
     }
 
 
-def eval_examples(folder: SkillFolder, warnings: list) -> list[str]:
-    """The training part's positive queries of the folder's ``eval_queries.json`` (:mod:`.skill_evals`)."""
-    return training_examples(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)
+def eval_examples(folder: SkillFolder, warnings: list) -> tuple[list[str], list[str]]:
+    """``(examples, near misses)``: the training part's positive and negative queries of the
+    folder's ``eval_queries.json`` (:mod:`.skill_evals`)."""
+    return training_queries(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)
+
+
+def recorded_policy(row: dict) -> str:
+    """The key policy a stored version was imported under."""
+    return row["record"].get("keys") or EARLIER_KEY_POLICY

@@ -11,7 +11,8 @@ from typing import Optional, Union
 
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
-from .skill_import import SkillImportReport
+from .skill_import import SkillImportReport, recorded_policy
+from .skill_plan import EARLIER_KEY_POLICY
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class SkillRecord:
     parts: list
     warnings: list
     created_at: str = ""
+    keys: str = EARLIER_KEY_POLICY  # the key policy the version was imported under
 
     @property
     def n_tokens(self) -> int:
@@ -95,7 +97,7 @@ class SkillVerbs:
             model_invocable=bool(record.get("model_invocable", True)), frontmatter=record.get("frontmatter", {}),
             files=[{k: f[k] for k in ("path", "size", "sha256")} for f in self.store.skill_files(name, row["version"])],
             scripts=record.get("scripts", []), assets=record.get("assets", []), parts=parts,
-            warnings=record.get("warnings", []), created_at=row.get("created_at") or "",
+            warnings=record.get("warnings", []), created_at=row.get("created_at") or "", keys=recorded_policy(row),
         )
 
     def skill_of(self, block_id: str) -> Optional[str]:
@@ -103,7 +105,8 @@ class SkillVerbs:
         return self.store.skill_of_block(block_id)
 
     def update_skill(self, name: str, *, progress=None) -> SkillImportReport:
-        """Read skill ``name``'s folder again: a changed folder becomes a new, default version."""
+        """Read skill ``name``'s folder again: a changed folder becomes a new, default version,
+        under the key policy the default version was imported with."""
         folder = self.store.skill_version(name)["folder"]
         if not os.path.isabs(folder or ""):
             raise SkillFolderError(folder or name, f"skill {name!r} came from {folder!r}, not a folder: import it again")

@@ -15,6 +15,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import RouterError
+
 APPROXIMATE_ABOVE = 50_000
 SEARCH_K = 32
 SINGLE_THREAD_QUERIES = 8
@@ -131,6 +133,23 @@ class KeyIndex:
             if not np.all(np.abs(squared_norms - 1.0) < 2e-3):
                 return False
         return True
+
+
+def key_matrix(rows: list[dict], dimension) -> np.ndarray:
+    """The keys' vectors as one matrix; :class:`RouterError` when they are not all of one
+    length, the recorded ``dimension`` (a store damaged by mixing encoders), or not finite."""
+    lengths = {len(r["vector"]) for r in rows}
+    expected = {dimension * 4} if isinstance(dimension, int) and dimension > 0 else lengths
+    if len(lengths) > 1 or (lengths and lengths != expected) or any(n % 4 for n in lengths):
+        shown = sorted(n // 4 for n in lengths)[:4]
+        raise RouterError(f"the store's routing vectors have {shown} dimensions where its encoder records "
+                          f"{dimension}: run `skillgraft reembed --force` to embed every key again")
+    if not rows:
+        return np.zeros((0, dimension if isinstance(dimension, int) and dimension > 0 else 384), np.float32)
+    vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    if not np.isfinite(vectors).all():
+        raise RouterError("the store has routing vectors that are not finite: run `skillgraft reembed --force`")
+    return vectors
 
 
 def _meta_sha256(meta: dict) -> str:

@@ -12,7 +12,10 @@ abstains otherwise.
 
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
-the query than the best block's nearest key. The encoder must be the one the store
+the query than the best block's nearest key. A skill's near misses (the negative queries its
+authors wrote, :mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a
+skill whose nearest near miss is at least as near a query as its nearest own key is not offered
+for it. The encoder must be the one the store
 recorded (:mod:`skillgraft.routing.encoders`): another is refused at the first route or key
 it would embed, never mixed in.
 """
@@ -24,7 +27,7 @@ import math
 import re
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -33,7 +36,8 @@ from ..store.catalog import usable_vector
 from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
-from .key_index import KeyIndex
+from .key_index import KeyIndex, key_matrix
+from .near_misses import NEAR_MISS, NearMisses
 from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
 from ..core.recall import Decision, Recall  # noqa: F401
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401
@@ -50,6 +54,8 @@ DEFAULT_THRESHOLD = 0.3
 DEFAULT_IN_SCOPE_TOLERANCE = 0.02
 # A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
 CENTROID_WEIGHT = 0.5
+# Besides the blocks of the nearest keys, those of the nearest centroids of this many skills are scored.
+CENTROID_CANDIDATES = 4
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|[\n\r\x85\u2028\u2029]+")  # after a stop, or a line break
@@ -79,11 +85,13 @@ def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
 
 @dataclass(frozen=True)
 class Ranking:
-    """One query's scored blocks, best first; each block's nearest-key cosine; the nearest negative's."""
+    """One query's scored blocks, best first; each block's nearest-key cosine; the nearest
+    negative's; the skills (or blocks) its near misses kept out, ``{owner: (own, near miss)}``."""
 
     scored: list
     nearest: dict
     negative: float
+    kept_out: dict = field(default_factory=dict)
 
     def vetoed(self, block_id: str) -> bool:
         """A negative is nearer the query than ``block_id``'s nearest key."""
@@ -104,6 +112,7 @@ class Router:
         self.embedder = embedder or Embedder()
         self._record: Optional[dict] = None
         self._negatives = np.zeros((0, 0), np.float32)
+        self._near_misses = NearMisses({})
         self._index: Optional[KeyIndex] = None
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
@@ -167,14 +176,17 @@ class Router:
             stale = self.store.count_stale_keys(self.embedder.name)
             index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
             negatives = [] if stale else self.store.negative_vectors()
+            near = [] if index is None else [
+                (r["block_id"], r["vector"]) for r in self.store.key_vectors(NEAR_MISS) if r["block_id"] in blocks]
             rows = [] if index is not None else [
                 dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks or r["kind"] == "negative"
             ]
         if index is None:
             version = self._repair_vectors(rows, version)
             negatives = [r["vector"] for r in rows if r["kind"] == "negative"]
-            rows = [r for r in rows if r["block_id"] in blocks]
-            vectors = _key_matrix(rows, (self._record or {}).get("dimension"))
+            near = [(r["block_id"], r["vector"]) for r in rows if r["kind"] == NEAR_MISS and r["block_id"] in blocks]
+            rows = [r for r in rows if r["block_id"] in blocks and r["kind"] != NEAR_MISS]
+            vectors = key_matrix(rows, (self._record or {}).get("dimension"))
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
             try:
                 if version is not None and not self.store.read_only:
@@ -187,6 +199,7 @@ class Router:
             np.frombuffer(b"".join(negatives), dtype=np.float32).reshape(len(negatives), -1)
             if negatives else np.zeros((0, index.centroids.shape[1]), np.float32)
         )
+        self._near_misses = NearMisses.build(index, self._groups, near)
         self._index, self._blocks, self._version = index, blocks, version
         return index
 
@@ -235,18 +248,25 @@ class Router:
         centroid_sims = vectors @ index.centroids.T
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
         position = {b: i for i, b in enumerate(index.blocks)}
+        kept_out = self._near_misses.blocked(vectors)
         results = []
-        for row_sims, row_ids, row_centroids, negative in zip(sims, ids, centroid_sims, negative_sims):
+        for row_sims, row_ids, row_centroids, negative, out in zip(sims, ids, centroid_sims, negative_sims, kept_out):
             nearest: dict[str, float] = {}
             for sim, key in zip(row_sims, row_ids):
                 if key >= 0:
                     block_id = index.block_ids[key]
                     nearest[block_id] = max(nearest.get(block_id, -1.0), float(sim))
-            for i in np.argsort(-row_centroids)[:4]:
+            owners: set = set()  # the nearest centroids, until 4 skills (or blocks) are among them
+            for i in np.argsort(-row_centroids):
                 nearest.setdefault(index.blocks[i], float(row_centroids[i]))
+                owners.add(self._groups.get(index.blocks[i], index.blocks[i]))
+                if len(owners) >= CENTROID_CANDIDATES:
+                    break
             w = self.centroid_weight
-            scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()}
-            results.append(Ranking(self._by_skill(sorted(scored.items(), key=lambda item: -item[1])), nearest, float(negative)))
+            scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()
+                      if self._groups.get(b, b) not in out}
+            ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
+            results.append(Ranking(ranked, nearest, float(negative), out))
         return results
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
@@ -293,8 +313,11 @@ class Router:
             for block_id, score in ranking.scored
             if block_id in self._blocks and (accept is None or accept(self._blocks[block_id]))
         ]
+        out = "".join(f"; {owner!r} not offered: a near miss of it is nearer (cosine {near:.3f} >= {own:.3f})"
+                      for owner, (own, near) in sorted(ranking.kept_out.items())[:3])
         if not ranked:
-            return Recall("abstain", None, 0.0, threshold, "the store has no routable blocks (it is empty)")
+            return Recall("abstain", None, 0.0, threshold, ("no block is left to offer" + out) if out else
+                          "the store has no routable blocks (it is empty)")
         block_id, score = ranked[0]
         block = self._blocks[block_id]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
@@ -305,9 +328,9 @@ class Router:
             )
             return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
         if score >= threshold:
-            reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}"
+            reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}{out}"
             return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
-        reason = f"best score {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain"
+        reason = f"best score {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain{out}"
         return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
 
     # -- calibration -----------------------------------------------------------------------
@@ -368,19 +391,3 @@ class Router:
             self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
         return RouterCalibration(threshold=float(threshold), **stats)
 
-
-def _key_matrix(rows: list[dict], dimension) -> np.ndarray:
-    """The keys' vectors as one matrix; :class:`RouterError` when they are not all of one
-    length, the recorded ``dimension`` (a store damaged by mixing encoders), or not finite."""
-    lengths = {len(r["vector"]) for r in rows}
-    expected = {dimension * 4} if isinstance(dimension, int) and dimension > 0 else lengths
-    if len(lengths) > 1 or (lengths and lengths != expected) or any(n % 4 for n in lengths):
-        shown = sorted(n // 4 for n in lengths)[:4]
-        raise RouterError(f"the store's routing vectors have {shown} dimensions where its encoder records "
-                          f"{dimension}: run `skillgraft reembed --force` to embed every key again")
-    if not rows:
-        return np.zeros((0, dimension if isinstance(dimension, int) and dimension > 0 else 384), np.float32)
-    vectors = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    if not np.isfinite(vectors).all():
-        raise RouterError("the store has routing vectors that are not finite: run `skillgraft reembed --force`")
-    return vectors

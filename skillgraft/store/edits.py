@@ -44,6 +44,16 @@ class CatalogEdits:
             conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
             return self._insert_keys(conn, block_id, [k for k in keys if k["kind"] == kind])
 
+    def replace_routing_keys(self, block_id: str, kinds: Iterable[str], keys: Iterable[dict]) -> int:
+        """Replace a block's routing keys of every kind in ``kinds`` by ``keys`` (of those kinds),
+        in one transaction; keys of other kinds (corrections) stay."""
+        kinds = sorted(set(kinds))
+        self._require_writable(f"change the keys of block {block_id}")
+        with self.catalog.write() as conn:
+            for kind in kinds:
+                conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (block_id, kind))
+            return self._insert_keys(conn, block_id, [k for k in keys if k["kind"] in kinds])
+
     def _insert_keys(self, conn, block_id: str, keys: Iterable[dict]) -> int:
         """Insert keys not yet stored; keys of another embedder than the recorded one are refused."""
         keys = list(keys)

@@ -189,6 +189,10 @@ class RoutingEdits:
         rows = self._select("SELECT vector FROM routing_keys WHERE kind = 'negative' AND block_id IS NULL ORDER BY id")
         return [row["vector"] for row in rows]
 
+    def key_vectors(self, kind: str) -> list[dict]:
+        """``{block_id, vector}`` of every routing key of ``kind`` (a block's keys, in order)."""
+        return self._select("SELECT block_id, vector FROM routing_keys WHERE kind = ? ORDER BY id", [kind])
+
 
 def stage_key(record: dict) -> str:
     """What a re-embed stages its vectors under: the encoder's name and a digest of its whole
