@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .prefix_reuse import MIN_DERIVED_TOKENS
 from .states import KVState, sha256_hex
 
 logger = logging.getLogger("skillgraft.core")
@@ -57,11 +58,18 @@ class PendingCaptures:
         self._pending: dict[int, list[PendingCapture]] = {}
 
     def add(self, slot: int, capture: PendingCapture) -> None:
-        """Note ``capture`` for ``slot`` (the same prefix twice is noted once)."""
+        """Note ``capture`` for ``slot``, unless one pending serves it as well: the same
+        prefix, a longer one (a state is cut to what a prompt shares with it), or one fewer
+        than :data:`~.prefix_reuse.MIN_DERIVED_TOKENS` tokens shorter (two questions sharing
+        a first word), as for the states already kept."""
+        size = len(capture.prefix)
         with self._lock:
             pending = self._pending.setdefault(slot, [])
-            if all(p.prefix != capture.prefix for p in pending):
-                pending.append(capture)
+            for other in pending:
+                shorter = min(size, len(other.prefix))
+                if other.prefix[:shorter] == capture.prefix[:shorter] and size < len(other.prefix) + MIN_DERIVED_TOKENS:
+                    return
+            pending.append(capture)
 
     def due(self, slot: int, keeps: Optional[int] = None) -> list[PendingCapture]:
         """Take the captures of ``slot`` that would not survive its next use, which keeps

@@ -16,14 +16,17 @@ from .test_prefix_reuse import OPTIONS, QUESTIONS, chat, open_memory
 
 def test_pending_captures_are_due_only_when_their_cells_would_go():
     pending = PendingCaptures()
-    short, long = PendingCapture((1, 2, 3), "", None), PendingCapture((1, 2, 3, 4, 5), "", None)
+    head = tuple(range(100))
+    short, long = PendingCapture(head, "", None), PendingCapture((*head, *range(200, 264)), "", None)
     pending.add(0, short)
-    pending.add(0, long)
-    pending.add(0, PendingCapture((1, 2, 3), "", None))  # the same prefix again: noted once
-    assert len(pending) == 2
-    assert pending.due(0, keeps=5) == []  # the next use keeps both
-    assert pending.due(0, keeps=4) == [long]
-    assert pending.due(1, keeps=0) == [] and pending.slots() == [0]
+    pending.add(0, long)  # MIN_DERIVED_TOKENS longer: worth a state of its own
+    for served in (head, head[:50], (*head, 1, 2, 3)):  # the same, shorter, only a few tokens longer
+        pending.add(0, PendingCapture(served, "", None))
+    pending.add(1, PendingCapture((9, *head), "", None))  # another slot's
+    assert len(pending) == 3
+    assert pending.due(0, keeps=164) == []  # the next use keeps both
+    assert pending.due(0, keeps=120) == [long]  # only what the next use drops
+    assert pending.slots() == [0, 1] and len(pending.due(1, keeps=0)) == 1 and pending.slots() == [0]
     assert pending.due(0) == [short] and len(pending) == 0
 
 

@@ -1,0 +1,60 @@
+"""The gateway keeps an agent's prefix as a derived state off the answer path: not while a
+request waits, but once its slot has idled a moment (and on a stop), on both embedded models."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import GIT_MANUAL
+from tests.test_gateway import _require_server
+
+openai = pytest.importorskip("openai")
+
+pytestmark = [pytest.mark.server, pytest.mark.model]
+
+AGENT = ("You are a coding agent for a large repository. Follow the team's rules: keep changes small, explain "
+         "each command before you run it, never force-push a shared branch, and ask before rewriting history. "
+         "Answer in at most three sentences, naming the exact git commands to use. Before any command that "
+         "changes history, say which branch it touches, whether the branch is shared with others, and how to "
+         "undo it with the reflog if something goes wrong.")
+QUESTIONS = ("How do I squash my last three commits?", "Can I combine two commits into one before pushing?",
+             "How do I squash the commits of a feature branch?")
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_an_idle_gateway_keeps_the_agents_prefix_and_a_restart_restores_it(tmp_path, model):
+    from skillgraft.bench.serve import GatewayProcess
+
+    _require_server()
+    home = tmp_path / "store"
+    states = lambda: list((home / "derived").rglob("*.state"))  # noqa: E731
+    gateway = GatewayProcess(home, servers=1, model=model, log_path=tmp_path / "gateway.log",
+                             extra_args=["--create", "--allow-deposits"])
+    try:
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+        client.post("/skills", body={"kind": "manual", "name": "git-squash", "text": GIT_MANUAL,
+                                     "examples": ["how do I squash my last commits?"]}, cast_to=object)
+        name = client.models.list().data[0].id
+        notes = []
+        for question in QUESTIONS:  # back to back: the slot keeps the prefix, nothing is saved meanwhile
+            reply = client.chat.completions.create(model=name, max_tokens=1, temperature=0, messages=[
+                {"role": "system", "content": AGENT}, {"role": "user", "content": question}])
+            notes.append(reply.model_extra["skillgraft"])
+        assert [n["reused_from"] for n in notes[1:]] == ["slot", "slot"] and notes[2]["cache_n"] > 40
+        deadline = time.monotonic() + 15
+        while not states() and time.monotonic() < deadline:  # idle: the pending prefix reaches the disk
+            time.sleep(0.1)
+        assert len(states()) == 1
+    finally:
+        assert gateway.stop() == 0
+    restarted = GatewayProcess(home, servers=1, model=model, log_path=tmp_path / "restarted.log")
+    try:
+        client = openai.OpenAI(base_url=restarted.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+        reply = client.chat.completions.create(model=name, max_tokens=1, temperature=0, messages=[
+            {"role": "system", "content": AGENT}, {"role": "user", "content": "What does git rebase -i do?"}])
+        note = reply.model_extra["skillgraft"]
+        assert note["reused_from"] == "derived" and note["cache_n"] >= notes[2]["cache_n"] - 16
+    finally:
+        assert restarted.stop() == 0
