@@ -28,7 +28,7 @@ def test_quick_agent_benchmark():
 
     seen: list[tuple[int, int]] = []
     report = bench_agent(quick=True, repeats=5, two_slots=True, progress=lambda done, total: seen.append((done, total)))
-    per_system = requests_per_system(1, two_slots=True)  # quick measures one restart whatever repeats says
+    per_system = requests_per_system(1, two_slots=True, quick=True)  # quick measures one restart whatever repeats says
     assert report["kind"] == "agent" and report["quick"] and report["repeats"] == 1
     assert len(report["requests"]) == 2 * per_system and seen[-1] == (2 * per_system, 2 * per_system)
     assert report["max_tokens"] == 1 and report["prompt_tokens"]["agent"] > 0
@@ -77,7 +77,7 @@ def test_quick_in_process_agent_benchmark():
 
     seen: list[tuple[int, int]] = []
     report = bench_agent_local(quick=True, progress=lambda done, total: seen.append((done, total)))
-    total = 2 * requests_per_system() + 2 * len(conversations()) * 2 * TURNS
+    total = 2 * requests_per_system(quick=True) + 2 * len(conversations()) * 2 * TURNS
     assert report["kind"] == "agent-in-process" and report["other"] == "llama-cpp-python"
     assert len(report["requests"]) == total and seen[-1] == (total, total)
     ours = [r for r in report["requests"] if r["system"] == "skillgraft"]

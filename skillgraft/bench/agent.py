@@ -12,7 +12,8 @@ request at a time; one system runs all its requests while the other is stopped.
   message after the app's system prompt (retrieval-augmented prompting), so the app's prefix
   stays at the front of the slot.
 
-Scenarios, in this order on each system: ``agent`` (one app, six questions on one manual),
+Scenarios, in this order on each system: ``agent`` (one app, six questions on one manual, then
+twelve more of the same app's questions for a steadier median),
 ``restart`` (the gateway restarted on the same home, llama-server restarted; then a new question,
 ``repeats`` times), ``six skills`` (six manuals, one question each, three rounds),
 ``conversation`` (eight turns, fixed assistant replies), ``three apps`` (three system prompts
@@ -31,6 +32,7 @@ from typing import Callable, Optional
 
 from . import agent_data as data
 from ..core.progress import Progress
+from .agent_rows import recorder, request_row as _row
 
 MAX_TOKENS = 1
 ROUNDS = 3
@@ -74,6 +76,7 @@ class Texts:
             return data.agent_system(rules, tools[:2], lines=1) if quick else data.agent_system(rules, tools)
 
         self.agent = app(data.RULES, tuple(range(len(data.TOOLS))))
+        self.agent_questions = data.AGENT_QUESTIONS + data.AGENT_MORE_QUESTIONS[: 2 if quick else None]
         self.manuals = {name: (data.manual_text(name, lines=3 if quick else 0), list(examples))
                         for name, (_, examples) in data.MANUALS.items()}
         self.apps = [(app(rules, tools), manual, questions) for (rules, tools), manual, questions in data.APPS]
@@ -230,7 +233,7 @@ def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None
         record({"system": system.name, "scenario": scenario, "round": round_, "expected": manual,
                 "question": turns[-1]["content"], **result})
 
-    for i, question in enumerate(data.AGENT_QUESTIONS):
+    for i, question in enumerate(texts.agent_questions):
         ask("agent", i + 1, texts.agent, [_user(question)], AGENT_MANUAL)
     for i in range(repeats):
         system.restart()
@@ -251,9 +254,9 @@ def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None
                 ask(scenario, r + 1, prompt, [_user(questions[r])], manual)
 
 
-def requests_per_system(repeats: int, two_slots: bool = False) -> int:
+def requests_per_system(repeats: int, two_slots: bool = False, quick: bool = False) -> int:
     """How many timed requests each system gets."""
-    return (len(data.AGENT_QUESTIONS) + repeats + ROUNDS * len(data.SKILL_QUESTIONS) + len(CONVERSATION)
+    return (len(Texts(quick).agent_questions) + repeats + ROUNDS * len(data.SKILL_QUESTIONS) + len(CONVERSATION)
             + (1 + two_slots) * ROUNDS * len(data.APPS))
 
 
@@ -268,7 +271,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     model = model or default_model()
     repeats = 1 if quick else repeats
     texts = Texts(quick)
-    records, record = recorder(2 * requests_per_system(repeats, two_slots), progress)
+    records, record = recorder(2 * requests_per_system(repeats, two_slots, quick), progress)
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-agent-"))
     setup: dict = {}
@@ -306,18 +309,6 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     return report
 
 
-def recorder(total: int, progress: Progress) -> tuple[list[dict], Callable[[dict], None]]:
-    """The request rows of a run and the function that adds one, reporting progress of ``total``."""
-    records: list[dict] = []
-
-    def record(row: dict) -> None:
-        records.append(row)
-        if progress:
-            progress(len(records), total)
-
-    return records, record
-
-
 def _add_stages(records: list[dict], stages: list[dict]) -> None:
     """Give each gateway request its routing and answer seconds, as the gateway recorded them."""
     if len(stages) != len(records):
@@ -331,16 +322,6 @@ def _sizes(engine, texts: Texts) -> dict:
     count = lambda text: len(engine.tokenize(text, add_bos=False, special=False))  # noqa: E731
     return {"agent": count(texts.agent), "apps": [count(prompt) for prompt, _, _ in texts.apps],
             "manuals": {name: count(text) for name, (text, _) in texts.manuals.items()}}
-
-
-
-
-def _row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:
-    """One table row: skillgraft's and llama-server's median (or total), spread and ratio."""
-    (a, a_lo, a_hi), (b, b_lo, b_hi) = [((sum(v) if total else statistics.median(v)), min(v), max(v)) for v in (ours, theirs)]
-    return {"scenario": scenario, "measure": measure, "skillgraft_s": round(a, 4), "llama_server_s": round(b, 4),
-            "ratio": round(a / b, 4) if b else None, "skillgraft_min": round(a_lo, 4), "skillgraft_max": round(a_hi, 4),
-            "llama_server_min": round(b_lo, 4), "llama_server_max": round(b_hi, 4), "requests": len(ours)}
 
 
 def _median(records: list[dict], scenario: str, key: str, rounds=None) -> Optional[float]:
@@ -359,7 +340,9 @@ def _report(records: list[dict], repeats: int) -> dict:
                     total=total)
 
     later = range(2, len(data.AGENT_QUESTIONS) + 1)
+    more = range(2, 1 + max((r["round"] for r in records if r["scenario"] == "agent"), default=1))
     rows = [row("agent", "first request", {1}), row("agent", "later requests", later),
+            row("agent", f"later requests, rounds 2-{more.stop - 1}", more),
             row("restart", "first request after a restart")]
     rows += [row("six skills", f"round {r}", {r}) for r in range(1, ROUNDS + 1)]
     rows += [row("conversation", f"{len(CONVERSATION)} turns, total", total=True),
@@ -381,6 +364,7 @@ def _report(records: list[dict], repeats: int) -> dict:
     by = {(r["scenario"], r["measure"]): r for r in rows}
     summary = {
         "agent_later_ratio": by["agent", "later requests"]["ratio"],
+        "agent_later_all_ratio": by["agent", f"later requests, rounds 2-{more.stop - 1}"]["ratio"],
         "six_skills_round_2_ratio": by["six skills", "round 2"]["ratio"],
         "six_skills_round_3_ratio": by["six skills", f"round {ROUNDS}"]["ratio"],
         "conversation_total_ratio": by["conversation", f"{len(CONVERSATION)} turns, total"]["ratio"],

@@ -3,6 +3,8 @@ two more apps built from the same tools, and seven skill manuals with their rout
 
 from __future__ import annotations
 
+from .agent_questions import AGENT_MORE_QUESTIONS, AGENT_QUESTIONS, RESTART_QUESTIONS  # noqa: F401 (the texts' one home)
+
 TOOLS = [
     """search_runbooks(query: string, limit: integer = 3)
   Full-text search over the team's runbooks, postmortems and service READMEs. Returns a list of
@@ -359,20 +361,6 @@ APPS = (
         "The canary of search-api failed after it went out; how do I roll back to the previous release?",
         "How do I roll back only the us-east region of the checkout service with tide?",
         "After a rollback, how do I stop people from deploying the broken commit again?")),
-)
-
-AGENT_QUESTIONS = (  # "agent" and "restart": all route to tide-rollback
-    "The latest release of checkout is throwing errors; how do I roll back to the previous release?",
-    "How do I find the last good release before rolling back search-api?",
-    "Should I roll back all regions at once, or one region first?",
-    "How long should I watch the service after a rollback in eu-west?",
-    "How do I freeze deploys after rolling back a broken release?",
-    "Does tide rollback also revert the database migrations of the release?",
-)
-RESTART_QUESTIONS = (
-    "I rolled back billing-api but the errors continue; can I roll back one more release with tide?",
-    "What does rollback complete mean in the output of tide rollback?",
-    "Can I roll back the orders service in ap-south only, with tide?",
 )
 
 SKILL_QUESTIONS = {  # "six skills": its six manuals, one question each per round

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import agent_data as data
-from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _row, _user, recorder
+from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _user
+from .agent_rows import recorder, request_row as _row
 from ..core.prefix_reuse import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
@@ -134,7 +135,7 @@ def _scenarios(system, texts: Texts, record: Callable[[dict], None]) -> None:
         result = system.ask(texts.agent, turns, tools)
         record({"system": system.name, "scenario": scenario, "round": round_, "question": turns[-1]["content"], **result})
 
-    for i, question in enumerate(data.AGENT_QUESTIONS):
+    for i, question in enumerate(texts.agent_questions):
         ask("agent", i + 1, [_user(question)])
     turns: list = []
     for i, (question, reply) in enumerate(CONVERSATION):
@@ -148,8 +149,8 @@ def _scenarios(system, texts: Texts, record: Callable[[dict], None]) -> None:
                                       _user(tool_result_turn(LOOP_CALL[0], LOOP_RESULT))], tools=True)
 
 
-def requests_per_system() -> int:
-    return len(data.AGENT_QUESTIONS) + len(CONVERSATION) + 2 * len(LOOP_QUESTIONS)
+def requests_per_system(quick: bool = False) -> int:
+    return len(Texts(quick).agent_questions) + len(CONVERSATION) + 2 * len(LOOP_QUESTIONS)
 
 
 def bench_agent_local(model: Optional[str] = None, progress: Progress = None, quick: bool = False) -> dict:
@@ -161,7 +162,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     model = model or default_model()
     texts = Texts(quick)
     manual = texts.manuals[AGENT_MANUAL]
-    records, record = recorder(2 * requests_per_system() + 2 * len(conversations()) * 2 * TURNS, progress)
+    records, record = recorder(2 * requests_per_system(quick) + 2 * len(conversations()) * 2 * TURNS, progress)
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-local-"))
     try:
@@ -197,8 +198,10 @@ def _report(records: list[dict]) -> dict:
                     total=total)
 
     later = set(range(2, len(data.AGENT_QUESTIONS) + 1))
+    more = range(2, 1 + max((r["round"] for r in records if r["scenario"] == "agent"), default=1))
     loop_second = {2 * i + 2 for i in range(len(LOOP_QUESTIONS))}
     rows = [row("agent", "first request", {1}), row("agent", "later requests", later),
+            row("agent", f"later requests, rounds 2-{more.stop - 1}", more),
             row("conversation", f"{len(CONVERSATION)} turns, total", total=True), row("conversation", "per turn"),
             row("tool loop", "question (first call)", set(range(1, 2 * len(LOOP_QUESTIONS) + 1)) - loop_second),
             row("tool loop", "after the tool (second call)", loop_second)]
@@ -206,6 +209,7 @@ def _report(records: list[dict]) -> dict:
     ours = [r for r in records if r["system"] == "skillgraft"]
     summary = {
         "agent_later_ratio": by["agent", "later requests"]["ratio"],
+        "agent_later_all_ratio": by["agent", f"later requests, rounds 2-{more.stop - 1}"]["ratio"],
         "conversation_total_ratio": by["conversation", f"{len(CONVERSATION)} turns, total"]["ratio"],
         "tool_loop_second_call_ratio": by["tool loop", "after the tool (second call)"]["ratio"],
         "reused_from": {scenario: dict(Counter(r["reused_from"] or "none" for r in ours if r["scenario"] == scenario))

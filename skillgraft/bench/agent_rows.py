@@ -1,0 +1,29 @@
+"""The rows of the agent benchmarks (:mod:`.agent`, :mod:`.agent_local`): requests recorded
+with progress, and one table row per scenario and measure."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+from ..core.progress import Progress
+
+
+def recorder(total: int, progress: Progress) -> tuple[list[dict], Callable[[dict], None]]:
+    """The request rows of a run and the function that adds one, reporting progress of ``total``."""
+    records: list[dict] = []
+
+    def record(row: dict) -> None:
+        records.append(row)
+        if progress:
+            progress(len(records), total)
+
+    return records, record
+
+
+def request_row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:
+    """One table row: skillgraft's and llama-server's median (or total), spread and ratio."""
+    (a, a_lo, a_hi), (b, b_lo, b_hi) = [((sum(v) if total else statistics.median(v)), min(v), max(v)) for v in (ours, theirs)]
+    return {"scenario": scenario, "measure": measure, "skillgraft_s": round(a, 4), "llama_server_s": round(b, 4),
+            "ratio": round(a / b, 4) if b else None, "skillgraft_min": round(a_lo, 4), "skillgraft_max": round(a_hi, 4),
+            "llama_server_min": round(b_lo, 4), "llama_server_max": round(b_hi, 4), "requests": len(ours)}
