@@ -198,7 +198,7 @@ def _render_answers(skill: dict) -> list[str]:
     for label, side in (("with", summary["with_skill"]), ("without", summary["without_skill"])):
         lines.append(f"  {label:8} pass rate {_share(side['pass_rate'])} ({side['passed']}/{side['checks']} checks)"
                      f"  mean prompt {_tokens(side['prompt_tokens'])} tok  mean generated {_tokens(side['generated_tokens'])}"
-                     f" tok  {side['total_s']:.2f} s" + (f"  {side['errors']} errors" if side["errors"] else ""))
+                     f" tok  {side['total_s']:.2f} s" + (f"  errors {side['errors']}" if side["errors"] else ""))
     lines.append(f"  unchecked (natural language) {summary['unchecked']}"
                  + (f", invalid {summary['invalid']}" if summary["invalid"] else ""))
     lines += [f"  skipped eval {s['id'] if s['id'] is not None else '#' + str(s['index'])}: {s['reason']}"
