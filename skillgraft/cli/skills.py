@@ -181,8 +181,8 @@ def _render_answers(skill: dict) -> list[str]:
     lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered with block "
                  f"{skill['block_id']} ({skill['block_tokens']} tok) and without, up to {skill['max_tokens']} new tokens"]
     for e in skill["evals"]:
-        lines.append(f"  eval {e['id'] if e['id'] is not None else '#' + str(e['index'])}: {len(e['checks'])} checks, "
-                     f"{len(e['unchecked'])} unchecked" + (f", {len(e['invalid'])} invalid" if e["invalid"] else ""))
+        lines.append(f"  eval {e['id'] if e['id'] is not None else '#' + str(e['index'])}: checks {len(e['checks'])}, "
+                     f"unchecked {len(e['unchecked'])}" + (f", invalid {len(e['invalid'])}" if e["invalid"] else ""))
         for key, label in (("with_skill", "with"), ("without_skill", "without")):
             r = e[key]
             if r["error"]:
