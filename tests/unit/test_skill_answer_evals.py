@@ -212,3 +212,19 @@ def test_the_cli_reports_triggers_and_answers(runner, home, tmp_path, monkeypatc
     assert "file refused  ../secret" in text.output and "unchecked (natural language) 1" in text.output
     only = runner.invoke(cli, ["skills", "eval", "--no-answers", "--json"])
     assert json.loads(only.stdout)["answers"] == []
+
+
+def test_the_docs_state_the_current_caps():
+    from pathlib import Path
+
+    from skillgraft.core import safe_pattern
+    from skillgraft.memory import eval_cases
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "skills.md").read_text(encoding="utf-8")
+    assert f"over {safe_pattern.MAX_PATTERN_CHARS} characters" in text
+    assert f"over {safe_pattern.MAX_PROGRAM:,} instructions" in text and f"over {safe_pattern.MAX_STEPS:,} automaton" in text
+    assert f"up to {safe_pattern.MAX_REPEAT};" in text and f"at most {eval_cases.MAX_NEEDLE_CHARS:,}\ncharacters" in text
+    assert f"At most {eval_cases.MAX_EVALS} evals per skill and {eval_cases.MAX_ASSERTIONS}\nassertions and " \
+           f"{eval_cases.MAX_FILES} files per eval" in text
+    assert f"over {eval_cases.MAX_PROMPT_CHARS:,} characters" in text and "over 1 MiB" in text
+    assert eval_cases.MAX_EVALS_BYTES == 1 << 20
