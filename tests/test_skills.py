@@ -111,6 +111,7 @@ def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, 
         assert asked.note.decision in ("graft", "fallback") and asked.note.block_id == forms.block_id
 
 
+@pytest.mark.slow
 def test_the_cli_answers_a_skills_evals_with_and_without_it(runner, home, tmp_path):
     """evals/evals.json of one collection skill answered on the embedded model: the report's
     shape, and the with-skill prompt longer than the plain one by the grafted block."""

@@ -154,10 +154,11 @@ class AnswerEvals:
         suites = []
         for skill in [name] if name is not None else self.store.skill_names():
             version = self.store.skill_default(skill)
-            files = {f["path"]: f for f in self.store.skill_files(skill, version, with_data=True)}
+            files = {f["path"]: f for f in self.store.skill_files(skill, version)}
             if EVALS_JSON not in files:
                 continue
-            suite = read_evals(files[EVALS_JSON]["data"], files)
+            raw = next(f["data"] for f in self.store.skill_files(skill, version, with_data=True) if f["path"] == EVALS_JSON)
+            suite = read_evals(raw, files)
             if suite.skill_name is not None and suite.skill_name != skill:
                 suite.warnings.append(f"{EVALS_JSON} names skill {suite.skill_name!r}, not {skill!r}")
             suites.append((skill, version, suite))

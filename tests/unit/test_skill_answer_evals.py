@@ -191,6 +191,15 @@ def test_a_skill_name_other_than_the_folder_is_warned(tmp_path, fake_memory):
     assert "names skill 'other'" in report.warnings[0]
 
 
+def test_a_malformed_evals_file_is_reported_with_no_answer_made(tmp_path, fake_memory):
+    write_skill(tmp_path, "git-squash", "Squash commits.", "# Squash\n\nUse git rebase -i.\n",
+                files={EVALS_JSON: "{ not json"})
+    fake_memory.import_skills(tmp_path)
+    [report] = fake_memory.eval_answers()
+    assert report.evals == [] and "not valid JSON" in report.warnings[0]
+    assert report.summary()["with_skill"]["pass_rate"] is None
+
+
 def test_the_cli_reports_triggers_and_answers(runner, home, tmp_path, monkeypatch, eval_memory):
     from skillgraft.cli import skills as skills_cli
     from skillgraft.memory import SkillMemory
