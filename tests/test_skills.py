@@ -109,3 +109,35 @@ def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, 
         asked = memory.answer([("user", "what do the /Ff flag bits of a PDF form field mean?")], AnswerOptions(max_tokens=4),
                               block=forms.block_id)  # the reference, grafted on demand
         assert asked.note.decision in ("graft", "fallback") and asked.note.block_id == forms.block_id
+
+
+@pytest.mark.slow
+def test_the_cli_answers_a_skills_evals_with_and_without_it(runner, home, tmp_path):
+    """evals/evals.json of one collection skill answered on the embedded model: the report's
+    shape, and the with-skill prompt longer than the plain one by the grafted block."""
+    shutil.copytree(COLLECTION / "sql-migration-review", tmp_path / "skills" / "sql-migration-review")
+    imported = runner.invoke(cli, ["skills", "import", str(tmp_path / "skills"), "--json"])
+    assert imported.exit_code == 0, imported.output
+    result = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--max-tokens", "24", "--json"])
+    assert result.exit_code == 0, result.output
+    [report] = json.loads(result.stdout)["answers"]
+    assert (report["name"], report["max_tokens"], len(report["evals"]), report["skipped"]) == (
+        "sql-migration-review", 24, 3, [])
+    assert [len(e["checks"]) for e in report["evals"]] == [1, 0, 2]
+    assert [len(e["unchecked"]) for e in report["evals"]] == [4, 3, 2]
+    for item in report["evals"]:
+        grafted, plain = item["with_skill"], item["without_skill"]
+        assert not grafted["error"] and not plain["error"]
+        assert grafted["decision"] == "graft" and grafted["block_id"] == report["block_id"]
+        assert plain["decision"] == "abstain" and plain["block_id"] is None
+        assert grafted["reused_tokens"] == report["block_tokens"]
+        # the same prompt after the block as alone, give or take the template's own system turn
+        assert abs(grafted["prompt_tokens"] - report["block_tokens"] - plain["prompt_tokens"]) <= 40
+        for run in (grafted, plain):
+            assert 0 < run["generated_tokens"] <= 24 and run["generate_s"] > 0 and run["prefill_s"] > 0
+            assert len(run["results"]) == len(item["checks"]) and run["checked"] <= len(item["checks"])
+    summary = report["summary"]
+    assert summary["with_skill"]["checks"] == summary["without_skill"]["checks"] == 3
+    assert summary["delta"]["prompt_tokens"] > report["block_tokens"] - 40 and summary["unchecked"] == 9
+    text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8"])
+    assert text.exit_code == 0 and "with     graft" in text.output and "without  abstain" in text.output

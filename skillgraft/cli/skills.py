@@ -9,6 +9,8 @@ import click
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
 
+EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
+
 
 @click.group("skills", cls=SkillgraftGroup)
 def skills() -> None:
@@ -142,19 +144,78 @@ def export_skill(ctx, name, dest, version, as_json) -> None:
 @skills.command("eval")
 @click.argument("name", required=False)
 @click.option("--all-queries", is_flag=True, help="Also the training part (its positives are example keys).")
+@click.option("--no-answers", is_flag=True, help="Only the trigger scores: evals/evals.json is not answered (no model is loaded).")
+@click.option("--max-tokens", type=click.IntRange(1, 4096), default=EVAL_TOKENS, show_default=True,
+              help="New tokens per answer of an evals.json prompt.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Answer only the first N evals of each skill.")
+@model_option
 @json_option
 @click.pass_context
-def eval_skills(ctx, name, all_queries, as_json) -> None:
-    """Trigger precision and recall of each skill (or NAME) on its eval_queries.json.
+def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as_json) -> None:
+    """Trigger precision and recall of each skill (or NAME) on its eval_queries.json, and its
+    evals/evals.json answered with the skill grafted and without.
 
     By default only the held-out part (about 40 % of the queries, chosen by a hash of each
-    query) is routed: the other part's positive queries are the skill's example keys.
+    query) is routed: the other part's positive queries are the skill's example keys. Each
+    evals.json prompt is answered twice at temperature 0 (the skill's first block grafted, by
+    name; then no skill): tokens, time and the pass rate of the machine-checkable assertions
+    (contains, not_contains, regex); natural-language ones are counted as unchecked.
     """
-    scores = open_memory(ctx).eval_skills(name, held_out_only=not all_queries)
-    emit({"skills": [s.as_dict() for s in scores]}, as_json, lambda d: "\n".join(
+    memory = open_memory(ctx, model)
+    scores = memory.eval_skills(name, held_out_only=not all_queries)
+    answers = []
+    if not no_answers:
+        with Activity("answer evals", f"loading {memory.model}", unit="answer") as progress:
+            answers = memory.eval_answers(name, max_tokens=max_tokens, limit=limit, progress=progress)
+    data = {"skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
+    emit(data, as_json, lambda d: _render_eval(d, all_queries, no_answers))
+
+
+def _render_eval(d: dict, all_queries: bool, no_answers: bool) -> str:
+    lines = [
         f"{s['name']:24} precision {_share(s['precision'])}  recall {_share(s['recall'])}  "
         f"({s['positives']} positive, {s['negatives']} negative queries)" for s in d["skills"]
-    ) or "no skill has eval queries" + ("" if all_queries else " in its held-out part"))
+    ] or ["no skill has eval queries" + ("" if all_queries else " in its held-out part")]
+    if not no_answers:
+        lines += [line for skill in d["answers"] for line in _render_answers(skill)] or ["no skill has evals/evals.json"]
+    return "\n".join(lines)
+
+
+def _render_answers(skill: dict) -> list[str]:
+    summary = skill["summary"]
+    lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered with block "
+                 f"{skill['block_id']} ({skill['block_tokens']} tok) and without, up to {skill['max_tokens']} new tokens"]
+    for e in skill["evals"]:
+        lines.append(f"  eval {e['id'] if e['id'] is not None else '#' + str(e['index'])}: checks {len(e['checks'])}, "
+                     f"unchecked {len(e['unchecked'])}" + (f", invalid {len(e['invalid'])}" if e["invalid"] else ""))
+        for key, label in (("with_skill", "with"), ("without_skill", "without")):
+            r = e[key]
+            if r["error"]:
+                lines.append(f"    {label:8} error: {r['error']}")
+                continue
+            passed = f"{r['passed']}/{r['checked']} passed" if r["checked"] else "no checks"
+            lines.append(f"    {label:8} {r['decision']:8} prompt {r['prompt_tokens']:>5} tok ({r['reused_tokens']} reused)"
+                         f"  generated {r['generated_tokens']:>4} tok  prefill {r['prefill_s']:.3f} s"
+                         f"  generate {r['generate_s']:.3f} s  {passed}")
+        lines += [f"    file {f['status']:8} {f['path']}" + (f": {f['reason']}" if f["status"] != "present" else "")
+                  for f in e["files"]]
+        lines += [f"    invalid {i['reason']}" for i in e["invalid"]]
+    for label, side in (("with", summary["with_skill"]), ("without", summary["without_skill"])):
+        lines.append(f"  {label:8} pass rate {_share(side['pass_rate'])} ({side['passed']}/{side['checks']} checks)"
+                     f"  mean prompt {_tokens(side['prompt_tokens'])} tok  mean generated {_tokens(side['generated_tokens'])}"
+                     f" tok  {side['total_s']:.2f} s" + (f"  errors {side['errors']}" if side["errors"] else ""))
+    lines.append(f"  unchecked (natural language) {summary['unchecked']}"
+                 + (f", invalid {summary['invalid']}" if summary["invalid"] else ""))
+    lines += [f"  skipped eval {s['id'] if s['id'] is not None else '#' + str(s['index'])}: {s['reason']}"
+              for s in skill["skipped"]]
+    lines += [f"  warning {w}" for w in skill["warnings"]]
+    if skill["left_out"]:
+        lines.append(f"  {skill['left_out']} more evals left out (--limit)")
+    return lines
+
+
+def _tokens(value) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
 
 
 def _share(value) -> str:

@@ -1,8 +1,10 @@
 """The memory an agent calls: the :class:`SkillMemory` facade and what is its own —
 deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`), copying a store (:mod:`.migrate`) and
-Agent Skills folders (:mod:`.skill_import`, :mod:`.skills`, :mod:`.skill_evals`).
+Agent Skills folders (:mod:`.skill_import`, :mod:`.skills`, :mod:`.skill_evals`, and
+:mod:`.answer_evals` over :mod:`.eval_cases`).
 """
 
+from .answer_evals import EvalAnswer, EvalOutcome, SkillAnswerEval
 from .facade import Generation, SkillMemory, generation_of
 from .skill_evals import SkillTriggerScore
 from .skill_import import ImportedSkill, SkillImportReport
@@ -10,6 +12,6 @@ from .skills import SkillExport, SkillPart, SkillRecord
 from .upkeep import RecaptureReport
 
 __all__ = [
-    "Generation", "ImportedSkill", "RecaptureReport", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart",
-    "SkillRecord", "SkillTriggerScore", "generation_of",
+    "EvalAnswer", "EvalOutcome", "Generation", "ImportedSkill", "RecaptureReport", "SkillAnswerEval", "SkillExport",
+    "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore", "generation_of",
 ]

@@ -37,6 +37,7 @@ from ..core.tools import OutputFormat
 from ..errors import BlockNotFoundError, InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
+from .answer_evals import AnswerEvals
 from .deposits import Deposits
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
@@ -84,7 +85,7 @@ class Generation:
         }
 
 
-class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals):
+class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
