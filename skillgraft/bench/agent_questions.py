@@ -9,7 +9,7 @@ AGENT_QUESTIONS = (  # "agent" and "restart": all route to tide-rollback
     "Does tide rollback also revert the database migrations of the release?",
 )
 AGENT_MORE_QUESTIONS = (  # "agent", rounds 7-18: more of the same app's questions, for a steadier median
-    "Which command shows the last five releases of the payments service in production?",
+    "Before rolling back payments, which tide command lists its last releases and their canary results?",
     "The canary was skipped during my rollback of search-api; is that a problem?",
     "How do I know that the rollback of checkout in eu-west has finished?",
     "What error rate should checkout reach before I roll back us-east?",
