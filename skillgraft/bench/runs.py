@@ -159,8 +159,8 @@ def bench_graft(
 
 
 def _graft_is_exact(engine: Engine, state, query: Sequence[int]) -> bool:
-    """Whether ``query``'s logits after restoring ``state`` are SHA-equal to those after its prefill."""
-    engine.prefill(state.tokens)
+    """Whether ``query``'s logits after restoring ``state`` are SHA-equal to those after its
+    prefill (``engine`` holds that prefill: ``state`` was just captured)."""
     engine.append(query)
     fresh = engine.logits().copy()
     same = Comparison()
