@@ -5,8 +5,8 @@ three captures of different lengths (a block of N tokens is ``header + N x per_t
 checked on the third); the collection's parts as the importer plans them with that model's own
 tokenizer and window (no capture: planning needs only token counts); and their bytes. With
 ``--verify N``, the byte-exactness self-test (``skillgraft.verify.exactness.verify``, what
-``skillgraft verify`` runs) within each runtime. Then, from published shapes, the bytes per
-token of 1-8B models (layers x KV heads x head dim x 2 for K and V x bytes per value) and what
+``skillgraft verify --kv-type KV`` runs) within each runtime. Then, from published shapes, the
+bytes per token of 1-8B models (layers x KV heads x head dim x 2 for K and V x bytes per value) and what
 the collection would cost at SmolLM2's token count.
 
     .venv/bin/python benchmarks/skill_sizes.py ROOT [--verify 20] [--out docs/data/skill_sizes.json]
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from skillgraft.config import EngineSettings
+from skillgraft.config import EngineSettings, kv_type_settings
 from skillgraft.core.chat_layout import block_tokens
 from skillgraft.core.skill_folder import read_skill_folder
 from skillgraft.core.skill_scan import scan_for_skills
@@ -29,11 +29,9 @@ from skillgraft.memory.deposits import QUERY_ROOM_TOKENS
 from skillgraft.memory.skill_evals import EVAL_QUERIES, training_examples
 from skillgraft.memory.skill_plan import plan_parts
 
-# (model, cache types, flash attention): llama.cpp quantizes the V cache only with flash attention
-RUNTIMES = [
-    ("smollm2-135m", "f16", False), ("smollm2-135m", "q8_0", True),
-    ("gemma3-270m", "f16", False), ("gemma3-270m", "q8_0", True),
-]
+# (model, KV cache type); kv_type_settings turns flash attention on for q8_0, which llama.cpp
+# needs to quantize the V cache
+RUNTIMES = [("smollm2-135m", "f16"), ("smollm2-135m", "q8_0"), ("gemma3-270m", "f16"), ("gemma3-270m", "q8_0")]
 VALUE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "f32": 4.0}  # q8_0: blocks of 32 values, 32 bytes + an f16 scale
 # Published shapes (the models' config.json): layers, KV heads, head dimension.
 PUBLISHED = {
@@ -81,10 +79,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     results = {"runtimes": [], "published": []}
-    for model, kv, flash in RUNTIMES:
-        settings = EngineSettings(type_k=kv, type_v=kv, flash_attn=flash)
+    for model, kv in RUNTIMES:
+        settings = EngineSettings(**kv_type_settings(kv))
         with Engine(model, settings) as engine:
-            row = {"model": model, "type_k": kv, "type_v": kv, "flash_attn": flash, "n_ctx": engine.n_ctx,
+            row = {"model": model, "type_k": kv, "type_v": kv, "flash_attn": settings.flash_attn, "n_ctx": engine.n_ctx,
                    "fingerprint": engine.fingerprint.id, **block_bytes(engine), "collection": collection(engine, args.root)}
             found = row["collection"]
             row["collection_bytes"] = found["blocks"] * row["header"] + found["tokens"] * row["per_token"]

@@ -3,16 +3,17 @@
 Every default is defined here once. Environment variables start with ``SKILLGRAFT_``:
 ``SKILLGRAFT_HOME`` (store folder, default ``~/.skillgraft``), ``SKILLGRAFT_MODEL``
 (model name or GGUF path, default ``smollm2-135m``), and the engine settings
-``SKILLGRAFT_THREADS``, ``SKILLGRAFT_N_CTX`` and ``SKILLGRAFT_N_GPU_LAYERS``.
+``SKILLGRAFT_THREADS``, ``SKILLGRAFT_N_CTX``, ``SKILLGRAFT_N_GPU_LAYERS`` and
+``SKILLGRAFT_KV_TYPE`` (the KV cache type of keys and values, see :func:`kv_type_settings`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -25,6 +26,10 @@ DEFAULT_HOME = Path("~/.skillgraft")
 DEFAULT_THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 KVType = Literal["f16", "f32", "q8_0"]
+KV_TYPES: tuple[str, ...] = get_args(KVType)
+# Cache types stored in blocks of values with a scale; llama.cpp quantizes the V cache only
+# with flash attention on (without it, it refuses to create the context).
+QUANTIZED_KV_TYPES = frozenset({"q8_0"})
 
 
 class EngineSettings(BaseModel):
@@ -52,6 +57,29 @@ class EngineSettings(BaseModel):
             raise ValueError(f"n_ubatch ({value}) must not exceed n_batch ({n_batch})")
         return value
 
+    @model_validator(mode="after")
+    def _quantized_v_needs_flash_attention(self) -> "EngineSettings":
+        if self.type_v in QUANTIZED_KV_TYPES and not self.flash_attn:
+            raise ConfigError(
+                f"a {self.type_v} V cache needs flash_attn=True: llama.cpp quantizes the V cache only "
+                "with flash attention on"
+            )
+        return self
+
+
+def kv_type_settings(kv_type: Optional[str]) -> dict:
+    """The settings one KV cache type implies: ``type_k`` and ``type_v`` both set to it, and
+    flash attention on for a quantized type (llama.cpp needs it for a quantized V cache).
+    ``None`` implies nothing."""
+    if kv_type is None:
+        return {}
+    if kv_type not in KV_TYPES:
+        raise ConfigError(f"unknown KV cache type {kv_type!r}; choose one of {', '.join(KV_TYPES)}")
+    settings: dict = {"type_k": kv_type, "type_v": kv_type}
+    if kv_type in QUANTIZED_KV_TYPES:
+        settings["flash_attn"] = True
+    return settings
+
 
 # Engine settings an environment variable may give (every door reads them: CLI, gateway, MCP, API).
 SETTINGS_ENV = {"SKILLGRAFT_THREADS": "n_threads", "SKILLGRAFT_N_CTX": "n_ctx", "SKILLGRAFT_N_GPU_LAYERS": "n_gpu_layers"}
@@ -67,6 +95,10 @@ def engine_settings(**overrides) -> EngineSettings:
                 values[name] = int(given)
             except ValueError:
                 raise ConfigError(f"{variable} must be an integer, got {given!r}") from None
+    kv_type = os.environ.get("SKILLGRAFT_KV_TYPE")
+    if kv_type and kv_type not in KV_TYPES:
+        raise ConfigError(f"SKILLGRAFT_KV_TYPE must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+    values.update(kv_type_settings(kv_type or None))
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return EngineSettings(**values)

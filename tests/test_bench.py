@@ -24,6 +24,16 @@ def test_graft_rows_have_the_promised_keys_and_consistent_ratios(tmp_path, smoll
     assert report["machine"]["llama_cpp_python"]
 
 
+def test_graft_under_q8_0_is_exact_smaller_and_says_its_cache_type(smollm2):
+    report = bench.bench_graft("smollm2-135m", [64], repeats=2, peers=True, kv_type="q8_0")
+    assert (report["type_k"], report["type_v"], report["flash_attn"]) == ("q8_0", "q8_0", True)
+    row = report["rows"][0]
+    assert row["exact"] is True and row["bytes"] < 0.6 * smollm2.state_size(64)
+    low, high = row["prefill_range_s"]
+    assert low <= row["prefill_s"] <= high and row["restore_range_s"][0] <= row["restore_s"]
+    assert row["llama_cpp_python_state_bytes"] < 0.6 * smollm2.state_size(64)  # the peer runs under q8_0 too
+
+
 def test_positions_own_position_exact_and_shift_not(tmp_path):
     rows = {(r["case"], r["offset"]): r for r in bench.bench_positions("smollm2-135m", samples=1, offsets=(8,))["rows"]}
     assert rows[("own position", 0)]["sha_equal"] == 1

@@ -120,6 +120,20 @@ def test_blocks_from_another_model_or_other_flags_are_refused_before_the_server(
     assert slot_files(server) == before
 
 
+@pytest.mark.model
+def test_a_block_captured_under_q8_0_is_refused_by_the_f16_server(server):
+    from skillgraft.config import engine_settings, kv_type_settings
+    from skillgraft.engine.llama import Engine
+
+    with Engine("smollm2-135m", engine_settings(**kv_type_settings("q8_0"))) as q8_0:
+        state = q8_0.capture(PREFIX)
+    before = slot_files(server)
+    with pytest.raises(FingerprintMismatchError, match="type_k") as caught:
+        server.graft(state, QUERY)
+    assert set(caught.value.differences) == {"type_k", "type_v", "flash_attn"}
+    assert slot_files(server) == before
+
+
 def test_a_corrupted_block_never_reaches_the_server(server, state):
     server.restore(state, "b1")
     before_files, before_slot = slot_files(server), server.save_slot(0)

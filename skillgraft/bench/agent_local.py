@@ -87,6 +87,7 @@ class LlamaSystem:
 
         from ..config import engine_settings
         from ..engine.models import resolve_model
+        from ..engine.native import ggml_type
 
         settings = engine_settings()
         defaults = high_level.llama_cpp.llama_model_default_params
@@ -101,7 +102,8 @@ class LlamaSystem:
             self.llama = llama_cpp.Llama(
                 model_path=str(resolve_model(model)[1]), n_ctx=settings.n_ctx, n_batch=settings.n_batch,
                 n_ubatch=settings.n_ubatch, n_threads=settings.n_threads, n_threads_batch=settings.n_threads,
-                flash_attn=settings.flash_attn, verbose=False,
+                flash_attn=settings.flash_attn, type_k=ggml_type(settings.type_k), type_v=ggml_type(settings.type_v),
+                verbose=False,
             )
         finally:
             high_level.llama_cpp.llama_model_default_params = defaults

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import EngineSettings
+from ..engine.native import ggml_type
 
 
 def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequence[int], repeats: int) -> dict:
@@ -34,6 +35,8 @@ def high_level_state(model_path: Path, settings: EngineSettings, tokens: Sequenc
             n_threads=settings.n_threads,
             n_threads_batch=settings.n_threads,
             flash_attn=settings.flash_attn,
+            type_k=ggml_type(settings.type_k),
+            type_v=ggml_type(settings.type_v),
             verbose=False,
         )
     try:

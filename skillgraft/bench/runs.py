@@ -15,14 +15,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..config import engine_settings
+from ..config import engine_settings, kv_type_settings
 from ..core.progress import Progress
 from ..engine.llama import Engine, build_info
-from ..verify.exactness import CORPUS, Comparison, sample_prefix, sample_query
+from ..verify.exactness import CORPUS, QUERIES, Comparison, sample_prefix, sample_query
 
 
 def machine() -> dict:
@@ -74,24 +74,30 @@ def bench_graft(
     repeats: int = 3,
     *,
     peers: bool = True,
+    kv_type: Optional[str] = None,
     progress: Progress = None,
 ) -> dict:
     """Cold prefill vs our restore vs the native floor vs llama-cpp-python's state APIs.
 
     The first access goes through the store's read path (read, size and digest checked,
     restore), with the block evicted from the store's cache before each repetition.
+    ``kv_type`` runs it all under that KV cache type (:func:`~skillgraft.config.kv_type_settings`).
+    Each row also says whether a query's logits after the restore are SHA-equal to its
+    logits after the prefill (``exact``).
     """
     from ..store.block_store import BlockStore
     from .peers import high_level_state
 
-    rows = []
+    rows, kv = [], _kv_report(kv_type)
     for done, size in enumerate(sizes, 1):
-        settings = engine_settings(n_ctx=_context_for(size))
+        settings = engine_settings(n_ctx=_context_for(size), **kv_type_settings(kv_type))
         with Engine(model, settings) as engine, tempfile.TemporaryDirectory(prefix="skillgraft-bench-") as folder:
             tokens = corpus_tokens(engine, size)
             engine.prefill(tokens[:32])  # warm-up
             prefills = repeat_times(lambda: engine.prefill(tokens), repeats)
             state = engine.capture(tokens)
+            query = engine.tokenize(QUERIES[0], add_bos=False)
+            exact = _graft_is_exact(engine, state, query)
             store = BlockStore(Path(folder) / "store")
             block, _ = store.put(state, name=f"graft-{size}", kind="manual", source=f"{size} tokens")
             native_file = Path(folder) / "native.state"
@@ -120,6 +126,10 @@ def bench_graft(
                 "tokens": size,
                 "prefill_s": statistics.median(prefills),
                 "restore_s": statistics.median(restores),
+                "prefill_range_s": [min(prefills), max(prefills)],
+                "restore_range_s": [min(restores), max(restores)],
+                "prefill_vs_restore": statistics.median(prefills) / statistics.median(restores),
+                "exact": exact,
                 "restore_first_access_s": statistics.median(firsts),
                 "first_access_vs_floor_range": [min(firsts) / max(floors), max(firsts) / min(floors)],
                 "first_access_digest": "BLAKE3" if block.blake3 else "SHA-256",
@@ -144,16 +154,36 @@ def bench_graft(
             rows.append(row)
         if progress:
             progress(done, len(sizes))
-    return {"kind": "graft", "model": model, "repeats": repeats, "machine": machine(), "rows": rows}
+    return {"kind": "graft", "model": model, "repeats": repeats, **kv, "machine": machine(),
+            "rows": rows}
 
 
-def bench_paging(model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: int = 3, progress: Progress = None) -> dict:
+def _graft_is_exact(engine: Engine, state, query: Sequence[int]) -> bool:
+    """Whether ``query``'s logits after restoring ``state`` are SHA-equal to those after its
+    prefill (``engine`` holds that prefill: ``state`` was just captured)."""
+    engine.append(query)
+    fresh = engine.logits().copy()
+    same = Comparison()
+    same.add(fresh, engine.graft(state, query))
+    return same.sha_equal == 1
+
+
+def _kv_report(kv_type: Optional[str]) -> dict:
+    """The KV cache settings a benchmark ran under (``kv_type``, else the environment's or the default)."""
+    settings = engine_settings(**kv_type_settings(kv_type))
+    return {"type_k": settings.type_k, "type_v": settings.type_v, "flash_attn": settings.flash_attn}
+
+
+def bench_paging(
+    model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: int = 3, *, kv_type: Optional[str] = None,
+    progress: Progress = None,
+) -> dict:
     """First access (read + digest check + restore) vs warm restore (LRU hit) vs re-prefill, through the store."""
     from ..store.block_store import BlockStore
 
-    rows = []
+    rows, kv = [], _kv_report(kv_type)
     for done, size in enumerate(sizes, 1):
-        settings = engine_settings(n_ctx=_context_for(size))
+        settings = engine_settings(n_ctx=_context_for(size), **kv_type_settings(kv_type))
         with Engine(model, settings) as engine, tempfile.TemporaryDirectory(prefix="skillgraft-bench-") as home:
             store = BlockStore(home)
             tokens = corpus_tokens(engine, size)
@@ -177,7 +207,8 @@ def bench_paging(model: str, sizes: Sequence[int] = (256, 1024, 4096), repeats: 
             store.close()
         if progress:
             progress(done, len(sizes))
-    return {"kind": "paging", "model": model, "repeats": repeats, "machine": machine(), "rows": rows}
+    return {"kind": "paging", "model": model, "repeats": repeats, **kv, "machine": machine(),
+            "rows": rows}
 
 
 # -- positions ----------------------------------------------------------------------------

@@ -215,6 +215,10 @@ json_option = click.option(
 model_option = click.option(
     "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m) or a GGUF path."
 )
+kv_type_option = click.option(
+    "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,
+    help="KV cache type of keys and values (default $SKILLGRAFT_KV_TYPE or f16; q8_0 turns flash attention on).",
+)
 
 
 def store_home(ctx: click.Context, *, create: bool = False) -> Path:

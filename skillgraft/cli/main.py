@@ -8,8 +8,8 @@ command name. Commands that only read refuse a store folder that holds no catalo
 mistyped ``--home`` is an error instead of a new, empty store.
 
 The commands live in :mod:`.blocks` (deposit, inspect, change, move blocks),
-:mod:`.runs` (route, answer, measure), :mod:`.routing` (feedback, reembed), :mod:`.gateway` and
-:mod:`.migrate`; what they share in :mod:`.common`.
+:mod:`.runs` (route, answer, check), :mod:`.bench` (measure), :mod:`.routing` (feedback,
+reembed), :mod:`.gateway` and :mod:`.migrate`; what they share in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def cli(ctx: click.Context, debug: bool, home: Optional[str], catalog: Optional[
 
 def _register_commands() -> None:
     from . import blocks as cli_blocks
+    from .bench import bench
     from . import runs as cli_runs
     from .gateway import mcp_command, serve_command, ui_command
     from .migrate import migrate_store
@@ -62,7 +63,7 @@ def _register_commands() -> None:
         cli_blocks.add_manual, cli_blocks.add_solution, cli_blocks.list_blocks, cli_blocks.update, cli_blocks.rename,
         cli_blocks.rm, cli_blocks.recapture, cli_blocks.check, cli_blocks.export_command, cli_blocks.import_command,
         cli_runs.verify, cli_runs.models, cli_runs.demo, cli_runs.route, cli_runs.calibrate, cli_runs.ask,
-        cli_runs.solve, cli_runs.ledger, cli_runs.bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
+        cli_runs.solve, cli_runs.ledger, bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
         reembed, skills,
     ):
         cli.add_command(command)

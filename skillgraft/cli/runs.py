@@ -1,5 +1,5 @@
-"""The commands that route, answer and measure: route, calibrate, ask, solve, ledger, verify,
-models, demo and bench."""
+"""The commands that route, answer and check: route, calibrate, ask, solve, ledger, verify,
+models and demo (bench is :mod:`.bench`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .common import (
     Activity,
     emit,
     json_option,
+    kv_type_option,
     model_option,
     open_memory,
     open_store,
@@ -30,8 +31,9 @@ from .common import (
     "--engine", "engine_kind", type=click.Choice(["in-process", "server"]), default="in-process", show_default=True,
     help="Graft in this process, or through a llama-server started here (the built one).",
 )
+@kv_type_option
 @json_option
-def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_json: bool) -> None:
+def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, kv_type: Optional[str], as_json: bool) -> None:
     """Byte-exactness self-test: grafted logits against fresh ones.
 
     Each sample is a seeded prefix from a built-in corpus, captured, grafted into a
@@ -43,31 +45,38 @@ def verify(model: Optional[str], samples: int, seed: int, engine_kind: str, as_j
     graft goes through a real llama-server: its next-token distribution and a greedy
     continuation are compared with the server's own fresh prefill, plus the byte round
     trip, the cache_n check and agreement with the in-process engine.
+
+    `--kv-type` checks within the runtime of that KV cache type (keys and values; q8_0
+    turns flash attention on, which llama.cpp needs for a quantized V cache).
     """
-    from ..config import default_model
+    from ..config import default_model, engine_settings, kv_type_settings
 
     model = model or default_model()
+    settings = engine_settings(**kv_type_settings(kv_type))
     with Activity("verify", f"loading {model}", unit="samples") as progress:
         if engine_kind == "server":
             from ..engine.llama import Engine
             from ..server.checks import verify_server
             from ..server.engine import LlamaServerEngine
 
-            with LlamaServerEngine(model) as server, Engine(model) as local:
+            with LlamaServerEngine(model, settings) as server, Engine(model, settings) as local:
                 report = verify_server(server, samples, seed=seed, in_process=local, progress=progress).to_dict()
             emit(report, as_json)
             return
         from ..verify.exactness import verify as run_verify
 
-        report = run_verify(model, samples, seed=seed, progress=progress)
+        report = run_verify(model, samples, seed=seed, settings=settings, progress=progress)
     emit(report, as_json, _render_verify)
 
 
 def _render_verify(report: dict) -> str:
     control, concat, derived = report["negative_control"], report["concat"], report["derived"]
+    fingerprint = report["fingerprint"]
     return "\n".join(
         [
             f"model            {report['model']}  (fingerprint {report['fingerprint']['id']})",
+            f"KV cache         K {fingerprint['type_k']}, V {fingerprint['type_v']}, "
+            f"flash attention {'on' if fingerprint['flash_attn'] else 'off'}",
             f"graft vs fresh   {report['sha_equal']}/{report['samples']} SHA-equal, "
             f"{report['argmax_mismatch']} argmax flips, KL median {report['kl_median']:.3g}, p99 {report['kl_p99']:.3g}",
             f"graft vs concat  {concat['sha_equal']}/{concat['samples']} SHA-equal, "
@@ -275,123 +284,3 @@ def _decode_json_columns(row: dict) -> dict:
             except ValueError:
                 pass
     return row
-
-
-# -- benchmarks -----------------------------------------------------------------------------
-
-
-def _int_list(value: str) -> list[int]:
-    try:
-        numbers = [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-    if not numbers or min(numbers) <= 0:
-        raise click.BadParameter("sizes must be positive")
-    return numbers
-
-
-@click.command()
-@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent"]))
-@model_option
-@click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
-@click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
-@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100),
-              help="Repetitions; the median is kept (agent: restarts measured).")
-@click.option("--samples", default=50, show_default=True, type=click.IntRange(1, 10_000), help="Samples (positions).")
-@click.option("--blocks", default=64, show_default=True, type=click.IntRange(2, 10_000), help="Blocks (needles).")
-@click.option("--no-peers", is_flag=True, help="Skip llama-cpp-python's own state APIs (graft).")
-@click.option("--clients", default=4, show_default=True, type=click.IntRange(1, 64), help="Concurrent clients (serve).")
-@click.option("--requests", default=8, show_default=True, type=click.IntRange(1, 10_000), help="Requests per client (serve).")
-@click.option("--servers", default=2, show_default=True, type=click.IntRange(1, 16), help="llama-servers in the pool (serve).")
-@click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
-@click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent).")
-@click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
-@click.option("--in-process", "in_process", is_flag=True,
-              help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
-@json_option
-@click.pass_context
-def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, in_process, plot, as_json) -> None:
-    """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
-
-    KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
-    paging (first access vs warm restore vs re-prefill), positions (own, shifted and
-    sequential exactness), route (flat vs HNSW search, on the encoder `--embedder` names,
-    MiniLM by default), needles (a store far larger
-    than the serving window, with planted facts), server (a graft through llama-server
-    vs its cold prefill and its own prompt caches), serve (the gateway under load from
-    openai clients, optionally with a llama-server killed mid-load) or agent (time to first
-    token of agent requests: the gateway grafting the routed manual against plain llama-server
-    with its prompt cache and the manual pasted into the prompt, over five scenarios).
-    """
-    from .. import bench as benchmarks
-    from ..config import default_model
-
-    if plot and kind == "agent":
-        raise click.BadParameter("the agent benchmark draws no plot", param_hint="--plot")
-    model = model or default_model()
-    with Activity(f"bench {kind}", "preparing") as progress:
-        if kind == "graft":
-            report = benchmarks.bench_graft(model, _int_list(tokens), repeats, peers=not no_peers, progress=progress)
-        elif kind == "paging":
-            report = benchmarks.bench_paging(model, _int_list(tokens), repeats, progress=progress)
-        elif kind == "positions":
-            report = benchmarks.bench_positions(model, samples, progress=progress)
-        elif kind == "route":
-            report = benchmarks.bench_route(_int_list(keys), progress=progress, embedder=(ctx.obj or {}).get("embedder"))
-        elif kind == "server":
-            from ..server.checks import bench_server
-
-            report = bench_server(model, _int_list(tokens), repeats, progress=progress)
-        elif kind == "serve":
-            from ..bench.serve import bench_serve
-
-            report = bench_serve(clients=clients, requests=requests, servers=servers, kill=kill, model=model, progress=progress)
-        elif kind == "agent" and in_process:
-            from ..bench.agent_local import bench_agent_local
-
-            report = bench_agent_local(model, progress=progress, quick=quick)
-        elif kind == "agent":
-            from ..bench.agent import bench_agent
-
-            report = bench_agent(model, repeats, progress=progress, quick=quick, two_slots=two_slots)
-        else:
-            report = benchmarks.bench_needles(model, blocks, progress=progress)
-    if plot:
-        from ..bench.plots import plot_report
-
-        report["plot"] = str(plot_report(report, plot))
-    emit(report, as_json, _render_agent if kind == "agent" else _render_bench)
-
-
-def _render_agent(report: dict) -> str:
-    """The agent benchmark: per scenario and measure, each system's seconds [min, max] and the ratio."""
-    span = lambda r, s: f"{r[s + '_s']:.3f} [{r[s + '_min']:.3f}, {r[s + '_max']:.3f}]"  # noqa: E731
-    other = report.get("other", "llama-server")
-    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {other + ' s':>26} {'ratio':>7}"]
-    lines += [f"{r['scenario']:20} {r['measure']:30} {span(r, 'skillgraft'):>26} {span(r, 'llama_server'):>26} "
-              f"{r['ratio']:>7.3f}" for r in report["rows"]]
-    summary, decisions = report["summary"], report.get("decisions")
-    if decisions is None:  # in-process: no restart is measured
-        lines.append(f"grafts: {summary['grafts']}/{summary['requests']}; reused from: {summary['reused_from']}")
-        for row in report.get("conversation_policy", {}).get("rows", []):
-            lines.append(f"topic change, {row['policy']}: {row['total_s']:.2f} s over {row['turns']} turns, first turn on "
-                         f"the new topic {row['first_turn_on_the_new_topic_s']:.3f} s, kept {row['kept']}, switched "
-                         f"{row['switched']}, behind the expected skill {row['behind_the_expected_skill']}/{row['turns']}")
-        return "\n".join(lines)
-    lines.append(f"restart: {summary['restart_speedup']}x faster than llama-server's cold prefill "
-                 f"(target {summary['restart_target']:g}x); grafts on the expected manual: "
-                 f"{decisions['graft_on_expected']}/{decisions['requests']}")
-    return "\n".join(lines)
-
-
-def _render_bench(report: dict) -> str:
-    rows = report["rows"]
-    if not rows:
-        return "(no rows)"
-    columns = [k for k, v in rows[0].items() if isinstance(v, (int, float, str)) and k not in {"question", "answer"}][:9]
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
-    lines = ["  ".join(f"{c:>14.14}" for c in columns)]
-    lines += ["  ".join(f"{fmt(r.get(c, '')):>14.14}" for c in columns) for r in rows]
-    return "\n".join(lines)

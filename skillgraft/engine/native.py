@@ -46,6 +46,11 @@ def build_info() -> dict[str, str]:
     }
 
 
+def ggml_type(kv_type: str) -> int:
+    """The ggml type number of a KV cache type name (``f16``, ``f32``, ``q8_0``)."""
+    return _GGML_TYPES[kv_type]
+
+
 def context_params(settings: EngineSettings, swa_full: bool):
     """Context parameters with every setting that changes KV bytes or logits pinned: one sequence."""
     s = settings
