@@ -7,6 +7,7 @@ context with an equal fingerprint. The engine builds it; this module only compar
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -54,9 +55,9 @@ class RuntimeFingerprint(BaseModel):
             data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         return data
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """A short stable id: SHA-256 of the canonical JSON, first 16 hex digits."""
+        """A short stable id: SHA-256 of the canonical JSON, first 16 hex digits (the model is frozen)."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
     def canonical_json(self) -> str:

@@ -171,7 +171,8 @@ class ServerCompletions:
             with client.stream("POST", "/completion", json=request, timeout=timeout) as response:
                 if response.status_code != 200:
                     raise ServerError(f"POST /completion answered {response.status_code}: {response.read()[:300]!r}")
-                for line in response.iter_lines():
+                lines = response.iter_lines()
+                for line in lines:
                     if deadline is not None:
                         deadline.check()
                     if not line.startswith("data: "):
@@ -194,7 +195,10 @@ class ServerCompletions:
                     stopped = bool(chunk.get("stop"))
                     yield StreamChunk(str(chunk.get("content", "")), tuple(steps), stop_type(chunk) if stopped else None,
                                       cache_n)
-                    if stopped:
+                    if stopped:  # read the stream to its end, so its connection is kept for the next request
+                        for _ in lines:
+                            if deadline is not None:
+                                deadline.check()
                         return
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
             if deadline is not None and isinstance(exc, httpx.TimeoutException):
