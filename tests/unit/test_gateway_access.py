@@ -63,6 +63,19 @@ def test_the_key_is_checked_before_any_body_is_read():
     assert status == 0 and read  # the key is right: the body is waited for
 
 
+@pytest.mark.parametrize("declared", ["1" * 5000, "9" * 40, "-1", "1e3", "\uff19"])
+def test_a_content_length_that_is_no_count_within_the_limit_is_a_413(declared):
+    status, headers, read = _request(_app(None, DepositPolicy(allowed=True)), "POST", "/v1/chat/completions",
+                                     {"content-length": declared})
+    assert (status, read, headers.get("connection")) == (413, False, "close")
+
+
+def test_a_content_length_of_leading_zeros_is_its_count():
+    app = _app(None, DepositPolicy(allowed=True))
+    assert _request(app, "POST", "/v1/chat/completions", {"content-length": "0" * 5000})[0] == 0  # waits for the body
+    assert _request(app, "POST", "/v1/chat/completions", {"content-length": "0" * 5000 + "5" * 8})[0] == 413
+
+
 def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
     sid = "skill_" + "0" * 32
     for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault"), ("POST", "/v1/skills/feedback"),
