@@ -210,3 +210,18 @@ def test_a_symlink_loop_and_a_link_to_the_root_are_left_out(stocked, tmp_path):
     assert [s.name for s in report.imported] == ["loopy"]
     assert [f["path"] for f in stocked.skill("loopy").files] == ["SKILL.md"]
     assert {w.split(":")[0] for w in report.imported[0].warnings if "a link" in w} == {"a", "b", "references", "up"}
+
+
+@pytest.mark.parametrize("raw, warned", [
+    (b"[" * 100_000, "is not a JSON list"),  # nested past the parser's recursion
+    (b"[" + b",".join([b'{"query": "q%d", "should_trigger": true}' % n for n in range(60_000)]) + b"]", "bytes, over"),
+])
+def test_an_eval_queries_file_too_deep_or_too_large_is_not_used_and_the_skill_imports(stocked, tmp_path, raw, warned):
+    folder = write_skill(tmp_path / "bad", "evaly", "A skill with hostile eval queries.", "# Evals\n\nNone.\n",
+                         files={"eval_queries.json": raw})
+    report = stocked.import_skills(folder)
+    assert [s.name for s in report.imported] == ["evaly"]
+    assert any(w.startswith("eval_queries.json") and warned in w for w in report.imported[0].warnings)
+    keys = stocked.store.routing_keys(stocked.skill("evaly").parts[0].block_id)
+    assert [k for k in keys if k["kind"] in ("example", "near_miss")] == []
+    assert stocked.eval_skills("evaly") == []
