@@ -195,7 +195,7 @@ def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot,
         if request.headers.get("content-type", "").startswith("application/json"):
             try:
                 skill = NEW_SKILL.validate_python(json.loads(await request.body()))
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
                 if isinstance(exc, ValidationError):
                     raise RequestValidationError(exc.errors()) from None
                 raise ApiError(400, f"the body is not JSON ({exc})") from None

@@ -196,3 +196,15 @@ def test_types_are_strict(field):
     with pytest.raises(ValidationError) as raised:
         ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field})
     assert raised.value.errors()[0]["loc"][0] == next(iter(field))
+
+
+@pytest.mark.parametrize("arguments", ["[" * 100_000, "{" * 50_000, "not json", "[1, 2]"])
+def test_tool_call_arguments_that_are_no_json_object_are_a_format_error(arguments):
+    from skillgraft.errors import FormatError
+
+    call = {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": arguments}}
+    request = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}]})
+    with pytest.raises(FormatError) as refused:
+        request.chat()
+    assert refused.value.field == "messages.1.tool_calls"

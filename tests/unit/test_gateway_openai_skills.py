@@ -131,6 +131,13 @@ def test_a_forged_version_cursor_is_a_400(served):
         assert response.status_code == 400 and response.json()["error"]["param"] == "after", (forged, response.text)
 
 
+def test_a_json_body_nested_past_the_parser_is_a_400(served):
+    _, http, gateway = served
+    response = http.post("/v1/skills", content=b"[" * 100_000, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error", response.text
+    assert [b.name for b in gateway.memory.list()] == ["git-squash"]
+
+
 def _raw_upload(http, parts: list[tuple[str, bytes]]):
     """A multipart body written by hand: file names exactly as given, control characters and all."""
     boundary = "skillgraft-test-boundary"
