@@ -78,7 +78,10 @@ def _read_header(handle) -> dict:
     (size,) = struct.unpack("<I", raw)
     if size > MAX_HEADER_BYTES:
         raise ValueError(f"header of {size} bytes")
-    header = json.loads(handle.read(size))
+    try:
+        header = json.loads(handle.read(size))
+    except RecursionError:  # a header nested past the parser's depth
+        raise ValueError("header nested too deeply") from None
     tokens = header.get("tokens") if isinstance(header, dict) else None
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) and 0 <= t < 2**31 for t in tokens):
         raise ValueError("bad token list")

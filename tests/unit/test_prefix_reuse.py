@@ -296,3 +296,18 @@ def test_a_state_swapped_for_a_fifo_or_a_link_to_a_device_is_not_waited_on(tmp_p
         worker.join(10)
         assert not worker.is_alive(), "a read of a FIFO or a device never ends"
     assert results == [None, None]
+
+
+def test_a_state_file_whose_header_is_nested_past_the_parser_is_damaged_not_a_crash(tmp_path):
+    import struct
+
+    from skillgraft.store.derived_states import MAGIC
+
+    engine = FakeEngine()
+    folder, path, prompt = _kept_state(tmp_path, engine)
+    store = DerivedStates(folder, engine.fingerprint, memory_bytes=0)
+    header = b"[" * 200_000
+    path.write_bytes(MAGIC + struct.pack("<I", len(header)) + header)
+    assert PrefixCache(store, engine.fingerprint.id, engine.cut_state).lookup(prompt) is None  # read: damaged
+    path.write_bytes(MAGIC + struct.pack("<I", len(header)) + header)
+    assert len(DerivedStates(folder, engine.fingerprint)) == 0  # scanned: not one of its states
