@@ -292,8 +292,8 @@ class _Parser:
             return None
         body = self.text[self.pos + 1:close]
         low, comma, high = body.partition(",")
-        if not (low.isdigit() or (comma and not low)) or (high and not high.isdigit()) or not (low or high):
-            return None
+        if not (low.isdigit() or (comma and not low)) or (high and not high.isdigit()) or not (low or comma):
+            return None  # ``{}`` is literal; ``{,}`` is ``{0,}``, as in re
         if not all(part.isascii() for part in (low, high)):
             return None
         lo = int(low) if low else 0

@@ -146,16 +146,19 @@ def _read_files(root: Path, warnings: list[str], max_files: int, max_bytes: int)
             total += size
             if total > max_bytes:
                 raise SkillFolderError(root, f"holds more than {max_bytes} bytes of files")
-            blob = _read_regular(path)
+            blob = _read_regular(path, size)
             if blob is None:
                 warnings.append(f"{rel}: cannot be read as a regular file: left out")
                 continue
+            if len(blob) != size:
+                raise SkillFolderError(root / rel, f"changed while it was read ({size} bytes listed): import it again")
             data[rel] = blob
     return data
 
 
-def _read_regular(path: Path) -> Optional[bytes]:
-    """The bytes of a regular file, opened without following a link (a race that swaps one in fails)."""
+def _read_regular(path: Path, size: int) -> Optional[bytes]:
+    """The bytes of a regular file, opened without following a link (a race that swaps one in
+    fails), at most one more than the ``size`` it was listed with (a file that grew shows it)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
@@ -165,7 +168,7 @@ def _read_regular(path: Path) -> Optional[bytes]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_SKILL_BYTES + 1)
+            return handle.read(size + 1)
     finally:
         os.close(fd)
 

@@ -123,7 +123,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         too_big = ApiError(413, f"the request body is over {self.limit} bytes", code="body_too_large")
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        if declared is not None and _declared_over(declared, self.limit):
             return await json_error(too_big, close=True)(scope, receive, send)
         body, more = bytearray(), True
         while more:
@@ -144,6 +144,13 @@ class BodyLimit:
             return await receive()  # later reads wait for the client to disconnect
 
         return await self.app(scope, replay, send)
+
+
+def _declared_over(declared: bytes, limit: int) -> bool:
+    """Whether a Content-Length is not a count of bytes within ``limit`` (read without turning
+    thousands of digits into an int, which Python refuses)."""
+    digits = declared.lstrip(b"0") or b"0"
+    return not declared.isdigit() or len(digits) > len(str(limit)) or int(digits) > limit
 
 
 def guard(app, *, api_key: Optional[str], allowed_hosts: Optional[list[str]], deposits: DepositPolicy):

@@ -195,7 +195,7 @@ def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot,
         if request.headers.get("content-type", "").startswith("application/json"):
             try:
                 skill = NEW_SKILL.validate_python(json.loads(await request.body()))
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
                 if isinstance(exc, ValidationError):
                     raise RequestValidationError(exc.errors()) from None
                 raise ApiError(400, f"the body is not JSON ({exc})") from None
@@ -243,8 +243,8 @@ def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot,
     async def list_versions(sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT, order: str = "desc"):
         records = await in_thread(lambda: shelf.versions(name_of(sid)))
         items = [version_object(record) for record in records]
-        if after is not None and after.isdigit() and records:
-            after = version_id(records[0].name, int(after))
+        if after is not None and after.isascii() and after.isdigit() and len(after) <= 18 and records:
+            after = version_id(records[0].name, int(after))  # a version number names its version
         return page(items, after=after, limit=limit, order=order, sort_key=lambda v: int(v["version"]))
 
     @app.get("/v1/skills/{sid:skill_id}/versions/{version}")

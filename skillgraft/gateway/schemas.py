@@ -220,7 +220,7 @@ class ChatCompletionRequest(BaseModel):
 def _arguments(call: CalledTool, index: int) -> dict:
     try:
         arguments = json.loads(call.function.arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         arguments = None
     if not isinstance(arguments, dict):
         raise FormatError(f"messages.{index}.tool_calls", f"the arguments of call {call.id!r} are not a JSON object")

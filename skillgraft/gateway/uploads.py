@@ -3,7 +3,8 @@ checked as hostile input before anything is written.
 
 :func:`read_upload` takes the uploaded ``(filename, bytes)`` parts: one zip is unpacked with
 bounded sizes (each entry's declared and actual size, the total, the compression ratio: a zip
-bomb is refused, never unpacked whole); either way every path must be a plain relative one
+bomb is refused, never unpacked whole; only stored and deflated entries, the methods whose
+unpacking Python bounds as it reads); either way every path must be a plain relative one
 inside the skill (no absolute path, drive, ``..``, ``.``, empty part, backslash or control
 character, no link or other special entry, no two paths equal after Unicode normalisation and
 case folding), at most :data:`MAX_DEPTH` folders deep. A single top-level folder (as OpenAI
@@ -33,6 +34,9 @@ MAX_RATIO = 100                       # unpacked / packed bytes of a zip entry o
 RATIO_FLOOR = 1 << 20                 # ... checked once it unpacks to more than this
 MAX_PATH_CHARS = 1024
 ZIP_MAGIC = b"PK\x03\x04"
+# bzip2 and LZMA entries are unpacked by zipfile in one call per chunk read, whatever the bound
+# asked for: a few KB declared as 100 bytes unpack to gigabytes before the bound applies.
+READ_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,9 @@ def unzip(data: bytes, limits: UploadLimits = UploadLimits()) -> list[tuple[str,
             raise SkillUploadError(info.filename, "is not a regular file", "link")
         if info.flag_bits & 0x1:
             raise SkillUploadError(info.filename, "is encrypted", "invalid_zip")
+        if info.compress_type not in READ_METHODS:
+            raise SkillUploadError(info.filename, f"is compressed with method {info.compress_type}: a skill's zip "
+                                                  "holds stored or deflated entries", "invalid_zip")
         _check_size(info.filename, info.file_size, limits)
         if info.file_size > RATIO_FLOOR and info.file_size > limits.ratio * max(info.compress_size, 1):
             raise SkillUploadError(info.filename, f"unpacks over {limits.ratio:g} times its packed size: "

@@ -8,7 +8,8 @@ import the training part's positive queries become example keys of the skill and
 ones near misses of that skill (:mod:`skillgraft.routing.near_misses`: a query like one of them
 is not routed to this skill; it is not a store-wide correction, which would say "no skill
 fits"). At most :data:`MAX_TRAINING_QUERIES` of each; a query labelled both ways is no near
-miss. The queries are read from the stored version's files, not from disk.
+miss. A file over :data:`MAX_EVAL_QUERIES_BYTES`, or one that is not a JSON list (nested too
+deeply to parse, say), is not used, with a warning. The queries are read from the stored version's files, not from disk.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Optional
 EVAL_QUERIES = "eval_queries.json"
 HELD_OUT_SHARE = 0.4
 MAX_EVAL_QUERIES = 256
+MAX_EVAL_QUERIES_BYTES = 2 << 20  # 256 queries of 2,000 characters, escaped; a larger file is not read
 MAX_QUERY_CHARS = 2_000
 MAX_TRAINING_QUERIES = 32  # examples, and near misses, one skill version takes from its queries
 
@@ -35,9 +37,13 @@ def read_eval_queries(raw: Optional[bytes], warnings: Optional[list] = None) -> 
     """``[(query, should_trigger), ...]`` of an ``eval_queries.json``; malformed entries are left out."""
     if raw is None:
         return []
+    if len(raw) > MAX_EVAL_QUERIES_BYTES:
+        if warnings is not None:
+            warnings.append(f"{EVAL_QUERIES} is {len(raw):,} bytes, over the {MAX_EVAL_QUERIES_BYTES:,} read: not used")
+        return []
     try:
         items = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         items = None
     if not isinstance(items, list):
         if warnings is not None:

@@ -8,7 +8,8 @@ to and never part of a bundle. Each is one file ``<key>.state`` in ``home/derive
     b"SGDERIV1" | header length (u32 LE) | header (JSON: tokens, sha256, fingerprint, parent) | payload
 
 Reads check the header's size and shape, the runtime's fingerprint and the payload's SHA-256;
-a damaged file is deleted with a warning, a foreign one ignored: a derived state is only ever a
+a file is opened without following a link and read only when it is a regular file within the
+cache's size; a damaged file is deleted with a warning, a foreign one ignored: a derived state is only ever a
 shortcut, so the prompt is then prefilled as if it had none. Files are written whole (staged,
 then renamed); the folder is held under ``max_bytes`` (oldest use first out, the use time kept
 as the file's mtime, so the order outlives the process), and the latest states are also kept in
@@ -21,6 +22,7 @@ import io
 import json
 import logging
 import os
+import stat
 import struct
 import threading
 import time
@@ -76,7 +78,10 @@ def _read_header(handle) -> dict:
     (size,) = struct.unpack("<I", raw)
     if size > MAX_HEADER_BYTES:
         raise ValueError(f"header of {size} bytes")
-    header = json.loads(handle.read(size))
+    try:
+        header = json.loads(handle.read(size))
+    except RecursionError:  # a header nested past the parser's depth
+        raise ValueError("header nested too deeply") from None
     tokens = header.get("tokens") if isinstance(header, dict) else None
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) and 0 <= t < 2**31 for t in tokens):
         raise ValueError("bad token list")
@@ -108,18 +113,26 @@ class DerivedStates:
         if not self.folder.is_dir():
             return
         found = []
-        for path in self.folder.iterdir():
+        try:
+            paths = list(self.folder.iterdir())
+        except OSError as exc:
+            logger.warning("cannot list the derived states (%s): none are used", exc)
+            return
+        for path in paths:
             name = path.name
             if name.startswith(".") and name.endswith(".tmp"):
-                path.unlink(missing_ok=True)  # a write cut short
+                _unlink(path)  # a write cut short
                 continue
             key = name[: -len(SUFFIX)]
             if not name.endswith(SUFFIX) or not SHA256_HEX.fullmatch(key) or not path.is_file() or path.is_symlink():
                 continue
             tokens = self._peek_tokens(path)
+            try:
+                info = path.stat(follow_symlinks=False)
+            except OSError:  # gone meanwhile
+                continue
             if tokens:
-                stat = path.stat()
-                found.append((stat.st_mtime, key, stat.st_size, tokens))
+                found.append((info.st_mtime, key, info.st_size, tokens))
         for _, key, size, tokens in sorted(found):
             self._files[key] = (size, tokens)
         self._evict()
@@ -127,7 +140,7 @@ class DerivedStates:
     def _peek_tokens(self, path: Path) -> tuple[int, ...]:
         """The tokens a file's header claims (none when it is not one of this runtime's)."""
         try:
-            with path.open("rb") as handle:
+            with _open_regular(path) as handle:
                 header = _read_header(handle)
         except (OSError, ValueError):
             return ()
@@ -137,7 +150,7 @@ class DerivedStates:
         while self._files and sum(size for size, _ in self._files.values()) > self.max_bytes:
             key, _ = self._files.popitem(last=False)
             self._memory.pop(key, None)
-            (self.folder / f"{key}{SUFFIX}").unlink(missing_ok=True)
+            _unlink(self.folder / f"{key}{SUFFIX}")
         while self._memory and sum(s.n_bytes for s in self._memory.values()) > self.memory_bytes:
             self._memory.popitem(last=False)
 
@@ -172,22 +185,27 @@ class DerivedStates:
             logger.warning("derived state %s is damaged (%s): deleted, its prompt is prefilled", key[:12], exc)
             with self._lock:
                 self._files.pop(key, None)
-            path.unlink(missing_ok=True)
+            _unlink(path)
             return None
         if state.fingerprint.id != self.fingerprint.id:
             logger.warning("derived state %s is of another runtime: ignored", key[:12])
             return None
         now = time.time()
-        os.utime(path, (now, now))
+        try:
+            os.utime(path, (now, now), follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass  # the order of use is only kept in memory then
         with self._lock:
             self._memory[key] = state
             self._evict()
         return state
 
-    @staticmethod
-    def _read(path: Path) -> KVState:
-        with path.open("rb") as handle:
-            return decode_state(handle.read())
+    def _read(self, path: Path) -> KVState:
+        with _open_regular(path) as handle:
+            data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise ValueError(f"over the cache's {self.max_bytes} bytes")
+        return decode_state(data)
 
     def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None:
         self.keep_file(key, state, encode_state(state, parent))
@@ -221,5 +239,25 @@ class DerivedStates:
             self._files.clear()
             self._memory.clear()
         for key in keys:
-            (self.folder / f"{key}{SUFFIX}").unlink(missing_ok=True)
+            _unlink(self.folder / f"{key}{SUFFIX}")
         return len(keys)
+
+
+def _open_regular(path: Path):
+    """``path`` opened for reading, never through a link nor into a FIFO or device (OSError)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _unlink(path: Path) -> None:
+    """Delete a file of the folder; what cannot be (a folder in its place, no permission) stays."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        logger.warning("cannot delete %s in the derived states: %s", path.name, exc)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import stat
+import struct
+import warnings
 import zipfile
+import zlib
 
 
 def skill_md(name: str, description: str, body: str = "# Steps\n\nDo the first step, then the second.\n") -> bytes:
@@ -35,6 +38,32 @@ def zipped(mapping: dict, *, links: tuple = ()) -> tuple[str, bytes]:
     return "skill.zip", buffer.getvalue()
 
 
+def lying(method: int, *, declared: int = 100, size: int = 8 << 20) -> tuple[str, bytes]:
+    """A zip whose ``pdf/assets/big.bin`` (``size`` zeros packed with ``method``) declares
+    ``declared`` bytes in its central directory, with the CRC of that many zeros: only a reader
+    that bounds what it unpacks as it reads stays small."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("pdf/SKILL.md", SKILL)
+        archive.writestr("pdf/assets/big.bin", b"\0" * size, compress_type=method)
+    data = bytearray(buffer.getvalue())
+    entry = data.rfind(b"PK\x01\x02")
+    struct.pack_into("<I", data, entry + 16, zlib.crc32(b"\0" * declared))
+    struct.pack_into("<I", data, entry + 24, declared)
+    return "skill.zip", bytes(data)
+
+
+def twice(path: str) -> tuple[str, bytes]:
+    """A zip holding ``path`` twice (zipfile warns, and writes it)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        archive.writestr("pdf/SKILL.md", SKILL)
+        archive.writestr(path, b"first")
+        archive.writestr(path, b"second")
+    return "skill.zip", buffer.getvalue()
+
+
 SKILL = PDF["pdf/SKILL.md"]
 ZEROS = b"\0" * (2 << 20)
 HOSTILE = {
@@ -58,4 +87,8 @@ HOSTILE = {
     "two skills in one upload": (files({"a/SKILL.md": SKILL, "b/SKILL.md": SKILL}), 400, "no_skill_md"),
     "no SKILL.md": (files({"pdf/README.md": b"x"}), 400, "no_skill_md"),
     "a zip that is not one": ([("skill.zip", b"PK\x03\x04 not really")], 400, "invalid_zip"),
+    "a bzip2 entry that lies about its size": ([lying(zipfile.ZIP_BZIP2)], 400, "invalid_zip"),
+    "an lzma entry that lies about its size": ([lying(zipfile.ZIP_LZMA, size=1 << 20)], 400, "invalid_zip"),
+    "an entry twice in a zip": ([twice("pdf/references/a.md")], 400, "duplicate_path"),
+    "a drive path in a zip": ([zipped({"pdf/SKILL.md": SKILL, "C:/x.md": b"x"})], 400, "invalid_path"),
 }

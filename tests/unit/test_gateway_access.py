@@ -63,6 +63,19 @@ def test_the_key_is_checked_before_any_body_is_read():
     assert status == 0 and read  # the key is right: the body is waited for
 
 
+@pytest.mark.parametrize("declared", ["1" * 5000, "9" * 40, "-1", "1e3", "\uff19"])
+def test_a_content_length_that_is_no_count_within_the_limit_is_a_413(declared):
+    status, headers, read = _request(_app(None, DepositPolicy(allowed=True)), "POST", "/v1/chat/completions",
+                                     {"content-length": declared})
+    assert (status, read, headers.get("connection")) == (413, False, "close")
+
+
+def test_a_content_length_of_leading_zeros_is_its_count():
+    app = _app(None, DepositPolicy(allowed=True))
+    assert _request(app, "POST", "/v1/chat/completions", {"content-length": "0" * 5000})[0] == 0  # waits for the body
+    assert _request(app, "POST", "/v1/chat/completions", {"content-length": "0" * 5000 + "5" * 8})[0] == 413
+
+
 def test_writes_are_off_unless_allowed_and_need_the_deposit_key():
     sid = "skill_" + "0" * 32
     for method, path in (("POST", "/v1/skills"), ("DELETE", "/v1/skills/vault"), ("POST", "/v1/skills/feedback"),
@@ -183,3 +196,15 @@ def test_types_are_strict(field):
     with pytest.raises(ValidationError) as raised:
         ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES, **field})
     assert raised.value.errors()[0]["loc"][0] == next(iter(field))
+
+
+@pytest.mark.parametrize("arguments", ["[" * 100_000, "{" * 50_000, "not json", "[1, 2]"])
+def test_tool_call_arguments_that_are_no_json_object_are_a_format_error(arguments):
+    from skillgraft.errors import FormatError
+
+    call = {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": arguments}}
+    request = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}]})
+    with pytest.raises(FormatError) as refused:
+        request.chat()
+    assert refused.value.field == "messages.1.tool_calls"

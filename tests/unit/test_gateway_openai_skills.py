@@ -121,6 +121,23 @@ def test_the_list_is_paged_as_the_client_expects(served):
         assert response.status_code == 400 and response.json()["error"]["param"] == next(iter(bad))
 
 
+def test_a_forged_version_cursor_is_a_400(served):
+    client, http, _ = served
+    created = client.skills.create(files=files({"s/SKILL.md": skill_md("s", "A skill.")}))
+    path = f"/v1/skills/{created.id}/versions"
+    assert [v["version"] for v in http.get(path, params={"after": "1", "order": "desc"}).json()["data"]] == []
+    for forged in ("\u00b2", "\u0661", "1" * 5000, "skillver_" + "0" * 32 + "_1", "-1", " 1"):
+        response = http.get(path, params={"after": forged})
+        assert response.status_code == 400 and response.json()["error"]["param"] == "after", (forged, response.text)
+
+
+def test_a_json_body_nested_past_the_parser_is_a_400(served):
+    _, http, gateway = served
+    response = http.post("/v1/skills", content=b"[" * 100_000, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error", response.text
+    assert [b.name for b in gateway.memory.list()] == ["git-squash"]
+
+
 def _raw_upload(http, parts: list[tuple[str, bytes]]):
     """A multipart body written by hand: file names exactly as given, control characters and all."""
     boundary = "skillgraft-test-boundary"

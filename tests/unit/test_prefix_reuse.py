@@ -242,3 +242,72 @@ def test_every_new_skill_behind_one_app_keeps_its_prefix_whatever_the_blocks_len
         # is compared with); the second round reuses them.
         assert [count for _, count in kept] == [0, 0, 1, 2, 3, 3]
         assert [source for source, _ in kept[3:]] == ["block", "derived", "derived"]
+
+
+def _kept_state(tmp_path, engine):
+    """A derived-state folder holding one state of ``engine``'s; ``(folder, its file, the prompt it serves)``."""
+    folder = tmp_path / "derived"
+    cache = PrefixCache(DerivedStates(folder, engine.fingerprint), engine.fingerprint.id, engine.cut_state)
+    cache.keep(engine.capture(list(range(5, 100))))
+    (path,) = folder.glob("*.state")
+    return folder, path, list(range(5, 120))
+
+
+def test_leftovers_that_cannot_be_deleted_do_not_stop_the_cache_from_opening(tmp_path):
+    engine = FakeEngine()
+    folder, path, prompt = _kept_state(tmp_path, engine)
+    (folder / ".half-written.tmp").mkdir()  # a folder where a staged file is expected
+    (folder / ".half-written.tmp" / "x").write_bytes(b"x")
+    (folder / ("0" * 64 + ".state")).mkdir()  # a folder named as a state
+    store = DerivedStates(folder, engine.fingerprint)
+    assert len(store) == 1
+    assert PrefixCache(store, engine.fingerprint.id, engine.cut_state).lookup(prompt) is not None
+
+
+def test_a_state_swapped_for_a_link_is_never_read_through_it(tmp_path, caplog):
+    engine = FakeEngine()
+    folder, path, prompt = _kept_state(tmp_path, engine)
+    store = DerivedStates(folder, engine.fingerprint, memory_bytes=0)  # every get reads the file
+    outside = tmp_path / "outside.state"
+    outside.write_bytes(path.read_bytes())  # a valid state, but not one of the folder's files
+    path.unlink()
+    path.symlink_to(outside)
+    cache = PrefixCache(store, engine.fingerprint.id, engine.cut_state)
+    with caplog.at_level(logging.WARNING, logger="skillgraft.store"):
+        assert cache.lookup(prompt) is None
+    assert outside.exists() and len(store) == 0
+    assert len(DerivedStates(folder, engine.fingerprint)) == 0  # a link is not one of its states either
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="FIFOs are POSIX")
+def test_a_state_swapped_for_a_fifo_or_a_link_to_a_device_is_not_waited_on(tmp_path):
+    import os
+
+    engine = FakeEngine()
+    folder, path, prompt = _kept_state(tmp_path, engine)
+    store = DerivedStates(folder, engine.fingerprint, memory_bytes=0)
+    results = []
+    for swap in (lambda: os.mkfifo(path), lambda: path.symlink_to("/dev/zero")):
+        path.unlink(missing_ok=True)
+        swap()
+        store._files[path.name[:-6]] = (100, tuple(range(5, 100)))  # as the scan had found it
+        worker = threading.Thread(target=lambda: results.append(store.get(path.name[:-6])), daemon=True)
+        worker.start()
+        worker.join(10)
+        assert not worker.is_alive(), "a read of a FIFO or a device never ends"
+    assert results == [None, None]
+
+
+def test_a_state_file_whose_header_is_nested_past_the_parser_is_damaged_not_a_crash(tmp_path):
+    import struct
+
+    from skillgraft.store.derived_states import MAGIC
+
+    engine = FakeEngine()
+    folder, path, prompt = _kept_state(tmp_path, engine)
+    store = DerivedStates(folder, engine.fingerprint, memory_bytes=0)
+    header = b"[" * 200_000
+    path.write_bytes(MAGIC + struct.pack("<I", len(header)) + header)
+    assert PrefixCache(store, engine.fingerprint.id, engine.cut_state).lookup(prompt) is None  # read: damaged
+    path.write_bytes(MAGIC + struct.pack("<I", len(header)) + header)
+    assert len(DerivedStates(folder, engine.fingerprint)) == 0  # scanned: not one of its states

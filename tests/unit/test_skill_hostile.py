@@ -177,3 +177,51 @@ def test_nothing_is_written_into_the_skill_folders(stocked, tmp_path):
     before = sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*"))
     stocked.import_skills(folder)
     assert sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
+
+
+def test_a_file_that_grows_while_the_folder_is_read_is_a_reason_not_a_bypass_of_the_bounds(stocked, tmp_path, monkeypatch):
+    folder = write_skill(tmp_path / "bad", "grower", "A skill whose file grows.", "# Grow\n\nSee references.\n",
+                         files={"references/log.md": "small\n"})
+    real_open = os.open
+
+    def growing_open(path, flags, *args, **kwargs):
+        if str(path).endswith("log.md"):  # listed at 6 bytes, then it grows before it is read
+            with open(path, "ab") as handle:
+                handle.write(b"x" * (2 << 20))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", growing_open)
+    with pytest.raises(SkillFolderError) as refused:
+        read_skill_folder(folder, max_bytes=1 << 20)
+    assert "changed while it was read" in refused.value.reason
+    (folder / "references" / "log.md").write_text("small\n")
+    assert "changed while it was read" in skipped_reason(stocked, folder)
+    monkeypatch.setattr(os, "open", real_open)
+    assert [s.name for s in stocked.import_skills(folder).imported] == ["grower"]
+
+
+def test_a_symlink_loop_and_a_link_to_the_root_are_left_out(stocked, tmp_path):
+    folder = write_skill(tmp_path / "bad", "loopy", "A skill with link loops.", "# Loops\n\nNothing here.\n")
+    os.symlink(folder / "a", folder / "b")
+    os.symlink(folder / "b", folder / "a")
+    os.symlink(folder, folder / "references")
+    os.symlink("..", folder / "up")
+    report = stocked.import_skills(tmp_path / "bad")
+    assert [s.name for s in report.imported] == ["loopy"]
+    assert [f["path"] for f in stocked.skill("loopy").files] == ["SKILL.md"]
+    assert {w.split(":")[0] for w in report.imported[0].warnings if "a link" in w} == {"a", "b", "references", "up"}
+
+
+@pytest.mark.parametrize("raw, warned", [
+    (b"[" * 100_000, "is not a JSON list"),  # nested past the parser's recursion
+    (b"[" + b",".join([b'{"query": "q%d", "should_trigger": true}' % n for n in range(60_000)]) + b"]", "bytes, over"),
+])
+def test_an_eval_queries_file_too_deep_or_too_large_is_not_used_and_the_skill_imports(stocked, tmp_path, raw, warned):
+    folder = write_skill(tmp_path / "bad", "evaly", "A skill with hostile eval queries.", "# Evals\n\nNone.\n",
+                         files={"eval_queries.json": raw})
+    report = stocked.import_skills(folder)
+    assert [s.name for s in report.imported] == ["evaly"]
+    assert any(w.startswith("eval_queries.json") and warned in w for w in report.imported[0].warnings)
+    keys = stocked.store.routing_keys(stocked.skill("evaly").parts[0].block_id)
+    assert [k for k in keys if k["kind"] in ("example", "near_miss")] == []
+    assert stocked.eval_skills("evaly") == []

@@ -156,3 +156,19 @@ def test_a_bundle_carries_each_version_with_its_key_policy(fake_memory, tmp_path
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         import_bundle(other, tmp_path / "b.tar")
         assert other.skill("pdf").keys == "sentences" and section_keys(other) == section_keys(fake_memory)
+
+
+def test_a_skills_near_misses_written_as_other_skills_queries_never_keep_those_skills_out(fake_memory, tmp_path):
+    taken = ["squash git commits", "squash my last commits into one", "merge pdf files", "read, fill and merge PDF files",
+             "fill PDF forms", "Read, fill and merge PDF files and PDF forms."]
+    variants = [f"{q} {word}".strip() for q in taken for word in ("", "now", "please", "today", "again")]
+    spoiler = write_skill(tmp_path / "spoil", "spoiler", "Water the office plants on Mondays.", "# Plants\n\nWater them.\n",
+                          files=eval_file(training(variants)[:MAX_TRAINING_QUERIES]))
+    git_skill(tmp_path / "skills")
+    pdf_skill(tmp_path / "skills")
+    fake_memory.import_skills(tmp_path / "skills")
+    before = {query: routed(fake_memory, query) for query in variants}
+    assert set(before.values()) <= {"git-squash", "pdf"} and len(set(before.values())) == 2
+    fake_memory.import_skills(spoiler)
+    assert len(near_keys(fake_memory, "spoiler")) == min(len(training(variants)), MAX_TRAINING_QUERIES)
+    assert {query: routed(fake_memory, query) for query in variants} == before
