@@ -8,6 +8,7 @@ import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
+from .blocks import skill_change_hint
 
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
 
@@ -229,6 +230,7 @@ def status(ctx, as_json) -> None:
     """Say which imported skills' folders changed or vanished on disk (exit 1 when any did)."""
     changes = open_memory(ctx).skill_changes()
     emit({"changes": changes}, as_json, lambda d: "\n".join(
-        f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']})" for c in d["changes"]) or "every skill folder as imported")
+        f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']}): {skill_change_hint(c)}" for c in d["changes"])
+        or "every skill folder as imported")
     if changes:
         sys.exit(1)
