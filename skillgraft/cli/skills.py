@@ -138,8 +138,17 @@ def default_version(ctx, name, version, as_json) -> None:
 @json_option
 @click.pass_context
 def export_skill(ctx, name, dest, version, as_json) -> None:
-    """Write skill NAME back as the folder DEST/NAME, its files byte for byte as imported."""
-    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json)
+    """Write skill NAME back as the folder DEST/NAME, its files byte for byte as imported.
+
+    What of its SKILL.md the Agent Skills reference validator refuses (a client field such as
+    disable-model-invocation, a name against the rules ...) is listed: it is the skill's own, kept."""
+    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json, _render_export)
+
+
+def _render_export(data: dict) -> str:
+    lines = [f"exported   {data['name']} v{data['version']} to {data['folder']}: {len(data['files'])} files"]
+    lines += [f"  spec     {problem} (as imported; the reference validator refuses it)" for problem in data["spec_problems"]]
+    return "\n".join(lines)
 
 
 @skills.command("eval")
