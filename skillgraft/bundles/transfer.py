@@ -83,6 +83,7 @@ class ExportReport:
     path: str
     blocks: int
     bytes: int
+    skills: int = 0  # imported skills carried (their blocks are captured again on import, not rows)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -172,7 +173,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
         if isinstance(exc, OSError):
             raise StoreError(f"cannot write the bundle {path}: {exc.strerror or exc}") from exc
         raise
-    return ExportReport(str(path), len(blocks), path.stat().st_size)
+    return ExportReport(str(path), len(blocks), path.stat().st_size, len(manifest["skills"]))
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:

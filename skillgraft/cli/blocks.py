@@ -257,8 +257,18 @@ def _render_check(report: dict) -> str:
         lines.append(f"problem   {item.get('block_id') or item.get('file')}: {item['problem']}")
     for item in report.get("skills_changed", []):
         lines.append(f"skill     {item['name']} v{item['version']}: its folder {item['change']} ({item['folder']}): "
-                     f"skillgraft skills update {item['name']}")
+                     + skill_change_hint(item))
     return "\n".join(lines)
+
+
+def skill_change_hint(item: dict) -> str:
+    """What to run for a skill whose folder changed (update), vanished (rm) or is unreadable."""
+    if item["change"] == "vanished":
+        return f"skillgraft skills rm {item['name']} (or skills import --prune the folder above it)"
+    if item["change"] == "unreadable":
+        return f"{item.get('reason', 'it cannot be read')}; fix it, then skillgraft skills update {item['name']}"
+    changed = f"{', '.join(item['files'][:5])}{' ...' if len(item['files']) > 5 else ''} changed: " if item.get("files") else ""
+    return f"{changed}skillgraft skills update {item['name']}"
 
 
 @click.command("export")

@@ -8,6 +8,7 @@ import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
+from .blocks import skill_change_hint
 
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
 
@@ -137,8 +138,17 @@ def default_version(ctx, name, version, as_json) -> None:
 @json_option
 @click.pass_context
 def export_skill(ctx, name, dest, version, as_json) -> None:
-    """Write skill NAME back as the folder DEST/NAME, its files byte for byte as imported."""
-    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json)
+    """Write skill NAME back as the folder DEST/NAME, its files byte for byte as imported.
+
+    What of its SKILL.md the Agent Skills reference validator refuses (a client field such as
+    disable-model-invocation, a name against the rules ...) is listed: it is the skill's own, kept."""
+    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json, _render_export)
+
+
+def _render_export(data: dict) -> str:
+    lines = [f"exported   {data['name']} v{data['version']} to {data['folder']}: {len(data['files'])} files"]
+    lines += [f"  spec     {problem} (as imported; the reference validator refuses it)" for problem in data["spec_problems"]]
+    return "\n".join(lines)
 
 
 @skills.command("eval")
@@ -229,6 +239,7 @@ def status(ctx, as_json) -> None:
     """Say which imported skills' folders changed or vanished on disk (exit 1 when any did)."""
     changes = open_memory(ctx).skill_changes()
     emit({"changes": changes}, as_json, lambda d: "\n".join(
-        f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']})" for c in d["changes"]) or "every skill folder as imported")
+        f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']}): {skill_change_hint(c)}" for c in d["changes"])
+        or "every skill folder as imported")
     if changes:
         sys.exit(1)

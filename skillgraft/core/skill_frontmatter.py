@@ -86,6 +86,46 @@ def parse_skill_md(text: str, folder_name: str, warnings: list[str]) -> tuple[Fr
     return Frontmatter(name, description, {str(k): _json_safe(v) for k, v in values.items()}), body
 
 
+SPEC_FIELDS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+MAX_COMPATIBILITY_CHARS = 500
+
+
+def spec_problems(text: str, folder_name: str) -> list[str]:
+    """What the Agent Skills reference validator refuses in the ``SKILL.md`` ``text`` of a
+    folder named ``folder_name``: fields outside the specification's six (client fields such as
+    ``disable-model-invocation`` among them), a name that breaks its rules or differs from the
+    folder, a missing or long description, a long ``compatibility``, an ``allowed-tools`` that
+    is not text or a list of text. Empty when it accepts the frontmatter."""
+    try:
+        values = _load(split_frontmatter(text)[0], [])
+    except SkillFolderError as exc:
+        return [exc.reason]
+    problems = []
+    extra = sorted(str(k) for k in values if k not in SPEC_FIELDS)
+    if extra:
+        problems.append(f"fields outside the specification: {', '.join(extra)}")
+    name = values.get("name")
+    if not isinstance(name, str) or not name.strip():
+        problems.append("no name")
+    else:
+        if not SPEC_NAME.fullmatch(name.strip()) or len(name.strip()) > 64:
+            problems.append(f"the name {name.strip()[:70]!r} breaks the rules (lowercase letters, digits, single hyphens, 64 at most)")
+        if name.strip() != folder_name:
+            problems.append(f"the name {name.strip()[:70]!r} differs from the folder {folder_name!r}")
+    description = values.get("description")
+    if not isinstance(description, str) or not description.strip():
+        problems.append("no description")
+    elif len(description) > MAX_DESCRIPTION_CHARS:
+        problems.append(f"the description is {len(description)} characters ({MAX_DESCRIPTION_CHARS} at most)")
+    compatibility = values.get("compatibility")
+    if "compatibility" in values and (not isinstance(compatibility, str) or len(compatibility) > MAX_COMPATIBILITY_CHARS):
+        problems.append(f"compatibility is not text of {MAX_COMPATIBILITY_CHARS} characters at most")
+    tools = values.get("allowed-tools")
+    if "allowed-tools" in values and not (isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))):
+        problems.append("allowed-tools is neither text nor a list of text")
+    return problems
+
+
 def _usable_name(name) -> str:
     if not isinstance(name, str):
         raise SkillFolderError("SKILL.md", f"has a name that is not text ({type(name).__name__})")

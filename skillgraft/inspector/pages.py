@@ -162,7 +162,8 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
     async def skill(request: Request, ref: str):
         def build() -> dict:
             with source.reading() as store:
-                return {"skill": views.skill_detail(store, ref)}
+                detail = views.skill_detail(store, ref)
+            return {"skill": detail, "triggers": views.skill_triggers(source, detail.imported.name) if detail.imported else None}
 
         return await page(request, "skill.html", build, title="Skill")
 

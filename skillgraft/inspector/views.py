@@ -15,11 +15,13 @@ import numpy as np
 
 from ..core.blocks import Block
 from ..errors import InputError
+from ..memory.skill_evals import SkillTriggerScore, score_triggers, skill_eval_queries
 from ..store.ledger import BlockUse, LedgerRow
 
 if TYPE_CHECKING:
     from ..core.recall import Recall
     from ..store.block_store import BlockStore
+    from .sources import InspectorSource
     from ..store.check import CheckReport
 
 DECISIONS = ("exact", "graft", "fallback", "abstain")
@@ -131,6 +133,23 @@ def skill_detail(store: "BlockStore", ref: str) -> SkillDetail:
         keys.setdefault(key["kind"], []).append(key["text"])
     history = store.ledger_rows(block_id=block.id, limit=HISTORY_ROWS)
     return SkillDetail(block, keys, store.block_uses().get(block.id), history, imported_skill_view(store, block.id))
+
+
+def skill_triggers(source: "InspectorSource", name: str) -> Optional[SkillTriggerScore]:
+    """The trigger precision and recall of imported skill ``name`` on the held-out part of its
+    ``eval_queries.json`` (as ``skills eval`` scores them), each query routed as the memory
+    would (nothing logged); None without eval queries."""
+    with source.reading() as store:
+        version, queries = skill_eval_queries(store, name)
+    if not queries:
+        return None
+
+    def routed(query: str) -> tuple[Optional[str], str]:
+        recall = source.recall(query)
+        with source.reading() as store:
+            return (store.skill_of_block(recall.block_id) if recall.decision == "graft" else None), recall.decision
+
+    return score_triggers(name, version, queries, routed)
 
 
 @dataclass(frozen=True)

@@ -80,11 +80,21 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from .skills_extension import skills_extension
+    from mcp_types import Resource
+
+    from .skills_extension import skill_md_listing, skills_extension
 
     lock = threading.Lock()
-    server = MCPServer("skillgraft", instructions=INSTRUCTIONS, log_level=log_level,
-                       extensions=[skills_extension(memory, lock)])
+
+    class Server(MCPServer):
+        async def list_resources(self):
+            """The registered resources, then each imported skill's SKILL.md (read at each call)."""
+            with lock:
+                listed = skill_md_listing(memory)
+            return [*await super().list_resources(), *(Resource(**entry) for entry in listed)]
+
+    server = Server("skillgraft", instructions=INSTRUCTIONS, log_level=log_level,
+                    extensions=[skills_extension(memory, lock)])
 
     @contextmanager
     def one_call():

@@ -32,6 +32,14 @@ def skill_entry(record) -> dict:
     }
 
 
+def skill_md_listing(memory) -> list[dict]:
+    """Each skill's ``SKILL.md`` as a ``resources/list`` entry (``uri``, ``name``,
+    ``description``, ``mime_type``), so a host without the extension finds the skills by
+    scanning for ``skill://*/SKILL.md``; its other files stay behind the template."""
+    return [{"uri": f"skill://{s.name}/SKILL.md", "name": s.name, "description": s.description,
+             "mime_type": "text/markdown"} for s in memory.skills()]
+
+
 def list_page(memory, cursor: Optional[str], page: int = PAGE) -> dict:
     """One page of entries, by name: those after the name ``cursor``."""
     names = [name for name in memory.store.skill_names() if cursor is None or name > cursor]

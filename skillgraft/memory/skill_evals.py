@@ -111,28 +111,43 @@ class SkillTriggerScore:
         return {**asdict(self), "precision": self.precision, "recall": self.recall}
 
 
+def skill_eval_queries(store, skill: str, *, held_out_only: bool = True) -> tuple[int, list[tuple[str, bool]]]:
+    """``(version, queries)``: the default version of ``skill`` and its eval queries (the
+    held-out part, or all), read from the stored files."""
+    version = store.skill_default(skill)
+    files = {f["path"]: f["data"] for f in store.skill_files(skill, version, with_data=True)}
+    return version, [(q, p) for q, p in read_eval_queries(files.get(EVAL_QUERIES)) if is_held_out(q) or not held_out_only]
+
+
+def score_triggers(skill: str, version: int, queries, routed, *, held_out_only: bool = True) -> SkillTriggerScore:
+    """The trigger score of ``skill`` on ``queries``; ``routed(query)`` says where a query
+    went: ``(skill name or None, decision)``."""
+    score = SkillTriggerScore(skill, version, held_out_only)
+    for query, positive in queries:
+        where, decision = routed(query)
+        triggered = where == skill
+        score.positives += positive
+        score.negatives += not positive
+        score.true_positives += positive and triggered
+        score.false_positives += (not positive) and triggered
+        if positive != triggered:
+            score.misses.append({"query": query, "should_trigger": positive, "routed_to": where or decision})
+    return score
+
+
 class SkillEvals:
     """``eval_skills`` of a memory (which provides ``store``, ``route`` and ``skill_of``)."""
 
     def eval_skills(self, name: Optional[str] = None, *, held_out_only: bool = True) -> list[SkillTriggerScore]:
         """Per skill (or only ``name``) with eval queries, its trigger precision and recall."""
+
+        def routed(query: str) -> tuple[Optional[str], str]:
+            recall = self.route(query)
+            return (self.store.skill_of_block(recall.block_id) if recall.decision == "graft" else None), recall.decision
+
         scores = []
         for skill in [name] if name is not None else self.store.skill_names():
-            version = self.store.skill_default(skill)
-            files = {f["path"]: f["data"] for f in self.store.skill_files(skill, version, with_data=True)}
-            queries = [(q, p) for q, p in read_eval_queries(files.get(EVAL_QUERIES)) if is_held_out(q) or not held_out_only]
-            if not queries:
-                continue
-            score = SkillTriggerScore(skill, version, held_out_only)
-            for query, positive in queries:
-                recall = self.route(query)
-                routed = self.store.skill_of_block(recall.block_id) if recall.decision == "graft" else None
-                triggered = routed == skill
-                score.positives += positive
-                score.negatives += not positive
-                score.true_positives += positive and triggered
-                score.false_positives += (not positive) and triggered
-                if positive != triggered:
-                    score.misses.append({"query": query, "should_trigger": positive, "routed_to": routed or recall.decision})
-            scores.append(score)
+            version, queries = skill_eval_queries(self.store, skill, held_out_only=held_out_only)
+            if queries:
+                scores.append(score_triggers(skill, version, queries, routed, held_out_only=held_out_only))
         return scores

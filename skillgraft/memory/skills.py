@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional, Union
 
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
+from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
 from .skill_import import SkillImportReport, recorded_policy
 from .skill_plan import EARLIER_KEY_POLICY
@@ -59,12 +60,15 @@ class SkillRecord:
 
 @dataclass
 class SkillExport:
-    """What :meth:`SkillVerbs.export_skill` wrote: the folder and its files."""
+    """What :meth:`SkillVerbs.export_skill` wrote: the folder and its files, and what of its
+    ``SKILL.md`` the Agent Skills reference validator refuses (``spec_problems``, empty when it
+    accepts it: the files are written as imported, never rewritten to please it)."""
 
     name: str
     version: int
     folder: str
     files: list = field(default_factory=list)
+    spec_problems: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -150,7 +154,9 @@ class SkillVerbs:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-        return SkillExport(name, number, str(target), [path for path, _ in files])
+        skill_md = dict(files).get("SKILL.md", b"")
+        problems = spec_problems(skill_md.decode("utf-8", "replace"), name)
+        return SkillExport(name, number, str(target), [path for path, _ in files], problems)
 
     def skill_contents(self, name: str, version: Optional[int] = None) -> tuple[int, list[tuple[str, bytes]]]:
         """``(version, [(path, bytes), ...])``: the files of a version of skill ``name`` (the

@@ -135,3 +135,16 @@ def test_demo_shows_each_step_once_on_a_terminal(runner, monkeypatch):
     assert result.exit_code == 0, result.output
     assert all(result.stdout.count(f"summary {i}") == 1 for i in range(3))
     assert "\n" not in result.stderr  # the live status lines are overwritten, not left behind
+
+
+def test_check_says_what_to_run_for_each_skill_folder_that_changed_vanished_or_broke():
+    from skillgraft.cli.blocks import _render_check
+
+    text = _render_check({"blocks": 3, "ok": True, "problems": [], "repaired": [], "skills_changed": [
+        {"name": "pdf", "version": 1, "folder": "/s/pdf", "change": "changed", "files": ["SKILL.md"]},
+        {"name": "git", "version": 2, "folder": "/s/git", "change": "vanished"},
+        {"name": "odd", "version": 1, "folder": "/s/odd", "change": "unreadable", "reason": "has no description"}]})
+    pdf, git, odd = text.splitlines()[1:]
+    assert "SKILL.md changed: skillgraft skills update pdf" in pdf
+    assert "vanished" in git and "skillgraft skills rm git" in git and "update" not in git
+    assert "has no description" in odd and "skills update odd" in odd

@@ -241,3 +241,32 @@ def test_a_block_of_an_imported_skill_shows_the_skill_its_frontmatter_parts_and_
     assert "references/forms.md" in section and "scripts/fill.py" in section and "never run" in section
     manual = fake_memory.add_manual("plain", "A plain manual about baking bread at home.")
     assert 'id="imported-skill"' not in client.get(f"/ui/skills/{manual.id}").text
+
+
+def test_an_imported_skills_page_shows_its_trigger_scores_as_skills_eval_gives_them(fake_memory, tmp_path):
+    import json
+
+    from skillgraft.memory.skill_evals import is_held_out
+    from tests.unit.skill_folders import git_skill, pdf_skill
+
+    asks = [f"squash git commits with interactive rebase {w}" for w in ("now", "today", "please", "quickly", "again",
+                                                                         "safely", "first", "later", "here", "soon")]
+    held = [q for q in asks if is_held_out(q)]
+    assert len(held) >= 2
+    wrong = held[0]  # labelled a query that must not trigger: the router sends it here anyway
+    queries = [{"query": q, "should_trigger": q != wrong} for q in asks]
+    git_skill(tmp_path / "skills", files={"eval_queries.json": json.dumps(queries)})
+    pdf_skill(tmp_path / "skills")
+    fake_memory.import_skills(tmp_path / "skills")
+    [score] = fake_memory.eval_skills()
+    client = TestClient(inspector_app(LocalSource(fake_memory), allowed_hosts=["testserver"]))
+    before = len(fake_memory.store.ledger_rows(limit=1000))
+    page = client.get(f"/ui/skills/{fake_memory.skill('git-squash').parts[0].block_id}").text
+    triggers = page.split('id="skill-triggers"')[1].split("</dl>")[0]
+    assert f"{score.precision:.2f}" in triggers and f"{score.recall:.2f}" in triggers
+    assert f"{score.positives} positive, {score.negatives} negative" in triggers
+    misses = page.split('id="skill-trigger-misses"')[1].split("</table>")[0]
+    assert wrong in misses and "git-squash" in misses
+    assert len(fake_memory.store.ledger_rows(limit=1000)) == before  # routed, nothing logged
+    pdf_page = client.get(f"/ui/skills/{fake_memory.skill('pdf').parts[0].block_id}").text
+    assert 'id="skill-triggers"' not in pdf_page and "No held-out queries" in pdf_page

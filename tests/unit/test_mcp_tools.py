@@ -171,6 +171,7 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
 
     async def run():
         async with Client(build_server(fake_memory, DepositPolicy())) as client:
+            listed = await client.list_resources()
             index = await client.read_resource("skill://index.json")
             skill_md = await client.read_resource("skill://pdf/SKILL.md")
             forms = await client.read_resource("skill://pdf/references/forms.md")
@@ -181,9 +182,12 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
                     await client.read_resource(uri)
                 except Exception as exc:  # the SDK's error for a refused read
                     refused.append(str(exc))
-            return index, skill_md, forms, logo, refused
+            return listed, index, skill_md, forms, logo, refused
 
-    index, skill_md, forms, logo, refused = anyio.run(run)
+    listed, index, skill_md, forms, logo, refused = anyio.run(run)
+    # a host without the extension finds each skill by its SKILL.md in resources/list
+    assert {str(r.uri): (r.name, r.mime_type) for r in listed.resources} == {
+        "skill://index.json": ("skill_index", "application/json"), "skill://pdf/SKILL.md": ("pdf", "text/markdown")}
     [entry] = json.loads(index.contents[0].text)["skills"]
     assert entry["name"] == "pdf" and entry["uri"] == "skill://pdf/SKILL.md"
     assert {f["path"]: f["sha256"] for f in entry["files"]} == {f["path"]: f["sha256"] for f in fake_memory.skill("pdf").files}

@@ -30,7 +30,8 @@ def two_versions(fake_memory, tmp_path):
 
 def test_a_bundle_carries_a_skill_with_its_versions_and_manifest(two_versions, tmp_path):
     bundle = tmp_path / "b.tar"
-    export_bundle(two_versions.store, bundle)
+    report = export_bundle(two_versions.store, bundle)
+    assert (report.blocks, report.skills) == (1, 1)
     with tarfile.open(bundle) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
         names = tar.getnames()

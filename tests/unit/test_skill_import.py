@@ -161,6 +161,26 @@ def test_export_writes_the_folder_back_byte_for_byte(fake_memory, tmp_path):
         fake_memory.export_skill("pdf", tmp_path / "out")
 
 
+def test_an_export_lists_what_the_reference_validator_refuses_and_keeps_it(fake_memory, tmp_path):
+    from skillgraft.core.skill_frontmatter import spec_problems
+
+    pdf_skill(tmp_path / "in")  # carries x-unknown-field
+    git_skill(tmp_path / "in", folder="squash-folder")  # a name that is not its folder's
+    fake_memory.import_skills(tmp_path / "in")
+    pdf = fake_memory.export_skill("pdf", tmp_path / "out")
+    assert pdf.spec_problems == ["fields outside the specification: x-unknown-field"]
+    git = fake_memory.export_skill("git-squash", tmp_path / "out")
+    assert git.spec_problems == [] and git.folder.endswith("git-squash")  # the folder is named after the skill
+    assert spec_problems("---\nname: Bad--Name\ndescription: d\ncompatibility: " + "x" * 501 + "\nallowed-tools: 3\n---\n", "bad") == [
+        "the name 'Bad--Name' breaks the rules (lowercase letters, digits, single hyphens, 64 at most)",
+        "the name 'Bad--Name' differs from the folder 'bad'",
+        "compatibility is not text of 500 characters at most", "allowed-tools is neither text nor a list of text"]
+    assert spec_problems("---\nname: ok\ndescription: " + "d" * 1025 + "\n---\n", "ok") == [
+        "the description is 1025 characters (1024 at most)"]
+    assert spec_problems("---\nname: ok\n---\n", "ok") == ["no description"]
+    assert spec_problems("no frontmatter", "ok") == ["has no YAML frontmatter (a first line ---)"]
+
+
 def test_changed_and_vanished_folders_are_told_and_pruned_only_when_asked(fake_memory, tmp_path):
     pdf = pdf_skill(tmp_path)
     git = git_skill(tmp_path)
