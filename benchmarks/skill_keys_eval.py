@@ -41,6 +41,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from reports import write_report
+
 from skillgraft.memory import SkillMemory
 from skillgraft.memory.skill_evals import EVAL_QUERIES, is_held_out, read_eval_queries
 from skillgraft.routing.embedder import Embedder
@@ -163,11 +165,7 @@ def main(argv=None) -> int:
                     calibrated = evaluate(memory, queries, disabled, guarded)
                     results["variants"].append({"policy": policy, "examples": with_examples, "near_misses": with_near_misses,
                                                 "default": at_default, "calibrated": calibrated})
-    text = json.dumps(results, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return write_report(results, args.out)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ the collection would cost at SmolLM2's token count.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
+
+from reports import write_report
 
 from skillgraft.config import EngineSettings, kv_type_settings
 from skillgraft.core.chat_layout import block_tokens
@@ -99,11 +99,7 @@ def main(argv=None) -> int:
         per = {kv: layers * heads * dim * 2 * VALUE_BYTES[kv] for kv in ("f16", "q8_0")}
         results["published"].append({"model": name, "layers": layers, "kv_heads": heads, "head_dim": dim,
                                      "bytes_per_token": per, "collection_bytes": {k: v * smollm2_tokens for k, v in per.items()}})
-    text = json.dumps(results, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return write_report(results, args.out)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ class PendingCaptures:
 
 
 def pending_of(engine) -> PendingCaptures:
-    """The pending captures of an in-process engine (its one context is slot 0)."""
+    """The pending captures of an engine, per slot (an in-process engine's one context is slot 0)."""
     pending = engine.__dict__.get("_pending_captures")
     if pending is None:
         pending = engine.__dict__["_pending_captures"] = PendingCaptures()

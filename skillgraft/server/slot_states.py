@@ -20,7 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..core.deferred_capture import PendingCapture, PendingCaptures, keep_due
+from ..core.deferred_capture import PendingCapture, PendingCaptures, keep_due, pending_of
 from ..core.states import KVState, capture_tokens, check_state, sha256_hex
 from ..engine.state_cut import cut_payload
 from ..errors import ServerError, SlotReuseError
@@ -129,10 +129,7 @@ class SlotStates:
 
     @property
     def pending_captures(self) -> PendingCaptures:
-        pending = self.__dict__.get("_pending_captures")
-        if pending is None:
-            pending = self._pending_captures = PendingCaptures()
-        return pending
+        return pending_of(self)
 
     def defer_capture(self, slot: int, capture: PendingCapture) -> None:
         """Keep ``capture`` (a prefix slot ``slot`` holds) once its cells are about to go."""

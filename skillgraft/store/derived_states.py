@@ -193,8 +193,8 @@ class DerivedStates:
         now = time.time()
         try:
             os.utime(path, (now, now), follow_symlinks=False)
-        except (OSError, NotImplementedError):
-            pass  # the order of use is only kept in memory then
+        except (OSError, NotImplementedError) as exc:  # no lutimes here, or a read-only folder
+            logger.debug("derived state %s: its use is ordered in memory only (%s)", key[:12], exc)
         with self._lock:
             self._memory[key] = state
             self._evict()
