@@ -36,7 +36,7 @@ __all__ = ["AnswerSlot", "BlockStorage", "CaptureEngine", "Catalog", "ChatText",
 Messages = Sequence[tuple[str, str]]
 
 if TYPE_CHECKING:
-    from .core.prefix_reuse import PrefixCache
+    from .kv.prefix_cache import PrefixCache
     from .core.sampling import SamplingOptions
 
 
@@ -99,7 +99,12 @@ class CaptureEngine(ChatText, Protocol):
 
     def answer_slot(self, prefixes: Optional["PrefixCache"] = None) -> ContextManager[AnswerSlot]:
         """A context for one answer, held until the ``with`` block ends; with ``prefixes`` it
-        restores and captures derived prefix states (:mod:`skillgraft.core.prefix_reuse`)."""
+        restores and captures derived prefix states (:mod:`skillgraft.kv.prefix_cache`)."""
+        ...
+
+    def settle_derived(self) -> int:
+        """Keep now the derived prefix states still pending on the engine's contexts (the cells
+        stay); how many were kept."""
         ...
 
     def check_grammar(self, gbnf: str) -> None:

@@ -410,7 +410,7 @@ def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, 
 
 
 def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, shared, s3):
-    from skillgraft.core.prefix_reuse import prefix_key
+    from skillgraft.kv.keys import state_key
     from skillgraft.store.derived_states import encode_state
     from skillgraft.store.shared_derived import BUDGET_SETTING
 
@@ -423,10 +423,10 @@ def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, sh
         store = b.prefixes.store
         assert store.max_bytes == 2 * one
         for state in states:
-            store.put(prefix_key(engine.fingerprint.id, state.tokens), state)
+            store.put(state_key(engine.fingerprint.id, state.tokens), state)
             time.sleep(0.002)
         rows = b.store.catalog.query("SELECT key, n_bytes FROM derived_states")
-    kept = sorted(prefix_key(engine.fingerprint.id, s.tokens) for s in states[2:])
+    kept = sorted(state_key(engine.fingerprint.id, s.tokens) for s in states[2:])
     assert sorted(r["key"] for r in rows) == kept and sum(r["n_bytes"] for r in rows) <= 2 * one
     assert derived_keys(s3, shared["blocks"]) == [f"derived/{k}.state" for k in kept]
 

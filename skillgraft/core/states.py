@@ -5,21 +5,75 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Protocol, runtime_checkable
 
 from ..errors import BlockIntegrityError, ContextOverflowError, InputError
 from .fingerprint import RuntimeFingerprint
 
 
+@runtime_checkable
+class StateRef(Protocol):
+    """Where a state's payload lies: in memory (:class:`BytesRef`), in a file (:class:`FileRef`),
+    or (a backend's own) resident where it is used. ``n_bytes`` is known without reading it."""
+
+    n_bytes: int
+
+    def read(self) -> bytes:
+        """The payload's bytes."""
+        ...
+
+
+@dataclass(frozen=True)
+class BytesRef:
+    """A payload held in memory."""
+
+    data: bytes = field(repr=False)
+
+    @property
+    def n_bytes(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A payload of ``n_bytes`` at ``offset`` in a file, read only when asked for (a file
+    shorter than that, or gone, is an :class:`OSError`)."""
+
+    path: Path
+    offset: int
+    n_bytes: int
+
+    def read(self) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read(self.n_bytes)
+        if len(data) != self.n_bytes:
+            raise OSError(f"{self.path} holds {len(data)} of the payload's {self.n_bytes} bytes")
+        return data
+
+
 @dataclass(frozen=True)
 class KVState:
-    """A captured KV state of seq 0 over ``tokens`` at positions ``[0, N)``."""
+    """A captured KV state of seq 0 over ``tokens`` at positions ``[0, N)``; its payload lies
+    where ``ref`` says (bytes given here are held in memory), ``payload`` reads it."""
 
     tokens: tuple[int, ...]
-    payload: bytes = field(repr=False)
+    ref: StateRef = field(repr=False)
     sha256: str
     fingerprint: RuntimeFingerprint
     capture_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ref, (bytes, bytearray, memoryview)):
+            object.__setattr__(self, "ref", BytesRef(bytes(self.ref)))
+
+    @property
+    def payload(self) -> bytes:
+        return self.ref.read()
 
     @property
     def n_tokens(self) -> int:
@@ -27,7 +81,7 @@ class KVState:
 
     @property
     def n_bytes(self) -> int:
-        return len(self.payload)
+        return self.ref.n_bytes
 
 
 @dataclass(frozen=True)
@@ -63,14 +117,14 @@ def check_state(
     this before a byte of a payload reaches native code, which checks almost nothing."""
     subject = f"block {block_id}" if block_id else "state"
     state.fingerprint.require_equal(fingerprint, block_id)
-    data = {"block_id": block_id, "n_bytes": len(state.payload), "expected_bytes": expected_bytes, "sha256": state.sha256}
+    data = {"block_id": block_id, "n_bytes": state.n_bytes, "expected_bytes": expected_bytes, "sha256": state.sha256}
     if not state.tokens:
         raise BlockIntegrityError(f"{subject} has no tokens", **data)
     if state.n_tokens + 1 > n_ctx:
         raise ContextOverflowError(state.n_tokens + 1, n_ctx, f"{subject} plus one query token")
-    if expected_bytes is not None and len(state.payload) != expected_bytes:
+    if expected_bytes is not None and state.n_bytes != expected_bytes:
         raise BlockIntegrityError(
-            f"{subject} payload is {len(state.payload)} bytes but {state.n_tokens} tokens need {expected_bytes}", **data
+            f"{subject} payload is {state.n_bytes} bytes but {state.n_tokens} tokens need {expected_bytes}", **data
         )
     if verify_hash and sha256_hex(state.payload) != state.sha256:
         raise BlockIntegrityError(f"{subject} payload does not match its SHA-256 {state.sha256[:16]}…", **data)

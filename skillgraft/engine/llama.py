@@ -15,7 +15,6 @@ guard it with a lock.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
@@ -23,8 +22,7 @@ import llama_cpp
 import numpy as np
 
 from . import state_io as engine_state
-from ..core.context_slot import ContextSlot
-from ..core.deferred_capture import settle_context
+from ..kv.local import LocalContext
 from ..core.progress import Progress
 from ..core.chat_layout import split_chat
 from ..config import EngineSettings, default_model, engine_settings
@@ -41,7 +39,7 @@ from ..core.states import (
 )
 
 
-class Engine:
+class Engine(LocalContext):
     """A pinned llama.cpp context over one GGUF model.
 
     ``model`` is an embedded model name (``smollm2-135m``, ``gemma3-270m``) or a GGUF path.
@@ -210,7 +208,7 @@ class Engine:
 
     def reset(self, *, data: bool = True) -> None:
         """Forget every cell of the context (``data=False``: without zeroing the KV buffer)."""
-        settle_context(self, keeps=0)  # the derived states pending on these cells are kept first
+        self._cells_going(0)  # the derived states pending on these cells are kept first
         llama_cpp.llama_memory_clear(self._memory, data)
         self.n_past, self._has_logits = 0, False
         self.held: Optional[list[int]] = []  # the tokens of the cells held at their own positions (None: unknown)
@@ -255,7 +253,7 @@ class Engine:
 
     def keep_cells(self, n: int) -> None:
         """Keep the first ``n`` cells of seq 0, forget the rest (exact: no cell depends on a later one)."""
-        settle_context(self, keeps=n)
+        self._cells_going(n)
         engine_state.drop_after(self._memory, n)
         self.n_past, self._has_logits = n, False
         self.held = None if self.held is None else self.held[:n]
@@ -271,10 +269,6 @@ class Engine:
         """The last logits as float32 bytes, for byte-exact comparisons."""
         return self.logits().astype(np.float32).tobytes()
 
-    def answer_slot(self, prefixes=None):
-        """This context, held for one answer, continuing what it holds and the derived states of
-        ``prefixes`` (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
-        return nullcontext(ContextSlot(self, prefixes))
 
     # -- capture and graft -----------------------------------------------------------------
 

@@ -6,7 +6,7 @@ prefill after the block, generation — so no request ever continues from anothe
 state. A supervisor thread restarts a server whose process died; requests that were in
 flight on it fail with :class:`ServerError` and are retried once on another lease by the
 gateway. The supervisor also saves the derived states pending on a slot that has been idle
-:data:`~skillgraft.core.deferred_capture.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
+:data:`~skillgraft.kv.pending.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
 saves them all, when the gateway closes).
 """
 
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
-from ..core.deferred_capture import IDLE_CAPTURE_S
 from ..core.fingerprint import RuntimeFingerprint
-from ..core.prefix_reuse import common_prefix
 from ..core.states import KVState
-from ..server.slot import ServerSlot
+from ..kv.context import AnswerContext
+from ..kv.pending import IDLE_CAPTURE_S
+from ..kv.reuse import common_prefix
 
 if TYPE_CHECKING:
     from ..server.engine import LlamaServerEngine
@@ -54,10 +54,10 @@ class Lease:
     slot: int
     engine: "LlamaServerEngine"
 
-    def answer_slot(self, prefixes=None, deadline=None) -> ServerSlot:
+    def answer_slot(self, prefixes=None, deadline=None) -> AnswerContext:
         """The leased slot, as a context for one answer (with the derived states of ``prefixes``;
         its server's stream read no later than ``deadline``, a :class:`~skillgraft.core.deadline.Deadline`)."""
-        return ServerSlot(self.engine, self.slot, prefixes, deadline)
+        return self.engine.context(self.slot).answering(prefixes, deadline)
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
@@ -206,13 +206,13 @@ class ServerPool:
         taken as a lease is, waiting at most ``wait_s`` for it); how many were kept."""
         kept = 0
         for server, engine in enumerate(list(self.engines)):
-            for slot in engine.pending_captures.slots():
+            for slot in engine.pending_slots():
                 with self._count_lock:
                     idle = time.monotonic() - self._released.get((server, slot), 0.0)
                 if idle < idle_s or not self._take_exact(server, slot, wait_s):
                     continue
                 try:
-                    kept += engine.settle_captures(slot)
+                    kept += engine.context(slot).settle()
                 except Exception as exc:  # only a cache is lost
                     logger.warning("the derived states pending on slot %d of server %d were not kept: %s", slot, server, exc)
                 finally:

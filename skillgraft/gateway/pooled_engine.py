@@ -63,9 +63,13 @@ class PooledEngine:
 
     @contextmanager
     def answer_slot(self, prefixes=None) -> Iterator[AnswerSlot]:
-        """A leased slot, held for one answer (``prefixes``: see :class:`ServerSlot`)."""
+        """A leased slot, held for one answer (``prefixes``: see :class:`~skillgraft.kv.context.AnswerContext`)."""
         with self.pool.lease() as lease:
             yield lease.answer_slot(prefixes)
+
+    def settle_derived(self) -> int:
+        """Keep the derived states pending on every slot of the pool."""
+        return self.pool.settle_captures()
 
     def close(self) -> None:
         """The pool is closed by its owner."""

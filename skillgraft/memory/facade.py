@@ -23,12 +23,11 @@ from ..config import EngineSettings, default_home, default_model
 from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.chat_layout import with_system
-from ..core.deferred_capture import settle_context
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, forced_recall, near_miss, plan_answer
-from ..core.prefix_reuse import PrefixCache
+from ..kv.prefix_cache import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
 from ..core.text_checks import clean_query
@@ -160,7 +159,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
     def flush_derived(self) -> int:
         """Keep now the derived prefix states still pending on the context (they are kept when
         the context turns to another prompt, and on :meth:`close`); how many were kept."""
-        return settle_context(self._engine) if self._engine is not None else 0
+        return self._engine.settle_derived() if self._engine is not None else 0
 
     def close(self) -> None:
         self.flush_derived()  # the derived states the context still holds reach the store
@@ -272,7 +271,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
     def prefixes(self) -> Optional[PrefixCache]:
         """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
         store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
-        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.core.prefix_reuse`."""
+        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.kv.prefix_cache`."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]

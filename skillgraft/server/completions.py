@@ -3,7 +3,7 @@
 :class:`ServerCompletions` is the half of :class:`~skillgraft.server.engine.LlamaServerEngine`
 that talks ``/completion``: every completion after a restored block checks that the server
 reused exactly the cells kept (``timings.cache_n``) and evaluated exactly the new tokens
-(``prompt_n``), streamed ones (an answer slot's, :mod:`skillgraft.server.slot`) before their
+(``prompt_n``), streamed ones (an answer context's, :mod:`skillgraft.server.slot`) before their
 first chunk is yielded. The sampler is one :class:`~skillgraft.core.sampling.SamplingOptions`
 (one greedy token unless told otherwise).
 """
@@ -54,7 +54,7 @@ class ServerCompletions:
         request = self.completion_request(tokens, options, slot=slot, n_probs=n_probs, cache_prompt=cache_prompt, stop=stop)
         for held_slot in range(self.n_slots) if slot is None else (slot,):  # the cells it may not keep are saved first
             held = self.held_tokens(held_slot) if cache_prompt and slot is not None else None
-            self.settle_captures(held_slot, keeps=reusable_cells(held, tokens) if held is not None else 0)
+            self.cells_going(held_slot, reusable_cells(held, tokens) if held is not None else 0)
         self.forget_held(slot)
         started = time.perf_counter()
         self.completions += 1

@@ -53,7 +53,6 @@ from .records import (
     StreamChunk,
     TopToken,
 )
-from .slot import ServerSlot
 from .slot_states import SlotFiles, SlotStates
 from ..core.chat_layout import split_chat
 from ..core.states import require_fits
@@ -106,6 +105,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
                 "grafts are exact only with swa_full=True"
             )
         self.n_slots = n_slots
+        self._slot_contexts: dict = {}  # slot -> its AnswerContext, made on first use
         self.prompt_cache_mib = prompt_cache_mib
         self.startup_timeout = startup_timeout
         self._process: Optional[ServerProcess] = None
@@ -341,7 +341,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
 
     def answer_slot(self, slot: int = 0):
         """Slot ``slot`` held for one answer (callers serialise answers on one slot)."""
-        return nullcontext(ServerSlot(self, self._check_slot(slot)))
+        return nullcontext(self.context(slot).answering())
 
     # -- slots -----------------------------------------------------------------------------
 

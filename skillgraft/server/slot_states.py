@@ -20,11 +20,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..core.deferred_capture import PendingCapture, PendingCaptures, keep_due, pending_of
 from ..core.states import KVState, capture_tokens, check_state, sha256_hex
-from ..engine.state_cut import cut_payload
+from ..kv.context import AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
+from .slot import SlotBackend
 from .slot_files import parse_slot_file, slot_file_from_block
 
 __all__ = ["SLOT_FILE_SUFFIX", "SlotFiles", "SlotStates"]
@@ -121,37 +121,34 @@ class SlotStates:
         process, whose slots hold nothing, so no capture is pending either)."""
         if slot is None:
             self._slots_held().clear()
-            self.pending_captures.clear()
+            for context in list(self._slot_contexts.values()):
+                context.forget()
         else:
             self._slots_held().pop(slot, None)
 
-    # -- derived states kept before their cells go (:mod:`skillgraft.core.deferred_capture`) --
+    # -- each slot's answer context (:class:`~skillgraft.kv.context.AnswerContext`) -------------
 
-    @property
-    def pending_captures(self) -> PendingCaptures:
-        return pending_of(self)
+    def context(self, slot: int) -> AnswerContext:
+        """Slot ``slot``'s answer context: its reuse decisions and the derived states pending on it."""
+        context = self._slot_contexts.get(slot)
+        if context is None:
+            context = self._slot_contexts.setdefault(slot, AnswerContext(SlotBackend(self, self._check_slot(slot))))
+        return context
 
-    def defer_capture(self, slot: int, capture: PendingCapture) -> None:
-        """Keep ``capture`` (a prefix slot ``slot`` holds) once its cells are about to go."""
-        self.pending_captures.add(slot, capture)
+    def pending_slots(self) -> list[int]:
+        """The slots with derived states pending."""
+        return sorted(slot for slot, context in list(self._slot_contexts.items()) if len(context.pending))
 
-    def settle_captures(self, slot: int, keeps: Optional[int] = None) -> int:
-        """Save the slot once and keep the captures pending on it that its next use, which
-        keeps only its first ``keeps`` cells, would lose (None: every one, the cells stay)."""
-        due = self.pending_captures.due(slot, keeps)
-        if not due:
-            return 0
-        saved: list = []
+    def settle_derived(self) -> int:
+        """Keep now the derived states pending on every slot (their cells stay); how many were kept."""
+        return sum(self.context(slot).settle() for slot in self.pending_slots())
 
-        def save(capture: PendingCapture) -> bytes:
-            if not saved:
-                saved.append(self.save_slot(slot))
-            tokens, payload = saved[0]
-            if tuple(tokens[: len(capture.prefix)]) != capture.prefix:
-                raise SlotReuseError(capture.parent or "a prefix", slot, len(tokens), len(capture.prefix), 0, 0)
-            return cut_payload(payload, len(capture.prefix))
-
-        return keep_due(due, save, self.fingerprint)
+    def cells_going(self, slot: int, keeps: Optional[int] = 0) -> None:
+        """Slot ``slot`` keeps only its first ``keeps`` cells next: its context saves the derived
+        states pending on the others first."""
+        context = self._slot_contexts.get(slot)
+        if context is not None:
+            context.before_drop(keeps)
 
     # -- save and erase --------------------------------------------------------------------
 
@@ -170,7 +167,7 @@ class SlotStates:
         return parsed.tokens, parsed.to_payload()
 
     def erase_slot(self, slot: int = 0) -> None:
-        self.settle_captures(self._check_slot(slot), keeps=0)
+        self.cells_going(self._check_slot(slot), 0)
         self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
         self.note_held(slot, [])
 
@@ -218,7 +215,7 @@ class SlotStates:
         self._require_serving()
         self._check_slot(slot)
         self.check_payload(state, block_id, verify_hash=verify_hash)
-        self.settle_captures(slot, keeps=0)  # the slot's cells are about to be replaced
+        self.cells_going(slot, 0)  # the slot's cells are about to be replaced
         generation = self.restarts
         try:
             with self.slot_files.lock:  # the file must not be evicted before the server reads it

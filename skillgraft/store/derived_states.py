@@ -1,6 +1,6 @@
 """Derived prefix states on the home's disk: a bounded, least-recently-used cache.
 
-A derived state (:mod:`skillgraft.core.prefix_reuse`) is the KV state after a prefix two
+A derived state (:mod:`skillgraft.kv.prefix_cache`) is the KV state after a prefix two
 requests shared: a block plus an app's system turns and tools, or an app's prefix alone. It is
 content-addressed by the runtime and its token ids, digest-checked like a block, never routed
 to and never part of a bundle. Each is one file ``<key>.state`` in ``home/derived/``:
@@ -34,6 +34,7 @@ from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
+from ..kv.keys import legacy_state_key, state_key
 
 __all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "decode_state", "encode_state"]
 
@@ -105,6 +106,7 @@ class DerivedStates:
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, KVState] = OrderedDict()
         self._files: OrderedDict[str, tuple[int, tuple[int, ...]]] = OrderedDict()  # key -> (bytes, tokens), oldest use first
+        self._changes = 0  # counts every change of the keys held (the prefix index follows it)
         self._scan()
 
     # -- the folder ------------------------------------------------------------------------
@@ -127,6 +129,8 @@ class DerivedStates:
             if not name.endswith(SUFFIX) or not SHA256_HEX.fullmatch(key) or not path.is_file() or path.is_symlink():
                 continue
             tokens = self._peek_tokens(path)
+            if tokens and key == legacy_state_key(self.fingerprint.id, tokens):
+                key, path = self._migrate(path, tokens)
             try:
                 info = path.stat(follow_symlinks=False)
             except OSError:  # gone meanwhile
@@ -135,7 +139,25 @@ class DerivedStates:
                 found.append((info.st_mtime, key, info.st_size, tokens))
         for _, key, size, tokens in sorted(found):
             self._files[key] = (size, tokens)
+        self._changes += 1
         self._evict()
+
+    def _migrate(self, path: Path, tokens: tuple[int, ...]) -> tuple[str, Path]:
+        """Rename a file kept under its pre-chained-key address to its key (kept as it is when
+        that fails)."""
+        key = state_key(self.fingerprint.id, tokens)
+        target = self.folder / f"{key}{SUFFIX}"
+        try:
+            os.replace(path, target)
+        except OSError as exc:
+            logger.debug("derived state %s keeps its old name (%s)", path.name[:12], exc)
+            return path.name[: -len(SUFFIX)], path
+        return key, target
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the keys held change (not their use order)."""
+        return self._changes
 
     def _peek_tokens(self, path: Path) -> tuple[int, ...]:
         """The tokens a file's header claims (none when it is not one of this runtime's)."""
@@ -149,6 +171,7 @@ class DerivedStates:
     def _evict(self) -> None:
         while self._files and sum(size for size, _ in self._files.values()) > self.max_bytes:
             key, _ = self._files.popitem(last=False)
+            self._changes += 1
             self._memory.pop(key, None)
             _unlink(self.folder / f"{key}{SUFFIX}")
         while self._memory and sum(s.n_bytes for s in self._memory.values()) > self.memory_bytes:
@@ -185,6 +208,7 @@ class DerivedStates:
             logger.warning("derived state %s is damaged (%s): deleted, its prompt is prefilled", key[:12], exc)
             with self._lock:
                 self._files.pop(key, None)
+                self._changes += 1
             _unlink(path)
             return None
         if state.fingerprint.id != self.fingerprint.id:
@@ -228,6 +252,7 @@ class DerivedStates:
         with self._lock:
             self._files[key] = (len(data), tuple(state.tokens))
             self._files.move_to_end(key)
+            self._changes += 1
             self._memory[key] = state
             self._evict()
         return True
@@ -237,6 +262,7 @@ class DerivedStates:
         with self._lock:
             keys = list(self._files)
             self._files.clear()
+            self._changes += 1
             self._memory.clear()
         for key in keys:
             _unlink(self.folder / f"{key}{SUFFIX}")

@@ -1,6 +1,6 @@
 """Derived prefix states every host of a shared store can restore.
 
-A derived state (:mod:`skillgraft.core.prefix_reuse`) is kept on the host that captured it
+A derived state (:mod:`skillgraft.kv.prefix_cache`) is kept on the host that captured it
 (:class:`~skillgraft.store.derived_states.DerivedStates`). When the store is shared
 (:attr:`~skillgraft.store.block_store.BlockStore.shared`: blocks in object storage, catalog in
 PostgreSQL) it is also *published*: its file goes to the block storage as
@@ -34,7 +34,8 @@ from typing import Optional, Protocol
 import numpy as np
 
 from ..core.fingerprint import RuntimeFingerprint
-from ..core.prefix_reuse import DerivedStore, prefix_key
+from ..kv.keys import legacy_state_key, state_key
+from ..kv.prefix_cache import DerivedStore
 from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .catalog import utc_now
@@ -98,6 +99,7 @@ class SharedDerivedStates:
         self.fingerprint_id = local.fingerprint.id
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[int, tuple[int, ...]]] = {}  # key -> (bytes, tokens), most recent first
+        self._rows_read = 0  # counts the reads of the rows that changed them
         self._read_at = float("-inf")
         self._skipped: set[str] = set()  # missing or damaged: not tried again until the rows are read again
         self._logged_at = float("-inf")
@@ -116,6 +118,14 @@ class SharedDerivedStates:
         return self.local.clear()
 
     # -- the DerivedStore surface ----------------------------------------------------------
+
+    @property
+    def generation(self) -> tuple:
+        """Changes whenever this host's states, the published rows (read again once
+        :attr:`refresh_s` has passed) or the rows found unusable change."""
+        if not self._resting():
+            self._published()
+        return self.local.generation, self._rows_read, len(self._skipped), self._resting()
 
     def entries(self) -> list[tuple[str, tuple[int, ...]]]:
         mine = self.local.entries()
@@ -180,6 +190,8 @@ class SharedDerivedStates:
         except Exception as exc:
             self._trouble("read the shared derived states", exc)
             return self._rows
+        if rows != self._rows or self._skipped:
+            self._rows_read += 1
         self._rows = rows
         self._skipped.clear()  # what was missing or damaged was removed: a key published again is new
         return rows
@@ -218,7 +230,8 @@ class SharedDerivedStates:
         if ids.size == 0 or (ids < 0).any():
             return None
         tokens = tuple(int(t) for t in ids)
-        return tokens if prefix_key(self.fingerprint_id, tokens) == row.get("key") else None
+        key = row.get("key")  # (rows published before chained keys are read under their old key)
+        return tokens if key in (state_key(self.fingerprint_id, tokens), legacy_state_key(self.fingerprint_id, tokens)) else None
 
     def _publish(self, key: str, state: KVState, data: bytes, parent: Optional[str]) -> None:
         if key in self._rows or self.catalog.query("SELECT key FROM derived_states WHERE key = ?", [key]):

@@ -19,14 +19,12 @@ import re
 import struct
 import time
 from collections import Counter
-from contextlib import nullcontext
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
 from ..core.chat_layout import split_chat
-from ..core.context_slot import ContextSlot
-from ..core.deferred_capture import settle_context
+from ..kv.local import LocalContext
 from ..core.progress import Progress
 from ..errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from ..core.fingerprint import RuntimeFingerprint
@@ -60,7 +58,7 @@ def _chain(previous: bytes, token: int, position: int) -> bytes:
     return hashlib.sha256(previous + struct.pack("<ii", token, position)).digest()
 
 
-class FakeEngine:
+class FakeEngine(LocalContext):
     """A deterministic stand-in for :class:`~skillgraft.engine.llama.Engine` (see the module docstring).
 
     ``calls`` counts the calls of ``capture``, ``graft``, ``restore``, ``prefill`` and
@@ -161,7 +159,7 @@ class FakeEngine:
     def reset(self) -> None:
         """Forget every cell (the derived states pending on them are kept first)."""
         if getattr(self, "_cells", None):
-            settle_context(self, keeps=0)
+            self._cells_going(0)
         self._cells: list[tuple[int, int, bytes]] = []
         self.n_past = 0
         self._has_logits = False
@@ -180,7 +178,7 @@ class FakeEngine:
     def keep_cells(self, n: int) -> None:
         """Keep the first ``n`` cells, forget the rest."""
         self.calls["keep"] += 1
-        settle_context(self, keeps=n)
+        self._cells_going(n)
         del self._cells[n:]
         self.n_past, self._has_logits = len(self._cells), False
 
@@ -255,10 +253,6 @@ class FakeEngine:
         cells = b"".join(PAYLOAD_CELL.pack(token, position, digest) for token, position, digest in self._cells[:n])
         return PAYLOAD_HEADER.pack(PAYLOAD_MAGIC, len(self._cells[:n])) + cells
 
-    def answer_slot(self, prefixes=None):
-        """This context, held for one answer, continuing what it holds and the derived states of
-        ``prefixes`` (see :class:`~skillgraft.core.context_slot.ContextSlot`)."""
-        return nullcontext(ContextSlot(self, prefixes))
 
     def capture(self, source: Union[str, Sequence[int]], progress: Progress = None) -> KVState:
         """Prefill ``source`` (text or token ids) and capture the cells."""
@@ -285,7 +279,7 @@ class FakeEngine:
         self.calls["restore"] += 1
         self._require_open()
         self.check_payload(state, block_id, verify_hash=verify_hash)
-        settle_context(self, keeps=0)  # the cells are replaced
+        self._cells_going(0)  # the cells are replaced
         started = time.perf_counter()
         magic, count = PAYLOAD_HEADER.unpack_from(state.payload)
         cells = [PAYLOAD_CELL.unpack_from(state.payload, PAYLOAD_HEADER.size + i * PAYLOAD_CELL.size)

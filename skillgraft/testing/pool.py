@@ -6,10 +6,9 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
-from ..core.context_slot import ContextSlot
-from ..core.deferred_capture import settle_context
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
+from ..kv.context import AnswerContext
 from .engine import FakeEngine
 
 __all__ = ["FakeLease", "FakePool"]
@@ -21,9 +20,9 @@ class FakeLease:
     def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
         self.server, self.slot, self.engine = server, slot, engine
 
-    def answer_slot(self, prefixes=None, deadline=None) -> ContextSlot:
+    def answer_slot(self, prefixes=None, deadline=None) -> AnswerContext:
         """The fake engine's context (it answers at once: ``deadline`` is the gateway's to check)."""
-        return ContextSlot(self.engine, prefixes)
+        return self.engine.context.answering(prefixes)
 
     def capture(self, source) -> KVState:
         return self.engine.capture(source)
@@ -55,7 +54,7 @@ class FakePool:
         if not self._lock.acquire(timeout=wait_s):
             return 0
         try:
-            return settle_context(self.engines[0])
+            return self.engines[0].context.settle()
         finally:
             self._lock.release()
 

@@ -6,7 +6,7 @@ import queue
 import threading
 import time
 
-from skillgraft.core.deferred_capture import PendingCapture, PendingCaptures, pending_of
+from skillgraft.kv.pending import PendingCapture, PendingCaptures
 from skillgraft.gateway.pool import ServerPool
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool
@@ -18,16 +18,14 @@ def test_pending_captures_are_due_only_when_their_cells_would_go():
     pending = PendingCaptures()
     head = tuple(range(100))
     short, long = PendingCapture(head, "", None), PendingCapture((*head, *range(200, 264)), "", None)
-    pending.add(0, short)
-    pending.add(0, long)  # MIN_DERIVED_TOKENS longer: worth a state of its own
+    pending.add(short)
+    pending.add(long)  # MIN_DERIVED_TOKENS longer: worth a state of its own
     for served in (head, head[:50], (*head, 1, 2, 3)):  # the same, shorter, only a few tokens longer
-        pending.add(0, PendingCapture(served, "", None))
-    pending.add(1, PendingCapture((9, *head), "", None))  # another slot's
-    assert len(pending) == 3
-    assert pending.due(0, keeps=164) == []  # the next use keeps both
-    assert pending.due(0, keeps=120) == [long]  # only what the next use drops
-    assert pending.slots() == [0, 1] and len(pending.due(1, keeps=0)) == 1 and pending.slots() == [0]
-    assert pending.due(0) == [short] and len(pending) == 0
+        pending.add(PendingCapture(served, "", None))
+    assert len(pending) == 2
+    assert pending.due(keeps=164) == []  # the next use keeps both
+    assert pending.due(keeps=120) == [long]  # only what the next use drops
+    assert pending.due() == [short] and len(pending) == 0
 
 
 def test_an_agents_later_requests_write_nothing_and_the_state_is_kept_when_the_context_turns(tmp_path):
@@ -36,9 +34,9 @@ def test_an_agents_later_requests_write_nothing_and_the_state_is_kept_when_the_c
         for question in QUESTIONS[:4]:  # one app, one prefix, four questions
             memory.answer(chat(question), OPTIONS)
         assert not list((home / "derived").rglob("*.state"))  # no answer waited for a state
-        assert len(pending_of(memory.engine)) == 1
+        assert len(memory.engine.context.pending) == 1
         memory.engine.reset()  # whatever drops the cells keeps the state first
-        assert len(list((home / "derived").rglob("*.state"))) == 1 and len(pending_of(memory.engine)) == 0
+        assert len(list((home / "derived").rglob("*.state"))) == 1 and len(memory.engine.context.pending) == 0
     with open_memory(home) as restarted:
         again = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
         assert again.note.reused_from == "derived"
@@ -61,19 +59,30 @@ def test_the_gateway_keeps_what_its_slots_hold_when_it_closes(fake_stocked, fake
     for question in QUESTIONS[2:4]:
         plan = gateway.prepare(chat(question))
         gateway.chat(plan, OPTIONS)
-    assert len(gateway.prefixes.store) == 0 and len(pending_of(fake_engine)) == 1
+    assert len(gateway.prefixes.store) == 0 and len(fake_engine.context.pending) == 1
     gateway.close()
     assert len(list((home / "derived").rglob("*.state"))) == 1
 
 
+class _Context:
+    def __init__(self, engine, slot):
+        self.engine, self.slot, self.pending = engine, slot, PendingCaptures()
+
+    def settle(self):
+        self.engine.settled.append(self.slot)
+        return len(self.pending.due())
+
+
 class _Engine:
     def __init__(self):
-        self.pending_captures = PendingCaptures()
+        self.contexts = {slot: _Context(self, slot) for slot in (0, 1)}
         self.settled = []
 
-    def settle_captures(self, slot, keeps=None):
-        self.settled.append(slot)
-        return len(self.pending_captures.due(slot, keeps))
+    def context(self, slot):
+        return self.contexts[slot]
+
+    def pending_slots(self):
+        return sorted(slot for slot, context in self.contexts.items() if len(context.pending))
 
 
 def _pool(engine) -> ServerPool:
@@ -91,11 +100,11 @@ def test_the_pool_keeps_the_states_of_idle_slots_only_and_never_takes_a_leased_o
     engine = _Engine()
     pool = _pool(engine)
     for slot in (0, 1):
-        engine.pending_captures.add(slot, PendingCapture((1, 2, 3), "", None))
+        engine.context(slot).pending.add(PendingCapture((1, 2, 3), "", None))
     pool._free.get()  # slot 0 is leased
     pool._released[(0, 1)] = time.monotonic()
     assert pool.settle_captures(idle_s=60.0, wait_s=0.0) == 0  # slot 1 was used just now
     assert pool.settle_captures(idle_s=0.0, wait_s=0.0) == 1 and engine.settled == [1]
-    assert pool._free.qsize() == 1 and engine.pending_captures.slots() == [0]  # slot 1 is free again
+    assert pool._free.qsize() == 1 and engine.pending_slots() == [0]  # slot 1 is free again
     pool._free.put((0, 0))  # the lease ends
     assert pool.settle_captures(idle_s=0.0, wait_s=0.0) == 1 and pool._free.qsize() == 2

@@ -37,7 +37,7 @@ def fresh_logits(engine: FakeEngine, tokens) -> bytes:
 
 
 def with_payload(state: KVState, payload: bytes) -> KVState:
-    return dataclasses.replace(state, payload=payload, sha256=hashlib.sha256(payload).hexdigest())
+    return dataclasses.replace(state, ref=payload, sha256=hashlib.sha256(payload).hexdigest())
 
 
 def test_the_fakes_satisfy_the_protocols():
@@ -130,7 +130,7 @@ def test_a_tampered_payload_is_refused_or_gives_other_logits(fake_engine):
     expected = fresh_logits(fake_engine, [*state.tokens, *query])
     payload = bytearray(state.payload)
     payload[-1] ^= 0xFF  # a bit of the last cell's digest
-    tampered = dataclasses.replace(state, payload=bytes(payload))
+    tampered = dataclasses.replace(state, ref=bytes(payload))
     with pytest.raises(BlockIntegrityError, match="SHA-256"):
         fake_engine.graft(tampered, query)
     assert fake_engine.graft(tampered, query, verify_hash=False).tobytes() != expected

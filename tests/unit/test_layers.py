@@ -113,6 +113,7 @@ def test_no_module_imports_itself_back_at_all():
 LAYERS = [
     {"errors"},
     {"config", "core", "deposit_policy", "web"},
+    {"kv"},
     {"store", "engine"},
     {"protocols", "verify"},
     {"routing", "server"},

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from skillgraft import AnswerOptions
-from skillgraft.core.deferred_capture import pending_of
-from skillgraft.core.prefix_reuse import MIN_TAIL, PrefixCache, choose_reuse, common_prefix
+from skillgraft.kv.prefix_cache import PrefixCache
+from skillgraft.kv.reuse import MIN_TAIL, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
 from skillgraft.store.derived_states import DerivedStates
 from skillgraft.testing import FakeEmbedder, FakeEngine
@@ -96,9 +96,9 @@ def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_re
     with open_memory(home) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
         memory.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: pending
-        assert len(memory.prefixes.store) == 0 and len(pending_of(memory.engine)) == 1  # the context holds it
+        assert len(memory.prefixes.store) == 0 and len(memory.engine.context.pending) == 1  # the context holds it
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)  # another app
-        assert len(memory.prefixes.store) == 1 and len(pending_of(memory.engine)) == 0  # kept before it went
+        assert len(memory.prefixes.store) == 1 and len(memory.engine.context.pending) == 0  # kept before it went
         third = memory.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
         assert third.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text

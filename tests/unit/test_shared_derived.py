@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from skillgraft.core.prefix_reuse import prefix_key
+from skillgraft.kv.keys import state_key
 from skillgraft.errors import StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.store import block_objects
@@ -82,8 +82,8 @@ def test_a_damaged_or_forged_published_state_is_ignored_and_removed(tmp_path, ca
     catalog = SqliteCatalog(tmp_path / "shared.db")
     tokens = list(range(5, 200))
     with catalog.write() as conn:  # rows whose tokens are not their key's, or absurd: never used
-        for key, ids, n_bytes in ((prefix_key(engine.fingerprint.id, tokens[:-1]), tokens, 10),
-                                  ("../../etc/passwd", tokens, 10), (prefix_key(engine.fingerprint.id, tokens), tokens, -1)):
+        for key, ids, n_bytes in ((state_key(engine.fingerprint.id, tokens[:-1]), tokens, 10),
+                                  ("../../etc/passwd", tokens, 10), (state_key(engine.fingerprint.id, tokens), tokens, -1)):
             conn.execute("INSERT INTO derived_states VALUES (?, ?, ?, ?, ?, NULL, 'x', 'x')",
                          [key, engine.fingerprint.id, len(ids), np.asarray(ids, "<i4").tobytes(), n_bytes])
     with open_host(tmp_path, "c") as c:
@@ -101,11 +101,11 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
         one = max(len(encode_state(s)) for s in states)
         shared = SharedDerivedStates(local, a.store.catalog, a.store.storage, max_bytes=one * 3)
         for state in states:
-            shared.put(prefix_key(engine.fingerprint.id, state.tokens), state)
+            shared.put(state_key(engine.fingerprint.id, state.tokens), state)
             time.sleep(0.002)  # uses a millisecond apart
     rows = published(tmp_path)
     assert len(rows) == 3 and sum(r["n_bytes"] for r in rows) <= one * 3
-    kept = [prefix_key(engine.fingerprint.id, s.tokens) for s in states[2:]]
+    kept = [state_key(engine.fingerprint.id, s.tokens) for s in states[2:]]
     assert sorted(r["key"] for r in rows) == sorted(kept)  # the oldest went first: rows and objects
     assert objects(tmp_path) == sorted(f"{k}.state" for k in kept)
 

@@ -7,7 +7,7 @@ compared with three things that may already hold its beginning:
 - ``slot``: the cells the context (an in-process context, a llama-server slot) holds from its
   last request — the same block, the same app system turns and tools, the same earlier turns;
 - ``derived``: a *derived state*, the state after a prefix two earlier requests shared
-  (:class:`PrefixCache`), kept in a bounded cache that outlives the process;
+  (:class:`~skillgraft.kv.prefix_cache.PrefixCache`), kept in a bounded cache that outlives the process;
 - ``block``: the routed block's own verified state.
 
 :func:`choose_reuse` takes the longest; every cell kept is exact (a cell depends only on the
@@ -23,15 +23,12 @@ app behind a skill already keeps that skill's derived state (block + the app's p
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
-from .states import KVState
+from ..core.states import KVState
 
 # Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
 MIN_DERIVED_TOKENS = 64
@@ -53,13 +50,6 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     left, right = np.asarray(a[:n], dtype=np.int64), np.asarray(b[:n], dtype=np.int64)
     differ = np.flatnonzero(left != right)
     return int(differ[0]) if differ.size else n
-
-
-def prefix_key(fingerprint_id: str, tokens: Sequence[int]) -> str:
-    """The content address of a derived state: the runtime and the exact token ids."""
-    digest = hashlib.sha256(fingerprint_id.encode() + b"\0")
-    digest.update(np.asarray(tokens, dtype="<i4").tobytes())
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -113,104 +103,21 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
     return best
 
 
-def _starts(after: int) -> Sequence[int]:
+def app_starts(after: int) -> Sequence[int]:
     """Where the app's part of a prompt may begin: after its block, or (no block) within the
     first :data:`CHAT_OPENING` tokens — a block carries the BOS and the opening of its chat
     turn (Gemma's template opens the user turn the app's system text is folded into)."""
     return (after,) if after else range(CHAT_OPENING + 1)
 
 
-def _shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Sequence[int], after: int) -> tuple[int, int]:
+def shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Sequence[int], after: int) -> tuple[int, int]:
     """How far ``prompt`` goes with ``earlier`` when their heads (blocks) differ: the cells of
     ``prompt`` up to where their app parts part ways (0 when they do not), and where its app
     part begins. A prompt that ends inside the other's app part does not part ways with it."""
     best = (0, after)
-    for mine in _starts(after):
-        for theirs in _starts(earlier_after):
+    for mine in app_starts(after):
+        for theirs in app_starts(earlier_after):
             tail = common_prefix(earlier[theirs:], prompt[mine:])
             if tail < len(earlier) - theirs and mine + tail < len(prompt) and mine + tail > best[0]:
                 best = (mine + tail, mine)
     return best
-
-
-class DerivedStore(Protocol):
-    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
-
-    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
-        """The key and the tokens of every state held."""
-        ...
-
-    def get(self, key: str) -> Optional[KVState]:
-        """The state under ``key``, digest-checked, or None (missing, damaged or foreign: ignored)."""
-        ...
-
-    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None: ...
-
-
-class PrefixCache:
-    """Derived prefix states for one runtime: looked up for each prompt, captured where two
-    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``. A state
-    longer than what a prompt shares with it is cut to the shared cells (``cut(state, n)``,
-    the engine's: a cell depends only on the tokens before it), so a prefix captured where two
-    questions shared a first word still serves a third question."""
-
-    def __init__(self, store: DerivedStore, fingerprint_id: str, cut: Callable[[KVState, int], KVState], *,
-                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS) -> None:
-        self.store = store
-        self.fingerprint_id = fingerprint_id
-        self.cut = cut
-        self.min_tokens = min_tokens
-        self._recent: deque[tuple[np.ndarray, int]] = deque(maxlen=recent)
-        self._lock = threading.Lock()  # slots of one gateway answer at once
-
-    def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
-        """The derived state sharing the longest beginning with ``prompt`` (at least
-        ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share."""
-        limit = len(prompt) - MIN_TAIL
-        prompt_ids = np.asarray(prompt, dtype=np.int64)
-        ranked = sorted(((min(common_prefix(tokens, prompt_ids), limit), key) for key, tokens in self.store.entries()),
-                        reverse=True)
-        for shared, key in ranked:
-            if shared < self.min_tokens:
-                return None
-            state = self.store.get(key)
-            if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
-                continue
-            return state if shared == state.n_tokens else self.cut(state, shared)
-        return None
-
-    def capture_point(self, prompt: Sequence[int], after: int = 0) -> int:
-        """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
-        prefix it shares with a recent prompt that went on differently. ``after`` is how many
-        leading cells are a block's: a prompt behind another block (or none) is compared from
-        where its own block ends, and the state is captured at this block plus what they share."""
-        best = 0
-        with self._lock:
-            recent = list(self._recent)
-        prompt = np.asarray(prompt, dtype=np.int64)  # compared with every recent prompt: converted once
-        for earlier, earlier_after in recent:
-            same_head = earlier_after == after and common_prefix(earlier[:after], prompt[:after]) == after
-            if not same_head:  # another block in front: compare what follows the blocks
-                shared, start = _shared_after_heads(earlier, earlier_after, prompt, after)
-            else:
-                shared, start = common_prefix(earlier, prompt), after
-                if shared >= min(len(earlier), len(prompt)):  # one extends the other: nothing parts ways
-                    continue
-            if shared - start >= self.min_tokens and shared > best:
-                best = shared
-        return best
-
-    def remember(self, prompt: Sequence[int], after: int = 0) -> None:
-        """Note ``prompt`` (its first ``after`` cells a block's) for later capture points (the
-        same prompt again is noted once)."""
-        tokens = np.asarray(prompt, dtype=np.int64)
-        with self._lock:
-            for index, (earlier, earlier_after) in enumerate(self._recent):
-                if earlier_after == after and len(earlier) == len(tokens) and np.array_equal(earlier, tokens):
-                    del self._recent[index]
-                    break
-            self._recent.append((tokens, after))
-
-    def keep(self, state: KVState, parent: Optional[str] = None) -> None:
-        """Store a captured derived state under its content address."""
-        self.store.put(prefix_key(self.fingerprint_id, state.tokens), state, parent)

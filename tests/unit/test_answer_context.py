@@ -1,0 +1,64 @@
+"""One AnswerContext over a KVBackend: the context decides, the backend is told before it drops
+cells, pending captures are the context's own, and a payload is a StateRef."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillgraft.core.states import BytesRef, FileRef, KVState
+from skillgraft.kv.context import AnswerContext
+from skillgraft.kv.pending import PendingCapture
+from skillgraft.kv.prefix_cache import PrefixCache
+from skillgraft.store.derived_states import DerivedStates
+from skillgraft.testing import FakeEngine
+from skillgraft.core.sampling import SamplingOptions
+
+from .test_prefix_reuse import AGENT
+
+
+def _prompt(engine, question):
+    return engine.tokenize(engine.chat_prompt([("system", AGENT), ("user", question)]))
+
+
+def test_an_engine_has_one_context_that_holds_its_pending_captures(tmp_path):
+    engine = FakeEngine()
+    assert engine.context is engine.context and isinstance(engine.context, AnswerContext)
+    assert not hasattr(engine, "_pending_captures") and "_pending_captures" not in vars(engine)
+    cache = PrefixCache(DerivedStates(tmp_path, engine.fingerprint), engine.fingerprint.id, engine.cut_state)
+    for question in ("how do I squash commits?", "what is a rebase?"):
+        with engine.answer_slot(cache) as slot:
+            slot.prefill(_prompt(engine, question))
+            list(slot.generate(SamplingOptions(2)))
+    assert len(engine.context.pending) == 1 and len(cache.store) == 0  # the cells still hold the prefix
+    engine.prefill([1, 2, 3])  # the engine drops its cells: it tells its context first
+    assert len(engine.context.pending) == 0 and len(cache.store) == 1
+
+
+def test_a_pending_capture_the_cells_no_longer_hold_is_dropped(tmp_path):
+    engine = FakeEngine()
+    cache = PrefixCache(DerivedStates(tmp_path, engine.fingerprint), engine.fingerprint.id, engine.cut_state)
+    engine.prefill(list(range(10, 200)))
+    engine.context.pending.add(PendingCapture(tuple(range(100)), "", cache))  # not what the cells hold
+    assert engine.settle_derived() == 0 and len(cache.store) == 0 and len(engine.context.pending) == 0
+
+
+def test_nothing_prefilled_is_an_input_error():
+    from skillgraft.errors import InputError
+
+    with FakeEngine().answer_slot() as slot, pytest.raises(InputError):
+        slot.generate(SamplingOptions(1))
+
+
+def test_a_payload_is_a_state_ref_in_memory_or_in_a_file(tmp_path):
+    engine = FakeEngine()
+    state = engine.capture([1, 2, 3, 4])
+    assert isinstance(state.ref, BytesRef) and state.n_bytes == len(state.payload)
+    path = tmp_path / "payload"
+    path.write_bytes(b"head" + state.payload)
+    on_disk = KVState(state.tokens, FileRef(path, 4, state.n_bytes), state.sha256, state.fingerprint)
+    assert on_disk.n_bytes == state.n_bytes and on_disk.payload == state.payload
+    engine.restore(on_disk)  # an engine reads it when it restores it
+    assert engine.context_tokens == [1, 2, 3, 4]
+    path.write_bytes(b"head")
+    with pytest.raises(OSError):
+        on_disk.payload
