@@ -14,6 +14,7 @@ from skillgraft.errors import FormatError, InputError
 from skillgraft.gateway.app import create_app
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool
+from tests.conftest import doc_block
 
 from .conftest import GIT_QUERY, OUT_OF_DOMAIN, QUESTION
 
@@ -113,6 +114,29 @@ def replies(prompt: str):
     if "JSON" in prompt:
         return '{"answer": 391}'
     return "Run git rebase -i and squash." if "squashing commits" in prompt else "I can help with that."
+
+
+TOOL_ROUND = "### A tool's result, fed back"
+MULTIPLY_CALL = '{"tool_calls": [{"name": "multiply", "arguments": {"a": 12, "b": 7}}]}'
+
+
+def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(fake_stocked, fake_engine):
+    prompts = []
+
+    def reply(prompt: str):
+        prompts.append(prompt)
+        if "Tool multiply returned: 84" in prompt:
+            return "12 times 7 is 84."
+        return MULTIPLY_CALL if "You can call these tools" in prompt else None
+
+    fake_engine.reply = reply
+    scope = {"memory": fake_stocked}
+    exec(compile(doc_block("api.md", TOOL_ROUND), "docs/api.md", "exec"), scope)
+    chat, answer = scope["chat"], scope["answer"]
+    assert chat[1:] == [("assistant", MULTIPLY_CALL), ("tool", "Tool multiply returned: 84")]
+    assert answer.text == "12 times 7 is 84." and not answer.tool_calls and answer.end.finish_reason == "stop"
+    assert len(prompts) == 2 and MULTIPLY_CALL in prompts[1] and "You can call these tools" not in prompts[1]
+    assert prompts[1].rstrip().endswith("Tool multiply returned: 84<|im_end|>\n<|im_start|>assistant")
 
 
 @pytest.fixture
