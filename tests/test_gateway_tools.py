@@ -193,6 +193,12 @@ def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(memory):
     assert answer.text and not answer.tool_calls and answer.note.decision == "graft"
 
 
+def test_a_tool_call_cut_by_max_tokens_is_no_call_in_process(memory):
+    form = output_format([CALCULATOR], "required")
+    cut = memory.answer([("user", TASK)], AnswerOptions(max_tokens=8, format=form))
+    assert (cut.text, cut.tool_calls, cut.end.finish_reason, cut.end.completion_tokens) == ("", (), "length", 8)
+
+
 def test_json_schema_output_validates_and_json_object_is_an_object(client, store):
     form = {"type": "json_schema", "json_schema": {"name": "command", "schema": COMMAND_SCHEMA}}
     question = "How do I squash my last three commits with git?"
