@@ -4,6 +4,7 @@ markers of the real parts each test uses."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,16 @@ SOURDOUGH_MANUAL = (
     "Skill manual: baking sourdough bread. Feed the starter, mix flour and water, rest, add salt, "
     "fold every half hour, shape, proof overnight in the fridge and bake covered at 250 C."
 )
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def doc_block(page: str, heading: str) -> str:
+    """The first Python block under ``heading`` in ``docs/<page>``: a test runs it as written."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1]
+    return re.search(r"^```python\n(.*?)^```", section, re.M | re.S).group(1)
 
 
 @pytest.fixture

@@ -62,6 +62,9 @@ def test_store_commands_round_trip(runner, home, tmp_path):
     asked = invoke_json(runner, "ask", "what is 6 * 7")
     assert (asked["decision"], asked["text"], asked["decoded_tokens"]) == ("exact", "42", 0)
     assert set(asked) >= {"text", "decision", "block_id", "decoded_tokens", "timings"}
+    plain = invoke_json(runner, "ask", "what is 6 * 7", "--no-route", "--max-tokens", "4")
+    assert (plain["decision"], plain["block_id"], plain["recall"]["decision"]) == ("abstain", None, "abstain")
+    assert plain["decoded_tokens"] > 0 and "route=False" in plain["reason"]
     assert len(invoke_json(runner, "list")["rows"]) == 2
     assert invoke_json(runner, "show", "git-squash")["routing_keys"]
     assert invoke_json(runner, "check") == {"blocks": 2, "ok": True, "problems": [], "repaired": []}

@@ -20,7 +20,7 @@ import operator
 
 import pytest
 
-from tests.conftest import GIT_MANUAL
+from tests.conftest import GIT_MANUAL, doc_block
 from tests.test_gateway import _require_server
 
 openai = pytest.importorskip("openai")
@@ -181,6 +181,22 @@ def test_a_tool_result_is_read_and_answered(client, store):
     assert response.skillgraft["decision"] == "graft" and response.skillgraft["block_name"] == "calculator"
     assert response.choices[0].message.content and not response.choices[0].message.tool_calls
     assert store[1]["calculator"].n_tokens - 8 < response.skillgraft["cache_n"]  # the block's system turn, or more
+
+
+def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(memory):
+    scope = {"memory": memory}
+    exec(compile(doc_block("api.md", "### A tool's result, fed back"), "docs/api.md", "exec"), scope)
+    chat, answer = scope["chat"], scope["answer"]
+    assert [role for role, _ in chat] == ["user", "assistant", "tool"]  # the model called the tool
+    (call,) = json.loads(chat[1][1])["tool_calls"]
+    assert call["name"] == "multiply" and chat[2] == ("tool", f"Tool multiply returned: {call['arguments']['a'] * call['arguments']['b']}")
+    assert answer.text and not answer.tool_calls and answer.note.decision == "graft"
+
+
+def test_a_tool_call_cut_by_max_tokens_is_no_call_in_process(memory):
+    form = output_format([CALCULATOR], "required")
+    cut = memory.answer([("user", TASK)], AnswerOptions(max_tokens=8, format=form))
+    assert (cut.text, cut.tool_calls, cut.end.finish_reason, cut.end.completion_tokens) == ("", (), "length", 8)
 
 
 def test_json_schema_output_validates_and_json_object_is_an_object(client, store):

@@ -226,14 +226,16 @@ def calibrate(ctx, in_file, ood_file, max_false_accept, as_json) -> None:
 @click.option("--gate", "gate", type=click.Choice(["advisory", "enforce"]), default=None,
               help="After a graft: report the confidence gate (advisory, the default) or answer plainly when not confident.")
 @click.option("--no-gate", is_flag=True, hidden=True, help="The same as --gate advisory.")
+@click.option("--no-route", is_flag=True, help="Answer plainly, the model alone: no skill and no verified answer.")
 @model_option
 @json_option
 @click.pass_context
-def ask(ctx, query, max_tokens, voice, gate, no_gate, model, as_json) -> None:
+def ask(ctx, query, max_tokens, voice, gate, no_gate, no_route, model, as_json) -> None:
     """Recall, then generate: the verified answer, a grafted block, or plain generation."""
     memory = open_memory(ctx, model)
     with Activity("ask", f"loading the embedder and {memory.model}, then generating"):
-        result = memory.generate(query, max_tokens=max_tokens, voice=voice, gate="advisory" if no_gate else gate)
+        result = memory.generate(query, max_tokens=max_tokens, voice=voice, gate="advisory" if no_gate else gate,
+                                 route=not no_route)
     emit(result.as_dict(), as_json, lambda d: f"{d['text']}\n\n[{d['decision']}] {d['recall']['reason']}")
 
 

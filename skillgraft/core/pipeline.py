@@ -294,7 +294,9 @@ def _chat(plan: AnswerPlan, options: AnswerOptions) -> list:
 def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
     """A generated answer read against its format. JSON is the text as it streams; with
     tools the text is held until it ends and is then the reply or the tool calls it makes
-    (``finish_reason`` ``tool_calls``)."""
+    (``finish_reason`` ``tool_calls``). Cut short by ``max_tokens`` (``finish_reason``
+    ``length``), it is the reply so far, or nothing for a cut call: every door gets no half
+    call and never the envelope's JSON (:meth:`~skillgraft.core.tools.OutputFormat.parse`)."""
     if not form.tools:
         yield from events
         return

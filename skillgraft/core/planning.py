@@ -5,8 +5,11 @@
   example only; its stored answer is never reused (:func:`near_miss`);
 - **format**: a verified answer is returned as it is (``exact``) unless the answer must be JSON
   or a tool call: the solution is then grafted and the model writes it so (:func:`held_to_format`);
-- **forced**: a door that names the block to graft (or asks for no recall) hands the pipeline a
-  forced recall (:func:`forced_recall`), and the same steps run;
+- **forced**: a door that names the block to graft (or none: an eval's baseline) hands the
+  pipeline a forced recall (:func:`forced_recall`), and the same steps run;
+- **not routed**: a caller that asks for a plain answer (``route=False``) gets one: nothing is
+  recalled, no skill and no verified answer, and the note's reason says the caller asked
+  (:data:`NOT_ROUTED`);
 - **conversation**: a later user turn that routes to another block than the one the
   conversation was answered behind switches to the routed block (the default: measured, the
   kept block only put the switch off by a turn, answered behind the wrong manual), or under the
@@ -25,7 +28,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
-from ..errors import StoreError
+from ..errors import InputError, StoreError
 from .answer import AnswerPlan, check_chat
 from .questions import normalize_question
 from .recall import Recall
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
 FORCED_SCORE = 1.0
 CONVERSATION_POLICIES = ("keep", "switch")
+NOT_ROUTED = "the caller turned routing off (route=False): answered plainly, nothing recalled"
 
 
 class LoadedState(Protocol):
@@ -55,6 +59,9 @@ class PlanMemory(Protocol):
 
     reprefill_foreign: bool
     conversation_policy: str
+
+    @property
+    def threshold(self) -> float: ...
 
     @property
     def gate_threshold(self) -> float: ...
@@ -139,15 +146,20 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
 
 
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
-                recall: Optional[Recall] = None, format: Optional[OutputFormat] = None) -> AnswerPlan:
-    """Check a chat and recall for its last user message (unless ``recall`` is given); for a
-    graft, read and verify the block's state. :class:`InputError` for an unusable chat,
-    :class:`FormatError` for a ``format`` this model cannot be held to."""
+                recall: Optional[Recall] = None, format: Optional[OutputFormat] = None, route: bool = True) -> AnswerPlan:
+    """Check a chat and recall for its last user message (unless ``recall`` is given, or
+    ``route`` is False: a plain answer, nothing recalled); for a graft, read and verify the
+    block's state. :class:`InputError` for an unusable chat or a ``recall`` with ``route``
+    False, :class:`FormatError` for a ``format`` this model cannot be held to."""
     chat, query = check_chat(messages)
     if format is not None:
         memory.check_grammar(format.grammar)
     started = time.perf_counter()
-    if recall is None:
+    if not route:
+        if recall is not None:
+            raise InputError("route=False answers plainly: give it no recall and no block to graft")
+        recall = forced_recall(None, memory.threshold, NOT_ROUTED)
+    elif recall is None:
         earlier = [content for role, content in messages if role == "user"][:-1]
         recall = conversation_recall(memory, earlier, memory.recall(query, log=False))
     recall = near_miss(held_to_format(recall, format), query)

@@ -5,9 +5,12 @@ skillgraft gives it one: the tools are described in front of the first user mess
 the answer is constrained by a grammar (:mod:`skillgraft.core.json_grammar`) to one JSON
 object — ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` to call tools, or
 ``{"response": "..."}`` to reply — which :meth:`OutputFormat.parse` turns into tool calls
-or text. A response format (``json_object``, ``json_schema``) constrains the answer to JSON
-of that schema, which is the answer's text. The same grammar goes to the in-process
-sampler and to llama-server, so both engines give the same tokens.
+or text. An envelope cut short (``max_tokens``) is never returned as its JSON: a cut reply
+is the reply's text so far, and a cut call is no call at all (no half call is ever made; the
+answer's ``finish_reason`` ``length`` says why). A response format (``json_object``,
+``json_schema``) constrains the answer to JSON of that schema, which is the answer's text.
+The same grammar goes to the in-process sampler and to llama-server, so both engines give
+the same tokens.
 
 An assistant's earlier tool calls are written back into a chat as the JSON it would have
 written (:func:`tool_calls_turn`) and a tool's result as a user turn
@@ -20,6 +23,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
+from json.decoder import scanstring
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import FormatError
@@ -30,6 +34,8 @@ MAX_TOOLS = 64
 MAX_DESCRIPTION_CHARS = 4_000
 TOOL_CHOICES = ("auto", "none", "required")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+REPLY_OPENING = re.compile(r'\s*\{\s*"response"\s*:\s*"')
+LONGEST_ESCAPE = len("\\uXXXX")
 
 
 @dataclass(frozen=True)
@@ -163,14 +169,16 @@ class OutputFormat:
         return [*chat, ("user", self.instructions())]
 
     def parse(self, text: str) -> Parsed:
-        """The answer's text and tool calls. JSON formats keep the text as it is; with tools,
-        the envelope is read (an answer cut short is returned as its text)."""
+        """The answer's text and tool calls. JSON formats keep the text as it is. With tools
+        the envelope is read; one cut short is never returned as its JSON: a cut reply is
+        its text so far, a cut call nothing (:func:`reply_so_far`). Text that is no envelope
+        at all (from a model not held to the grammar) is returned as it is."""
         if not self.tools:
             return Parsed(text)
         try:
             envelope = json.loads(text, strict=False)
         except ValueError:
-            return Parsed(text)
+            return Parsed(reply_so_far(text) if text.lstrip().startswith("{") else text)
         if not isinstance(envelope, dict):
             return Parsed(text)
         if "response" in envelope:
@@ -182,6 +190,26 @@ class OutputFormat:
             ToolCall(new_call_id(), str(call.get("name")), call.get("arguments") or {})
             for call in calls if isinstance(call, dict)
         ))
+
+
+def reply_so_far(text: str) -> str:
+    """What an envelope cut short said to the user: the text of a cut ``{"response": "...``,
+    or "" for a cut tool call (or an envelope cut before its reply began)."""
+    opening = REPLY_OPENING.match(text)
+    if opening is None:
+        return ""
+    try:
+        return scanstring(text, opening.end(), False)[0]  # the reply ended, its envelope did not
+    except ValueError:
+        pass
+    body = text[opening.end():]
+    for end in range(len(body), max(len(body) - LONGEST_ESCAPE, 0) - 1, -1):  # an escape cut in half
+        try:
+            reply = json.loads(f'"{body[:end]}"', strict=False)
+        except ValueError:
+            continue
+        return reply[:-1] if reply and "\ud800" <= reply[-1] <= "\udbff" else reply  # half a surrogate pair
+    return ""
 
 
 def new_call_id() -> str:

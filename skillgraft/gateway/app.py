@@ -226,7 +226,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                 seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
             ))
         n = body.n or 1
-        prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format))
+        prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format, route=body.route()))
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         departure = Departure(request.receive)  # a client that leaves, while waiting too, frees what it holds
         pump, handed, acquired = None, False, False

@@ -123,6 +123,15 @@ class StreamOptions(BaseModel):
     include_usage: Optional[bool] = None
 
 
+class MemoryOptions(BaseModel):
+    """skillgraft's own request field, ``"skillgraft": {"route": false}`` (the ``openai``
+    client's ``extra_body``): ``route`` false answers plainly, nothing recalled."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    route: bool = True
+
+
 # OpenAI fields this gateway cannot honour, each with the values that ask for nothing (accepted);
 # any other value is refused naming the field. ``null`` always means the default.
 NO_OP_VALUES: dict[str, tuple] = {
@@ -171,6 +180,7 @@ class ChatCompletionRequest(BaseModel):
     top_logprobs: Optional[int] = None
     logit_bias: Optional[dict] = None
     modalities: Optional[list[str]] = None
+    skillgraft: Optional[MemoryOptions] = None
 
     def unsupported(self) -> Optional[str]:
         """The first field this gateway cannot do as set (an unknown field first), or None."""
@@ -209,6 +219,10 @@ class ChatCompletionRequest(BaseModel):
         choice = self.tool_choice.model_dump() if isinstance(self.tool_choice, NamedToolChoice) else self.tool_choice
         form = self.response_format.as_dict() if self.response_format is not None else None
         return output_format(tools, choice, self.parallel_tool_calls, form)
+
+    def route(self) -> bool:
+        """Whether the memory recalls for this chat (``skillgraft.route``, true by default)."""
+        return self.skillgraft is None or self.skillgraft.route
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:

@@ -106,11 +106,12 @@ class Gateway:
 
     # -- answers ---------------------------------------------------------------------------
 
-    def prepare(self, messages: Sequence[tuple[str, str]], format: Optional[OutputFormat] = None) -> AnswerPlan:
-        """Check the chat (and the grammar of ``format``) and recall for its last user message;
-        :class:`InputError` if unusable."""
+    def prepare(self, messages: Sequence[tuple[str, str]], format: Optional[OutputFormat] = None, *,
+                route: bool = True) -> AnswerPlan:
+        """Check the chat (and the grammar of ``format``) and recall for its last user message
+        (nothing, with ``route`` False: a plain answer); :class:`InputError` if unusable."""
         with self.memory_lock:
-            return self.memory.plan(messages, format=format)
+            return self.memory.plan(messages, format=format, route=route)
 
     def chat(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1) -> list[Answer]:
         """The ``n`` answers (choices) to a chat that :meth:`prepare` planned, not streamed."""

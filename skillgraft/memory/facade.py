@@ -214,11 +214,11 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         return float(stored) if stored is not None else DEFAULT_GATE_LOGPROB
 
     def plan(self, messages: Sequence[tuple[str, str]], *, voice: bool = False, recall: Optional[Recall] = None,
-             format: Optional[OutputFormat] = None) -> AnswerPlan:
+             format: Optional[OutputFormat] = None, route: bool = True) -> AnswerPlan:
         """The pipeline's plan for a chat (:func:`~skillgraft.core.planning.plan_answer`):
-        checked, recalled for its last user message unless ``recall`` is given, the block's
-        state read and verified for a graft."""
-        return plan_answer(PlanningView(self), messages, voice=voice, recall=recall, format=format)
+        checked, recalled for its last user message unless ``recall`` is given or ``route`` is
+        False, the block's state read and verified for a graft."""
+        return plan_answer(PlanningView(self), messages, voice=voice, recall=recall, format=format, route=route)
 
     def pipeline(self, gate: Union[str, bool, None] = None) -> AnswerPipeline:
         """The answer pipeline over this memory's engine, recording answers in the ledger."""
@@ -226,24 +226,27 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
 
     def answer(self, messages: Sequence[tuple[str, str]], options: Optional[AnswerOptions] = None, *,
                gate: Union[str, bool, None] = None, recall: Optional[Recall] = None,
-               block: Union[Block, str, None] = None) -> Answer:
-        """Answer a chat of ``[(role, content), ...]`` (the last message the user's) through
-        the answer pipeline: exact, graft, fallback or abstain, as every door does. ``block``
-        (a :class:`Block`, id or name) is grafted whatever routing would say (a forced recall);
-        ``recall`` is a recall made beforehand."""
+               block: Union[Block, str, None] = None, route: bool = True) -> Answer:
+        """Answer a chat of ``[(role, content), ...]`` (the last message the user's or a tool's
+        result) through the answer pipeline: exact, graft, fallback or abstain, as every door
+        does. ``block`` (a :class:`Block`, id or name) is grafted whatever routing would say (a
+        forced recall); ``recall`` is a recall made beforehand; ``route=False`` answers plainly
+        (the model alone: no skill, no verified answer; the note's reason says it was asked)."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format)
+        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format,
+                         route=route)
         with self._slot(plan, options) as slot:
             return self.pipeline(gate).answer(plan, slot, options)
 
     def stream(self, messages: Sequence[tuple[str, str]], options: Optional[AnswerOptions] = None, *,
                gate: Union[str, bool, None] = None, recall: Optional[Recall] = None,
-               block: Union[Block, str, None] = None) -> Iterator[Event]:
+               block: Union[Block, str, None] = None, route: bool = True) -> Iterator[Event]:
         """The answer as events: an :class:`AnswerNote`, text deltas (``str``), then an
-        ``AnswerEnd``. The chat is checked and recalled before this returns; ``recall`` and
-        ``block`` as for :meth:`answer`."""
+        ``AnswerEnd``. The chat is checked and recalled before this returns; ``recall``,
+        ``block`` and ``route`` as for :meth:`answer`."""
         options = options or AnswerOptions()
-        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format)
+        plan = self.plan(messages, voice=options.voice, recall=self._given(recall, block), format=options.format,
+                         route=route)
         pipeline = self.pipeline(gate)
 
         def events() -> Iterator[Event]:
@@ -296,13 +299,14 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         gate: Union[str, bool, None] = None,
         recall: Optional[Recall] = None,
         stop: Sequence[str] = (),
+        route: bool = True,
     ) -> Generation:
         """Answer one question (see :meth:`answer`), with the app's ``system`` prompt: after a
         graft it is prefilled right after the restored block; it never changes what the
-        query recalls."""
+        query recalls. ``route=False`` answers plainly, as for :meth:`answer`."""
         query = clean_query(query)
         options = AnswerOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, voice=voice, stop=tuple(stop))
-        answer = self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall)
+        answer = self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall, route=route)
         return generation_of(answer)
 
     def calibrate_gate(

@@ -16,6 +16,10 @@ class PlanningView:
         self.conversation_policy = memory.conversations
 
     @property
+    def threshold(self) -> float:
+        return self.memory.router.threshold
+
+    @property
     def gate_threshold(self) -> float:
         return self.memory.gate_threshold
 

@@ -11,8 +11,12 @@ import json
 from fastapi.testclient import TestClient
 import pytest
 
+from skillgraft.cli.main import cli
 from skillgraft.core.answer import AnswerOptions, decision_of
+from skillgraft.core.planning import NOT_ROUTED
+from skillgraft.errors import InputError
 from skillgraft.gateway.app import create_app
+from skillgraft.memory import SkillMemory
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool
 
@@ -62,6 +66,50 @@ def test_the_gateway_and_the_memory_give_the_same_answer(client, fake_stocked, n
     assert body["choices"][0]["message"]["content"] == direct.text
     # What was reused is the context's own history, not the decision: compared apart.
     assert decision_of(note) == decision_of(direct.note)
+
+
+@pytest.mark.parametrize("name", ["exact", "graft"])
+def test_route_false_is_a_plain_answer_the_caller_asked_for_through_every_door(client, fake_stocked, name, monkeypatch):
+    http, _ = client
+    last = max((row["id"] for row in fake_stocked.store.ledger(1)), default=0)
+    with monkeypatch.context() as patched:
+        patched.setattr(fake_stocked, "recall", lambda *args, **kwargs: pytest.fail("route=False recalled"))
+        direct = fake_stocked.answer(CHATS[name], AnswerOptions(max_tokens=24), route=False)
+    note = direct.note
+    assert (note.decision, note.routed, note.block_id, note.reason) == ("abstain", "abstain", None, NOT_ROUTED)
+    assert direct.text == PLAIN_REPLY and direct.end.completion_tokens > 0 and note.reused_from != "block"
+    rows = [row for row in fake_stocked.store.ledger() if row["id"] > last]
+    assert [(r["event"], r["decision"]) for r in rows] == [("generate", "abstain")]
+    body = _chat(http, CHATS[name], max_tokens=24, skillgraft={"route": False}).json()
+    assert decision_of(body["skillgraft"]) == decision_of(note) and body["choices"][0]["message"]["content"] == PLAIN_REPLY
+    generated = fake_stocked.generate(CHATS[name][-1][1], max_tokens=24, route=False)
+    assert (generated.decision, generated.text, generated.as_dict()["reason"]) == ("abstain", PLAIN_REPLY, NOT_ROUTED)
+    routed = _chat(http, CHATS[name], max_tokens=24, skillgraft={"route": True}).json()["skillgraft"]
+    assert routed["decision"] == name
+
+
+def test_route_false_with_a_block_or_a_bad_field_is_refused(client, fake_stocked):
+    http, _ = client
+    with pytest.raises(InputError, match="route=False"):
+        fake_stocked.answer(CHATS["graft"], block="git-squash", route=False)
+    with pytest.raises(InputError, match="route=False"):
+        fake_stocked.answer(CHATS["graft"], recall=fake_stocked.recall(GIT_QUERY), route=False)
+    for field in ({"route": "no"}, {"routes": False}, ["route"]):
+        response = _chat(http, CHATS["graft"], skillgraft=field)
+        assert response.status_code == 400 and response.json()["error"]["param"].startswith("skillgraft"), response.text
+
+
+def test_ask_no_route_answers_plainly(runner, fake_stocked, fake_engine, fake_embedder, monkeypatch):
+    fake_engine.reply = replies
+    monkeypatch.setattr(SkillMemory, "open", classmethod(
+        lambda cls, home=None, **options: cls(home, engine=fake_engine, embedder=fake_embedder)))
+    home = str(fake_stocked.store.home)
+    asked = runner.invoke(cli, ["--home", home, "ask", QUESTION, "--no-route", "--json"])
+    assert asked.exit_code == 0, asked.output
+    answer = json.loads(asked.stdout)
+    assert (answer["decision"], answer["text"], answer["reason"]) == ("abstain", PLAIN_REPLY, NOT_ROUTED)
+    routed = json.loads(runner.invoke(cli, ["--home", home, "ask", QUESTION, "--json"]).stdout)
+    assert (routed["decision"], routed["text"]) == ("exact", "391")
 
 
 def test_a_stream_holds_the_graft_until_judged_and_says_so_first(client, fake_stocked):

@@ -14,6 +14,7 @@ from skillgraft.errors import FormatError, InputError
 from skillgraft.gateway.app import create_app
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool
+from tests.conftest import doc_block
 
 from .conftest import GIT_QUERY, OUT_OF_DOMAIN, QUESTION
 
@@ -50,8 +51,23 @@ def test_an_answer_is_read_as_tool_calls_or_a_reply():
     assert parsed.tool_calls[0].id.startswith("call_")
     assert json.loads(parsed.tool_calls[0].as_openai()["function"]["arguments"]) == {"expression": "12*7"}
     assert form.parse('{"response": "84"}').content == "84"
-    cut = '{"tool_calls": [{"name": "calc'
-    assert form.parse(cut).content == cut and not form.parse(cut).tool_calls
+    assert form.parse("84, no envelope").content == "84, no envelope"  # a model not held to the grammar
+
+
+@pytest.mark.parametrize("cut, content", [
+    ('{"tool_calls": [{"name": "calc', ""),
+    (CALL[:-2], ""),  # every call whole, the envelope not: still cut, no call is made
+    ('{"resp', ""),
+    ('{"response": "It is 8', "It is 8"),
+    ('{\n  "response" :  "It \\"is\\" 8', 'It "is" 8'),
+    ('{"response": "It is 84."\n\t\t', "It is 84."),
+    ('{"response": "caf\\u00', "caf"),
+    ('{"response": "smile \\ud83d', "smile "),
+    ('{"response": "smile \\ud83d\\ude00', "smile \U0001f600"),
+])
+def test_an_envelope_cut_short_is_the_reply_so_far_and_never_a_call_or_its_json(cut, content):
+    parsed = output_format([CALCULATOR]).parse(cut)
+    assert (parsed.content, parsed.tool_calls) == (content, ())
     json_form = output_format(response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": SCHEMA}})
     assert json_form.parse('{"answer": 391}').content == '{"answer": 391}' and json_form.demands_structure
 
@@ -115,6 +131,29 @@ def replies(prompt: str):
     return "Run git rebase -i and squash." if "squashing commits" in prompt else "I can help with that."
 
 
+TOOL_ROUND = "### A tool's result, fed back"
+MULTIPLY_CALL = '{"tool_calls": [{"name": "multiply", "arguments": {"a": 12, "b": 7}}]}'
+
+
+def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(fake_stocked, fake_engine):
+    prompts = []
+
+    def reply(prompt: str):
+        prompts.append(prompt)
+        if "Tool multiply returned: 84" in prompt:
+            return "12 times 7 is 84."
+        return MULTIPLY_CALL if "You can call these tools" in prompt else None
+
+    fake_engine.reply = reply
+    scope = {"memory": fake_stocked}
+    exec(compile(doc_block("api.md", TOOL_ROUND), "docs/api.md", "exec"), scope)
+    chat, answer = scope["chat"], scope["answer"]
+    assert chat[1:] == [("assistant", MULTIPLY_CALL), ("tool", "Tool multiply returned: 84")]
+    assert answer.text == "12 times 7 is 84." and not answer.tool_calls and answer.end.finish_reason == "stop"
+    assert len(prompts) == 2 and MULTIPLY_CALL in prompts[1] and "You can call these tools" not in prompts[1]
+    assert prompts[1].rstrip().endswith("Tool multiply returned: 84<|im_end|>\n<|im_start|>assistant")
+
+
 @pytest.fixture
 def client(fake_stocked, fake_engine, fake_embedder):
     fake_engine.reply = replies
@@ -158,6 +197,31 @@ def test_tool_calls_stream_in_the_openai_shape(client):
     calls = [call for delta in deltas for call in delta.get("tool_calls") or ()]
     assert [(c["index"], c["function"]["name"]) for c in calls] == [(0, "calculator")]
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[0]["skillgraft"]["decision"] == "abstain"
+
+
+def test_a_tool_call_cut_by_max_tokens_is_no_call_and_finish_reason_length_through_every_door(client, fake_stocked):
+    cut_at = len(CALL) // 2  # one token a byte: the call is cut inside its arguments
+    direct = fake_stocked.answer([("user", OUT_OF_DOMAIN)], AnswerOptions(max_tokens=cut_at, format=output_format([CALCULATOR])))
+    assert (direct.text, direct.tool_calls, direct.end.finish_reason) == ("", (), "length")
+    assert direct.end.completion_tokens == cut_at
+    request = {"messages": [{"role": "user", "content": OUT_OF_DOMAIN}], "tools": [CALCULATOR], "max_tokens": cut_at}
+    choice = _post(client, **request).json()["choices"][0]
+    assert choice["finish_reason"] == "length" and choice["message"] == {"role": "assistant", "content": ""}
+    with client.stream("POST", "/v1/chat/completions", json={"model": "fake-chatml", "stream": True, **request}) as response:
+        chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert not any(d.get("content") or d.get("tool_calls") for d in deltas)
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+    whole = _post(client, **{**request, "max_tokens": len(CALL) + 1}).json()["choices"][0]
+    assert whole["finish_reason"] == "tool_calls" and whole["message"]["tool_calls"]
+
+
+def test_a_reply_cut_by_max_tokens_is_its_text_so_far(client):
+    call = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'}}
+    messages = [{"role": "user", "content": OUT_OF_DOMAIN}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "84"}]
+    choice = _post(client, messages, tools=[CALCULATOR], max_tokens=len('{"response": "It is')).json()["choices"][0]
+    assert choice["finish_reason"] == "length" and choice["message"]["content"] == "It is"
 
 
 def test_an_exact_question_with_tools_is_the_verified_answer_unless_a_call_is_demanded(client):

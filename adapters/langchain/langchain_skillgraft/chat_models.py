@@ -55,7 +55,6 @@ from .shared import memory_lock, open_memory, store_key
 PROVIDER = "skillgraft"
 # Per-call keyword arguments LangChain itself may pass along; they do not change a generation.
 _PASSED_THROUGH = frozenset({"stream"})
-NOT_ROUTED = "routing is off (route=False): answered plainly, nothing recalled"
 
 
 def _stops(stop: Any) -> list[str]:
@@ -237,7 +236,8 @@ class ChatSkillGraft(BaseChatModel):
     def _pieces(self, messages: list[BaseMessage], options: CallOptions, outcome: Outcome) -> Iterator[str]:
         """Yield the output text as it is decoded; fill ``outcome`` once it ends. Every call
         goes through the answer pipeline: a ``block_id`` is a forced graft of that block,
-        ``route=False`` a forced abstain, else the memory recalls for the last user message."""
+        ``route=False`` a plain answer (nothing recalled), else the memory recalls for the last
+        user message."""
         chat = to_chat(messages)
         memory = self.skill_memory
         with memory_lock(memory):
@@ -246,14 +246,13 @@ class ChatSkillGraft(BaseChatModel):
             yield from self._answered(memory, chat, options, outcome)
 
     def _recall(self, memory: SkillMemory, options: CallOptions) -> Optional[Recall]:
-        """The recall the call forces, or None to let the memory recall."""
+        """The recall the call forces, or None to let the memory recall (or, with
+        ``route=False``, answer plainly)."""
         if options.block_id is not None:
             if options.recall is not None:
                 raise ValueError("give block_id or recall, not both")
             block = memory.get(options.block_id)
             return forced_recall(block, memory.router.threshold, f"block {block.name!r} named by block_id")
-        if options.recall is None and not self.route:
-            return forced_recall(None, memory.router.threshold, NOT_ROUTED)
         return options.recall
 
     def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
@@ -263,7 +262,8 @@ class ChatSkillGraft(BaseChatModel):
             format=options.format,
         )
         recall = self._recall(memory, options)
-        with closing(memory.stream(chat, answer, gate=options.gate, recall=recall)) as events:
+        route = self.route or recall is not None  # a block or recall given for the call wins
+        with closing(memory.stream(chat, answer, gate=options.gate, recall=recall, route=route)) as events:
             for event in events:
                 if isinstance(event, AnswerNote):
                     outcome.note = event

@@ -77,6 +77,27 @@ def test_stream_matches_invoke_and_max_tokens_zero_is_empty(memory):
     assert chat.invoke(GRAFT_QUESTION, max_tokens=0).content == ""
 
 
+def test_a_tool_call_cut_by_max_tokens_is_no_call_and_finish_reason_length(memory):
+    from langchain_core.tools import tool
+
+    @tool
+    def git_log(count: int) -> str:
+        """Show the last commits of the repository."""
+        return "a1 fix typo"
+
+    call = '{"tool_calls": [{"name": "git_log", "arguments": {"count": 3}}]}'
+    memory.engine.reply = lambda prompt: call if "You can call these tools" in prompt else None
+    chat = ChatSkillGraft(memory=memory, max_tokens=len(call) + 1).bind_tools([git_log])
+    assert chat.invoke(GRAFT_QUESTION).tool_calls[0]["args"] == {"count": 3}
+    cut = chat.invoke(GRAFT_QUESTION, max_tokens=len(call) // 2)
+    chunks = list(chat.stream(GRAFT_QUESTION, max_tokens=len(call) // 2))
+    streamed = chunks[0]
+    for chunk in chunks[1:]:
+        streamed += chunk
+    for message in (cut, streamed):
+        assert message.content == "" and not message.tool_calls and message.response_metadata["finish_reason"] == "length"
+
+
 def test_clear_errors_on_the_fakes(memory):
     chat = ChatSkillGraft(memory=memory)
     with pytest.raises(TypeError, match="max_token"):
