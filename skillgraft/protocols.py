@@ -36,7 +36,7 @@ __all__ = ["AnswerSlot", "BlockStorage", "CaptureEngine", "Catalog", "ChatText",
 Messages = Sequence[tuple[str, str]]
 
 if TYPE_CHECKING:
-    from .kv.prefix_cache import PrefixCache
+    from .kv.prefixes import PrefixCache
     from .core.sampling import SamplingOptions
 
 
@@ -99,7 +99,7 @@ class CaptureEngine(ChatText, Protocol):
 
     def answer_slot(self, prefixes: Optional["PrefixCache"] = None) -> ContextManager[AnswerSlot]:
         """A context for one answer, held until the ``with`` block ends; with ``prefixes`` it
-        restores and captures derived prefix states (:mod:`skillgraft.kv.prefix_cache`)."""
+        restores and captures derived prefix states (:mod:`skillgraft.kv.prefixes`)."""
         ...
 
     def settle_derived(self) -> int:

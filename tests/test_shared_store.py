@@ -410,7 +410,7 @@ def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, 
 
 
 def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, shared, s3):
-    from skillgraft.kv.keys import state_key
+    from skillgraft.kv.prefixes import state_key
     from skillgraft.store.derived_states import encode_state
     from skillgraft.store.shared_derived import BUDGET_SETTING
 

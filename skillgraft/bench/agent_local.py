@@ -30,7 +30,7 @@ from typing import Callable, Optional
 from . import agent_data as data
 from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _user
 from .agent_rows import recorder, request_row as _row
-from ..kv.reuse import common_prefix
+from ..kv.prefixes import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
 from .conversation_policy import TURNS, bench_policies, conversations

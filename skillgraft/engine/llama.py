@@ -22,7 +22,7 @@ import llama_cpp
 import numpy as np
 
 from . import state_io as engine_state
-from ..kv.local import LocalContext
+from ..kv.context import LocalContext
 from ..core.progress import Progress
 from ..core.chat_layout import split_chat
 from ..config import EngineSettings, default_model, engine_settings

@@ -6,7 +6,7 @@ prefill after the block, generation — so no request ever continues from anothe
 state. A supervisor thread restarts a server whose process died; requests that were in
 flight on it fail with :class:`ServerError` and are retried once on another lease by the
 gateway. The supervisor also saves the derived states pending on a slot that has been idle
-:data:`~skillgraft.kv.pending.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
+:data:`~skillgraft.kv.context.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
 saves them all, when the gateway closes).
 """
 
@@ -25,9 +25,8 @@ from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
-from ..kv.context import AnswerContext
-from ..kv.pending import IDLE_CAPTURE_S
-from ..kv.reuse import common_prefix
+from ..kv.context import IDLE_CAPTURE_S, AnswerContext
+from ..kv.prefixes import common_prefix
 
 if TYPE_CHECKING:
     from ..server.engine import LlamaServerEngine

@@ -1,7 +1,7 @@
 """What an :class:`~skillgraft.kv.context.AnswerContext` needs of the cells it answers in.
 
 A :class:`KVBackend` is one context's cells: an in-process engine's context
-(:class:`~skillgraft.kv.local.LocalBackend`, for the llama.cpp engine and the fake), or one
+(:class:`~skillgraft.kv.context.LocalBackend`, for the llama.cpp engine and the fake), or one
 llama-server slot (:class:`~skillgraft.server.slot.SlotBackend`). It says what it holds, keeps
 a prefix of it (loading a state first), evaluates the rest, generates, and saves prefixes of
 its cells; the context makes every decision. Before a backend drops cells for any reason (a
@@ -18,7 +18,7 @@ from ..core.deadline import Deadline
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
-from .reuse import Reuse
+from .prefixes import Reuse
 
 __all__ = ["KVBackend"]
 

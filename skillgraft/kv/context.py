@@ -2,32 +2,142 @@
 
 Restoring only records the block's state; ``prefill`` then makes the prompt — the block's
 kept cells and the tokens after them, or the tokens alone — and reuses the longest beginning
-of it already at hand (:func:`~skillgraft.kv.reuse.choose_reuse`): what the cells hold from
+of it already at hand (:func:`~skillgraft.kv.prefixes.choose_reuse`): what the cells hold from
 their last answer, a derived prefix state, or the block. Only the rest is evaluated. With a
-:class:`~skillgraft.kv.prefix_cache.PrefixCache`, a prefix two prompts shared is kept as a
+:class:`~skillgraft.kv.prefixes.PrefixCache`, a prefix two prompts shared is kept as a
 derived state, never evaluated again: once the answer is made it is noted as pending
-(:mod:`~skillgraft.kv.pending`, a field of the context) and saved when the backend is about to
+(:class:`PendingCaptures`, a field of the context) and saved when the backend is about to
 drop its cells (:meth:`AnswerContext.before_drop`), when the context idles (a gateway's pool) or
 when its owner closes (:meth:`AnswerContext.settle`) — not while an answer waits.
 
 This is the one place reuse and capture are decided; the cells are a
 :class:`~skillgraft.kv.backend.KVBackend`: an in-process context or a llama-server slot.
+
+**Pending captures.** A derived prefix state (:class:`~.prefixes.PrefixCache`) is asked for at the end of an answer, but the
+context (a llama-server slot, an in-process context) still holds the prefix's cells after it:
+saving them then would only delay the answer (saving, cutting, hashing and writing the state
+of a 1.5k-token prefix take 0.15-0.25 s on two cores). So the capture is noted as pending
+for that context and made only when it is due:
+
+- before the context's cells are replaced or cut below the prefix (the next prompt that does
+  not continue it, a restore, a capture, an erase): the prefix is saved first;
+- when the context has been idle a while (the gateway's pool does this for its slots);
+- when the memory or the gateway closes.
+
+An agent that keeps sending the same prefix therefore never waits for its state: the slot
+goes on holding it, and the state reaches the disk (and other slots, restarts and hosts) when
+the slot turns to other work, idles or closes. A process killed outright loses the states
+still pending (they are a cache: the next request prefills). Every pending state is checked
+against what the context really holds when it is saved.
+
+The in-process engine and the fake mix in :class:`LocalContext` (their one context over a
+:class:`LocalBackend`); a llama-server slot's backend is :class:`~skillgraft.server.slot.SlotBackend`.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence
+import logging
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence
 
 from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
-from ..core.states import KVState, TokenStep, require_fits
+from ..core.states import KVState, TokenStep, require_fits, sha256_hex
 from ..errors import InputError
 from .backend import KVBackend
-from .pending import PendingCapture, PendingCaptures, keep_due
-from .prefix_cache import PrefixCache
-from .reuse import Reuse, choose_reuse
+from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
-__all__ = ["AnswerContext"]
+__all__ = ["IDLE_CAPTURE_S", "AnswerContext", "LocalBackend", "LocalContext", "PendingCapture", "PendingCaptures"]
+
+logger = logging.getLogger("skillgraft.kv")
+
+# A context idle this long has its pending states saved by the gateway's pool.
+IDLE_CAPTURE_S = 1.0
+
+
+@dataclass(frozen=True)
+class PendingCapture:
+    """A derived state asked for: the ``prefix`` token ids (the first ``parent`` block's
+    cells, if any, then the app's), to be kept in ``prefixes`` (a PrefixCache)."""
+
+    prefix: tuple[int, ...]
+    parent: str
+    prefixes: object
+
+    def keep(self, payload: bytes, fingerprint, seconds: float) -> None:
+        """Keep the saved ``payload`` of the prefix's cells as its derived state."""
+        state = KVState(self.prefix, payload, sha256_hex(payload), fingerprint, seconds)
+        self.prefixes.keep(state, parent=self.parent or None)
+
+
+class PendingCaptures:
+    """The captures pending on one context's cells (a field of its
+    :class:`~skillgraft.kv.context.AnswerContext`). Thread-safe: a gateway's supervisor settles
+    them while the context is idle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[PendingCapture] = []
+
+    def add(self, capture: PendingCapture) -> None:
+        """Note ``capture``, unless one pending serves it as well: the same prefix, a longer one
+        (a state is cut to what a prompt shares with it), or one fewer than
+        :data:`~.prefixes.MIN_DERIVED_TOKENS` tokens shorter (two questions sharing a first word),
+        as for the states already kept."""
+        size = len(capture.prefix)
+        with self._lock:
+            for other in self._pending:
+                shorter = min(size, len(other.prefix))
+                if other.prefix[:shorter] == capture.prefix[:shorter] and size < len(other.prefix) + MIN_DERIVED_TOKENS:
+                    return
+            self._pending.append(capture)
+
+    def due(self, keeps: Optional[int] = None) -> list[PendingCapture]:
+        """Take the captures that would not survive the context's next use, which keeps only its
+        first ``keeps`` cells (None: take them all)."""
+        with self._lock:
+            due = [p for p in self._pending if keeps is None or len(p.prefix) > keeps]
+            self._pending = [p for p in self._pending if p not in due]
+            return due
+
+    def clear(self) -> None:
+        """Drop what is pending: its cells are gone."""
+        with self._lock:
+            self._pending.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], list[Optional[bytes]]],
+             fingerprint) -> int:
+    """Save the cells of every capture ``due`` at once (``save(prefixes)`` gives each prefix's
+    payload; None when the context no longer holds it, as after another use of it: dropped) and
+    keep them; a failure only loses those states, with a log line. Returns how many were kept."""
+    if not due:
+        return 0
+    started = time.perf_counter()
+    try:
+        payloads = save([capture.prefix for capture in due])
+    except Exception as exc:  # a derived state is only a shortcut: nothing else depends on it
+        logger.warning("%d derived prefix states were not kept: %s", len(due), exc)
+        return 0
+    seconds = (time.perf_counter() - started) / len(due)
+    kept = 0
+    for capture, payload in zip(due, payloads):
+        if payload is None:
+            logger.debug("a pending prefix state of %d tokens is no longer held: dropped", len(capture.prefix))
+            continue
+        try:
+            capture.keep(payload, fingerprint, seconds)
+            kept += 1
+        except Exception as exc:
+            logger.warning("a derived prefix state of %d tokens was not kept: %s", len(capture.prefix), exc)
+    return kept
 
 
 class AnswerContext:
@@ -113,3 +223,75 @@ class AnswerContext:
     def forget(self) -> None:
         """The cells are gone unseen (a restarted server): drop what is pending on them."""
         self.pending.clear()
+
+
+class LocalBackend:
+    """The cells of an in-process ``engine`` (:class:`~skillgraft.engine.llama.Engine` or the fake)."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    @property
+    def fingerprint(self):
+        return self.engine.fingerprint
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.n_ctx
+
+    def held_cells(self, prompt: Sequence[int]) -> tuple[Optional[Sequence[int]], None]:
+        return self.engine.held, None  # an in-process context keeps any number of its cells
+
+    def check(self, state: KVState, block_id: str) -> None:
+        self.engine.check_payload(state, block_id, verify_hash=False)
+
+    def evaluate(self, prompt: list[int], reuse: Reuse, block_id: str) -> None:
+        engine = self.engine
+        if reuse.source == "block":  # the graft, as without reuse
+            engine.graft(reuse.state, prompt[reuse.cells:], block_id, keep=reuse.cells, verify_hash=False)
+            return
+        if not reuse.source:
+            engine.prefill(prompt)
+            return
+        if reuse.state is not None:
+            engine.restore(reuse.state, verify_hash=False)
+        if engine.n_past != reuse.cells:
+            engine.keep_cells(reuse.cells)
+        engine.append(prompt[reuse.cells:])
+
+    def generate(self, options: SamplingOptions, prompt: list[int], deadline: Optional[Deadline],
+                 reused: Callable[[int], None]) -> Iterator[TokenStep]:
+        return self.engine.generate(options)  # the cells reused are those evaluate kept
+
+    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[bytes]]:
+        held = self.engine.held
+        return [self.engine.save_prefix(len(prefix))
+                if held is not None and tuple(held[: len(prefix)]) == prefix else None for prefix in prefixes]
+
+
+class LocalContext:
+    """Mixed into an in-process engine: its one answer context (made on first use), and the
+    notice the engine gives it before it drops cells (``_cells_going``)."""
+
+    _context: Optional[AnswerContext] = None
+
+    @property
+    def context(self) -> AnswerContext:
+        if self._context is None:
+            self._context = AnswerContext(LocalBackend(self))
+        return self._context
+
+    def answer_slot(self, prefixes: Optional[PrefixCache] = None):
+        """This context, held for one answer, continuing what it holds and the derived states
+        of ``prefixes`` (:class:`~skillgraft.kv.context.AnswerContext`)."""
+        return nullcontext(self.context.answering(prefixes))
+
+    def settle_derived(self) -> int:
+        """Keep now the derived states pending on the context (the cells stay)."""
+        return self._context.settle() if self._context is not None else 0
+
+    def _cells_going(self, keeps: int) -> None:
+        """The engine keeps only its first ``keeps`` cells next: the context saves what is
+        pending on the others first."""
+        if self._context is not None:
+            self._context.before_drop(keeps)

@@ -27,7 +27,7 @@ from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, Gat
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, forced_recall, near_miss, plan_answer
-from ..kv.prefix_cache import PrefixCache
+from ..kv.prefixes import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
 from ..core.text_checks import clean_query
@@ -274,7 +274,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
     def prefixes(self) -> Optional[PrefixCache]:
         """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
         store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
-        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.kv.prefix_cache`."""
+        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.kv.prefixes`."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]

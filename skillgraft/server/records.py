@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
-from ..kv.reuse import common_prefix
+from ..kv.prefixes import common_prefix
 from ..errors import InputError, SlotReuseError
 from ..core.states import KVState
 

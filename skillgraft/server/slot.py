@@ -22,7 +22,7 @@ from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 from ..engine.state_cut import cut_payload
-from ..kv.reuse import MIN_TAIL, Reuse
+from ..kv.prefixes import MIN_TAIL, Reuse
 from ..protocols import ChatText
 from .records import StreamChunk, reusable_cells
 

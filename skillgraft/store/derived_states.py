@@ -1,6 +1,6 @@
 """Derived prefix states on the home's disk: a bounded, least-recently-used cache.
 
-A derived state (:mod:`skillgraft.kv.prefix_cache`) is the KV state after a prefix two
+A derived state (:mod:`skillgraft.kv.prefixes`) is the KV state after a prefix two
 requests shared: a block plus an app's system turns and tools, or an app's prefix alone. It is
 content-addressed by the runtime and its token ids, digest-checked like a block, never routed
 to and never part of a bundle. Each is one file ``<key>.state`` in ``home/derived/``:
@@ -34,7 +34,7 @@ from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
-from ..kv.keys import legacy_state_key, state_key
+from ..kv.prefixes import legacy_state_key, state_key
 
 __all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "decode_state", "encode_state"]
 

@@ -1,6 +1,6 @@
 """Derived prefix states every host of a shared store can restore.
 
-A derived state (:mod:`skillgraft.kv.prefix_cache`) is kept on the host that captured it
+A derived state (:mod:`skillgraft.kv.prefixes`) is kept on the host that captured it
 (:class:`~skillgraft.store.derived_states.DerivedStates`). When the store is shared
 (:attr:`~skillgraft.store.block_store.BlockStore.shared`: blocks in object storage, catalog in
 PostgreSQL) it is also *published*: its file goes to the block storage as
@@ -34,8 +34,8 @@ from typing import Optional, Protocol
 import numpy as np
 
 from ..core.fingerprint import RuntimeFingerprint
-from ..kv.keys import legacy_state_key, state_key
-from ..kv.prefix_cache import DerivedStore
+from ..kv.prefixes import legacy_state_key, state_key
+from ..kv.prefixes import DerivedStore
 from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .catalog import utc_now

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 
 from ..core.chat_layout import split_chat
-from ..kv.local import LocalContext
+from ..kv.context import LocalContext
 from ..core.progress import Progress
 from ..errors import ConfigError, EngineError, InputError, RestoreRejectedError
 from ..core.fingerprint import RuntimeFingerprint

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import EngineSettings, engine_settings
 from ..engine.llama import Engine
-from ..kv.reuse import MIN_TAIL
+from ..kv.prefixes import MIN_TAIL
 from ..core.sampling import log_softmax
 from ..core.states import KVState, sha256_hex
 

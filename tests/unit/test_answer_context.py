@@ -7,8 +7,8 @@ import pytest
 
 from skillgraft.core.states import BytesRef, FileRef, KVState
 from skillgraft.kv.context import AnswerContext
-from skillgraft.kv.pending import PendingCapture
-from skillgraft.kv.prefix_cache import PrefixCache
+from skillgraft.kv.context import PendingCapture
+from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.store.derived_states import DerivedStates
 from skillgraft.testing import FakeEngine
 from skillgraft.core.sampling import SamplingOptions

@@ -6,7 +6,7 @@ import queue
 import threading
 import time
 
-from skillgraft.kv.pending import PendingCapture, PendingCaptures
+from skillgraft.kv.context import PendingCapture, PendingCaptures
 from skillgraft.gateway.pool import ServerPool
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from skillgraft.kv.keys import BLOCK_TOKENS, PrefixIndex, chain_keys, legacy_state_key, state_key
-from skillgraft.kv.prefix_cache import PrefixCache
+from skillgraft.kv.prefixes import BLOCK_TOKENS, PrefixIndex, chain_keys, legacy_state_key, state_key
+from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.store.derived_states import DerivedStates, encode_state
 from skillgraft.testing import FakeEngine
 

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from skillgraft import AnswerOptions
-from skillgraft.kv.prefix_cache import PrefixCache
-from skillgraft.kv.reuse import MIN_TAIL, choose_reuse, common_prefix
+from skillgraft.kv.prefixes import PrefixCache
+from skillgraft.kv.prefixes import MIN_TAIL, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
 from skillgraft.store.derived_states import DerivedStates
 from skillgraft.testing import FakeEmbedder, FakeEngine

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from skillgraft.kv.keys import state_key
+from skillgraft.kv.prefixes import state_key
 from skillgraft.errors import StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.store import block_objects

@@ -1,0 +1,377 @@
+"""Prefix reuse: a prompt continues what a context already holds, or a stored prefix state,
+instead of being prefilled again — and those states found by key.
+
+A request's prompt (a block's kept cells, then the chat after them; or the chat alone) is
+compared with three things that may already hold its beginning:
+
+- ``slot``: the cells the context (an in-process context, a llama-server slot) holds from its
+  last request — the same block, the same app system turns and tools, the same earlier turns;
+- ``derived``: a *derived state*, the state after a prefix two earlier requests shared
+  (:class:`PrefixCache`), kept in a bounded cache that outlives the process;
+- ``block``: the routed block's own verified state.
+
+:func:`choose_reuse` takes the longest; every cell kept is exact (a cell depends only on the
+tokens before it), and at least the last prompt token is always evaluated, for its logits.
+
+A derived state is captured where two prompts part ways — the prefix recurs with another
+continuation (an agent's system prompt and tools before each new question) — never where one
+prompt merely extends the other (a conversation's next turn: the slot holds that already).
+Prompts behind different blocks (or behind none) are compared after their blocks: an app's
+system turns and tools recur behind every skill it is routed to, so the first request of the
+app behind a skill already keeps that skill's derived state (block + the app's prefix).
+
+**Found by key.** Every KV state is the prefix state of a token sequence under a runtime. Its
+tokens are cut into blocks of :data:`BLOCK_TOKENS`; block ``i``'s key hashes block ``i-1``'s key
+with the block's token ids, and the chain starts from the runtime's fingerprint id. Two
+sequences share their first ``k`` blocks exactly when their ``k``-th keys are equal, so the
+longest stored prefix of a prompt is found with a few key lookups (a binary search over the
+prompt's own keys: a state that shares ``k`` blocks shares every fewer; :class:`PrefixIndex`),
+never by comparing the prompt with every state. The same keys address states in memory, on
+disk and in a shared store (:func:`state_key`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Optional, Protocol, Sequence
+
+import numpy as np
+
+from ..core.states import KVState
+from ..errors import ConfigError
+
+__all__ = [
+    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
+    "chain_keys", "choose_reuse", "common_prefix", "legacy_state_key", "state_key",
+]
+
+# Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
+MIN_DERIVED_TOKENS = 64
+# At least this many prompt tokens are evaluated after reused cells: a batch of fewer tokens
+# takes another matrix kernel on some CPUs and gives other bits (measured on Gemma 3: batches
+# of 1 to 6 tokens differ from the same tokens in a large batch, 8 and more are equal).
+MIN_TAIL = 8
+RECENT_PROMPTS = 32
+# At most this many tokens open a chat before the app's own text (BOS and a turn marker).
+CHAT_OPENING = 8
+SOURCES = ("slot", "derived", "block")
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    left, right = np.asarray(a[:n], dtype=np.int64), np.asarray(b[:n], dtype=np.int64)
+    differ = np.flatnonzero(left != right)
+    return int(differ[0]) if differ.size else n
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What a prompt reuses: ``cells`` from ``source`` (``""``: nothing, prefill it all);
+    ``state`` to restore first (a derived state or the block's), None to continue what the
+    context holds; ``capture_at`` > 0 asks for a derived state after that many tokens."""
+
+    source: str
+    cells: int
+    state: Optional[KVState] = None
+    capture_at: int = 0
+
+
+def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
+                 block: Optional[tuple[KVState, int]] = None, derived: Optional[KVState] = None,
+                 capture_at: int = 0, held_at_most: Optional[Sequence[int]] = None) -> Reuse:
+    """The longest reuse for ``prompt``: the context's ``held`` tokens (None: unknown), a
+    ``derived`` state whose tokens begin the prompt, or ``block`` (its state and the cells
+    kept). Ties go to what needs no restore, then to the derived state.
+
+    What the context held or a derived state leaves at least :data:`MIN_TAIL` tokens to
+    evaluate (the block, as the graft without reuse, only the last). A context that cannot
+    keep fewer cells than it holds (a llama-server slot keeps the longest common prefix) says
+    what it may hold at most (``held_at_most``): it is reused only when even that leaves the
+    tail. ``capture_at`` is kept when no derived state that long is at hand: the caller saves
+    the prefix once the answer is made."""
+    whole = len(prompt) - 1  # the last prompt token is evaluated for its logits
+    limit = len(prompt) - MIN_TAIL
+    options: list[Reuse] = []
+    if held is not None:
+        cells = min(common_prefix(held, prompt), whole)
+        most = cells if held_at_most is None else min(common_prefix(held_at_most, prompt), whole)
+        if most <= limit:
+            options.append(Reuse("slot", cells))
+        elif held_at_most is None:
+            options.append(Reuse("slot", max(limit, 0)))
+    if derived is not None and derived.n_tokens <= limit and common_prefix(derived.tokens, prompt) == derived.n_tokens:
+        options.append(Reuse("derived", derived.n_tokens, derived))
+    if block is not None:
+        state, keep = block
+        options.append(Reuse("block", min(keep, whole), state))
+    best = max(options, key=lambda r: (r.cells, -SOURCES.index(r.source)), default=Reuse("", 0))
+    if best.cells == 0:
+        best = Reuse("", 0)
+    captured = derived.n_tokens if derived is not None else 0
+    # A state only a few tokens longer than one at hand (two questions sharing a first word) is
+    # not worth its file: the one at hand serves, cut to what it shares.
+    if captured + MIN_DERIVED_TOKENS <= capture_at < len(prompt):
+        return Reuse(best.source, best.cells, best.state, capture_at)
+    return best
+
+
+def app_starts(after: int) -> Sequence[int]:
+    """Where the app's part of a prompt may begin: after its block, or (no block) within the
+    first :data:`CHAT_OPENING` tokens — a block carries the BOS and the opening of its chat
+    turn (Gemma's template opens the user turn the app's system text is folded into)."""
+    return (after,) if after else range(CHAT_OPENING + 1)
+
+
+def shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Sequence[int], after: int) -> tuple[int, int]:
+    """How far ``prompt`` goes with ``earlier`` when their heads (blocks) differ: the cells of
+    ``prompt`` up to where their app parts part ways (0 when they do not), and where its app
+    part begins. A prompt that ends inside the other's app part does not part ways with it."""
+    best = (0, after)
+    for mine in app_starts(after):
+        for theirs in app_starts(earlier_after):
+            tail = common_prefix(earlier[theirs:], prompt[mine:])
+            if tail < len(earlier) - theirs and mine + tail < len(prompt) and mine + tail > best[0]:
+                best = (mine + tail, mine)
+    return best
+
+
+# -- states found by key ------------------------------------------------------------
+
+BLOCK_TOKENS = 16
+_KEY_BYTES = 16
+
+
+def _token_bytes(tokens: Sequence[int]) -> bytes:
+    return np.asarray(tokens, dtype="<i4").tobytes()
+
+
+def chain_keys(runtime_id: str, tokens: Sequence[int]) -> list[bytes]:
+    """The key of each whole block of ``tokens`` under the runtime ``runtime_id``: entry ``k-1``
+    stands for the first ``k`` blocks."""
+    data = _token_bytes(tokens)
+    step = BLOCK_TOKENS * 4
+    key = hashlib.blake2b(runtime_id.encode(), digest_size=_KEY_BYTES).digest()
+    keys = []
+    for start in range(0, len(data) - step + 1, step):
+        key = hashlib.blake2b(key + data[start:start + step], digest_size=_KEY_BYTES).digest()
+        keys.append(key)
+    return keys
+
+
+def state_key(runtime_id: str, tokens: Sequence[int]) -> str:
+    """The content address of the state of ``tokens`` under ``runtime_id`` (64 hex digits): the
+    last whole block's chain key, then the tokens after it and the length."""
+    keys = chain_keys(runtime_id, tokens)
+    last = keys[-1] if keys else hashlib.blake2b(runtime_id.encode(), digest_size=_KEY_BYTES).digest()
+    tail = _token_bytes(tokens[len(keys) * BLOCK_TOKENS:])
+    return hashlib.sha256(last + tail + len(tokens).to_bytes(8, "little")).hexdigest()
+
+
+def legacy_state_key(runtime_id: str, tokens: Sequence[int]) -> str:
+    """The address derived states had before chained keys (one SHA-256 over the runtime and
+    every token id): read to migrate such states, never written."""
+    digest = hashlib.sha256(runtime_id.encode() + b"\0")
+    digest.update(_token_bytes(tokens))
+    return digest.hexdigest()
+
+
+class PrefixIndex:
+    """The states of one runtime by the chain keys of their whole blocks. Thread-safe."""
+
+    def __init__(self, runtime_id: str) -> None:
+        self.runtime_id = runtime_id
+        self._lock = threading.Lock()
+        self._by_block: dict[bytes, set[str]] = {}
+        self._states: dict[str, tuple[tuple[int, ...], list[bytes]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def add(self, key: str, tokens: Sequence[int]) -> None:
+        """Index the state stored under ``key`` with its ``tokens``."""
+        tokens = tuple(int(t) for t in tokens)
+        blocks = chain_keys(self.runtime_id, tokens)
+        with self._lock:
+            self._drop(key)
+            self._states[key] = (tokens, blocks)
+            for block in blocks:
+                self._by_block.setdefault(block, set()).add(key)
+
+    def remove(self, key: str) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        entry = self._states.pop(key, None)
+        if entry is None:
+            return
+        for block in entry[1]:
+            holders = self._by_block.get(block)
+            if holders is not None:
+                holders.discard(key)
+                if not holders:
+                    del self._by_block[block]
+
+    def sync(self, entries: Iterable[tuple[str, Sequence[int]]]) -> None:
+        """Make the index hold exactly ``entries`` (``(key, tokens)``): only the keys that came or
+        went are hashed or dropped."""
+        entries = dict(entries)
+        with self._lock:
+            gone = [key for key in self._states if key not in entries]
+        for key in gone:
+            self.remove(key)
+        for key, tokens in entries.items():
+            if key not in self._states:
+                self.add(key, tokens)
+
+    def candidates(self, prompt: Sequence[int], *, at_least: int = 1) -> list[tuple[int, str]]:
+        """``(shared tokens, key)`` of the states sharing the most whole blocks with ``prompt``
+        (at least ``at_least`` tokens), longest first, then those sharing fewer blocks: what a
+        caller tries in order when a state turns out unusable."""
+        keys = chain_keys(self.runtime_id, prompt)
+        prompt = np.asarray(prompt, dtype=np.int64)
+        found: list[tuple[int, str]] = []
+        seen: set[str] = set()
+        with self._lock:
+            level = self._deepest(keys, len(keys))
+            while level > 0 and level * BLOCK_TOKENS + BLOCK_TOKENS > at_least:
+                start = level * BLOCK_TOKENS
+                window = prompt[start:start + BLOCK_TOKENS]
+                at_level = []
+                for key in self._by_block.get(keys[level - 1], ()):
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    tokens = self._states[key][0]
+                    found_shared = start + common_prefix(tokens[start:start + BLOCK_TOKENS], window)
+                    if found_shared >= at_least:
+                        at_level.append((found_shared, key))
+                found.extend(sorted(at_level, reverse=True))
+                level = self._deepest(keys, level - 1)
+        return found
+
+    def _deepest(self, keys: list[bytes], below: int) -> int:
+        """The most whole blocks (at most ``below``) of the prompt that some state shares."""
+        lo, hi = 0, below
+        while lo < hi:  # a state sharing k blocks shares every fewer: the hits are a prefix of the keys
+            mid = (lo + hi + 1) // 2
+            if keys[mid - 1] in self._by_block:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def tokens(self, key: str) -> Optional[tuple[int, ...]]:
+        entry = self._states.get(key)
+        return entry[0] if entry else None
+
+
+# -- derived states ----------------------------------------------------------------
+
+class DerivedStore(Protocol):
+    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
+
+    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The key and the tokens of every state held."""
+        ...
+
+    def get(self, key: str) -> Optional[KVState]:
+        """The state under ``key``, digest-checked, or None (missing, damaged or foreign: ignored)."""
+        ...
+
+    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None: ...
+
+    @property
+    def generation(self) -> Hashable:
+        """Changes whenever the states held change (their keys, not their use order)."""
+        ...
+
+
+class PrefixCache:
+    """Derived prefix states for one runtime: looked up for each prompt, captured where two
+    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``. A state
+    longer than what a prompt shares with it is cut to the shared cells (``cut(state, n)``,
+    the engine's: a cell depends only on the tokens before it), so a prefix captured where two
+    questions shared a first word still serves a third question."""
+
+    def __init__(self, store: DerivedStore, fingerprint_id: str, cut: Callable[[KVState, int], KVState], *,
+                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS) -> None:
+        self.store = store
+        self.fingerprint_id = fingerprint_id
+        self.cut = cut
+        self.min_tokens = min_tokens
+        if min_tokens < BLOCK_TOKENS:
+            raise ConfigError(f"a derived state spans at least one key block ({BLOCK_TOKENS} tokens), not {min_tokens}")
+        self._recent: deque[tuple[np.ndarray, int]] = deque(maxlen=recent)
+        self._lock = threading.Lock()  # slots of one gateway answer at once
+        self._index = PrefixIndex(fingerprint_id)
+        self._generation: Hashable = object()  # nothing indexed yet
+
+    def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
+        """The derived state sharing the longest beginning with ``prompt`` (at least
+        ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share: found by
+        the chained keys of the prompt's blocks, the index kept in step with the store."""
+        limit = len(prompt) - MIN_TAIL
+        if limit < self.min_tokens:
+            return None
+        self._sync()
+        for shared, key in self._index.candidates(prompt, at_least=self.min_tokens):
+            shared = min(shared, limit)
+            if shared < self.min_tokens:
+                continue
+            state = self.store.get(key)
+            if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
+                continue
+            return state if shared == state.n_tokens else self.cut(state, shared)
+        return None
+
+    def _sync(self) -> None:
+        """Index the store's states again when they changed since the last look."""
+        generation = getattr(self.store, "generation", None)  # None: a store that cannot tell
+        with self._lock:
+            if generation is not None and generation == self._generation:
+                return
+            self._generation = generation
+        self._index.sync(self.store.entries())
+
+    def capture_point(self, prompt: Sequence[int], after: int = 0) -> int:
+        """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
+        prefix it shares with a recent prompt that went on differently. ``after`` is how many
+        leading cells are a block's: a prompt behind another block (or none) is compared from
+        where its own block ends, and the state is captured at this block plus what they share."""
+        best = 0
+        with self._lock:
+            recent = list(self._recent)
+        prompt = np.asarray(prompt, dtype=np.int64)  # compared with every recent prompt: converted once
+        for earlier, earlier_after in recent:
+            same_head = earlier_after == after and common_prefix(earlier[:after], prompt[:after]) == after
+            if not same_head:  # another block in front: compare what follows the blocks
+                shared, start = shared_after_heads(earlier, earlier_after, prompt, after)
+            else:
+                shared, start = common_prefix(earlier, prompt), after
+                if shared >= min(len(earlier), len(prompt)):  # one extends the other: nothing parts ways
+                    continue
+            if shared - start >= self.min_tokens and shared > best:
+                best = shared
+        return best
+
+    def remember(self, prompt: Sequence[int], after: int = 0) -> None:
+        """Note ``prompt`` (its first ``after`` cells a block's) for later capture points (the
+        same prompt again is noted once)."""
+        tokens = np.asarray(prompt, dtype=np.int64)
+        with self._lock:
+            for index, (earlier, earlier_after) in enumerate(self._recent):
+                if earlier_after == after and len(earlier) == len(tokens) and np.array_equal(earlier, tokens):
+                    del self._recent[index]
+                    break
+            self._recent.append((tokens, after))
+
+    def keep(self, state: KVState, parent: Optional[str] = None) -> None:
+        """Store a captured derived state under its content address."""
+        self.store.put(state_key(self.fingerprint_id, state.tokens), state, parent)
