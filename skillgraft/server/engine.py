@@ -261,7 +261,12 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         if not self._starting:
             self.ensure_running()
         try:
-            response = self._client.request(method, path, **kwargs)
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.RemoteProtocolError:
+                # A kept-alive connection the server closed as the request went out (its idle
+                # timeout): nothing was answered, so the request is sent once more, on a new one.
+                response = self._client.request(method, path, **kwargs)
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
             raise ServerError(f"{method} {self.url}{path} failed: {exc!r}") from None
         try:
