@@ -68,6 +68,28 @@ def test_the_server_runs_the_installed_sources_with_pinned_flags(server, smollm2
     assert server.fingerprint == smollm2.fingerprint, server.fingerprint.differences(smollm2.fingerprint)
 
 
+def test_offloaded_layers_give_the_same_fingerprint_in_process_and_through_the_server(server):
+    """Each runtime decides its backend by its own llama.cpp's GPU offload: a CPU-only build
+    ignores ``-ngl`` and says ``cpu`` in both; a GPU build says ``gpu`` in both."""
+    import llama_cpp
+
+    from skillgraft.config import engine_settings
+    from skillgraft.engine.llama import Engine
+    from skillgraft.server.engine import LlamaServerEngine
+
+    settings = engine_settings(n_gpu_layers=99)
+    with Engine("smollm2-135m", settings) as local:
+        expected = local.fingerprint
+    offloading = LlamaServerEngine("smollm2-135m", settings)
+    try:
+        assert offloading.fingerprint == expected, offloading.fingerprint.differences(expected)
+        assert offloading.fingerprint.id == expected.id
+        assert set(offloading.fingerprint.differences(server.fingerprint)) <= {"n_gpu_layers", "backend"}
+    finally:
+        offloading.close()
+    assert expected.backend == ("gpu" if llama_cpp.llama_supports_gpu_offload() else "cpu")
+
+
 def test_tokenize_and_chat_agree_with_the_in_process_engine(server, smollm2):
     assert server.tokenize(PREFIX) == smollm2.tokenize(PREFIX)
     assert server.tokenize(QUERY, add_bos=False) == smollm2.tokenize(QUERY, add_bos=False)

@@ -75,6 +75,12 @@ class RuntimeFingerprint(BaseModel):
             raise FingerprintMismatchError(differences, block_id=block_id)
 
 
+def backend_of(n_gpu_layers: int, gpu_offload: bool) -> str:
+    """The ``backend`` field, the same for every engine: ``gpu`` when layers are offloaded and
+    the runtime's llama.cpp supports GPU offload (``llama_supports_gpu_offload``), else ``cpu``."""
+    return "gpu" if n_gpu_layers and gpu_offload else "cpu"
+
+
 @lru_cache(maxsize=16)
 def _file_sha256_cached(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()

@@ -21,14 +21,17 @@ same answer, token for token at temperature 0, and report the same
 :class:`~skillgraft.core.answer.AnswerNote`. :meth:`AnswerPipeline.events` yields the note,
 then text deltas (``str``), then an :class:`~skillgraft.core.answer.AnswerEnd`; the note
 comes only once the context has produced its first token, so a failing server can be
-retried before anything is sent.
+retried before anything is sent. A chat is rendered once per request
+(:meth:`AnswerPipeline.prompt`): a door that chooses its context by the prompt (the gateway
+leases the slot that holds most of it) passes that :class:`Prompt` on to :meth:`~AnswerPipeline.events`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Iterator, Optional, Union
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..errors import ContextOverflowError, InputError
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
@@ -47,6 +50,26 @@ Event = Union[AnswerNote, str, AnswerEnd]
 Record = Callable[[AnswerPlan, AnswerNote, AnswerEnd], None]
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """The tokens an answer prompts its context with, rendered once (:meth:`AnswerPipeline.prompt`).
+
+    For a graft (``grafted``) the block's first ``keep`` cells (restored, or prefilled again
+    for a re-prefill) then the rest of the chat; otherwise the chat alone, ``keep`` 0.
+    ``reason`` says why a routed block does not lead it (the chat is then answered plainly).
+    """
+
+    tokens: tuple[int, ...]
+    keep: int = 0
+    grafted: bool = False
+    reason: str = ""
+
+    @property
+    def after(self) -> list[int]:
+        """The tokens prefilled after the block's kept cells (the whole prompt when not grafted)."""
+        return list(self.tokens[self.keep:])
+
+
 class AnswerPipeline:
     """The decision steps over one engine's rendering (``engine``: a
     :class:`~skillgraft.protocols.ChatText` with ``n_ctx``). ``gate`` is ``"advisory"``
@@ -63,46 +86,55 @@ class AnswerPipeline:
     def n_ctx(self) -> int:
         return int(self.engine.n_ctx)
 
-    def prompt_tokens(self, plan: AnswerPlan, options: AnswerOptions) -> Optional[list[int]]:
-        """The tokens ``plan`` will prompt a context with (None when it needs none, or when its
-        block cannot lead the chat): for a pool to lease the slot that holds most of them."""
+    def prompt(self, plan: AnswerPlan, options: AnswerOptions) -> Optional[Prompt]:
+        """The tokens ``plan`` prompts a context with under ``options`` (None for an exact
+        answer): rendered here once, for a pool to lease the slot that holds most of them
+        and for :meth:`events` to prefill."""
         recall = plan.recall
-        try:
-            if recall.decision == "graft" and not plan.unusable and not plan.reprefill:
-                keep, after = continuation(self.engine, recall.block, _chat(plan, options))
-                return [*recall.block.tokens[:keep], *after]
-            if recall.decision != "exact":
-                return chat_tokens(self.engine, _chat(plan, options))
-        except InputError:
+        if recall.decision == "exact":
             return None
-        return None
+        chat = _chat(plan, options)
+        if recall.decision != "graft":
+            return Prompt(tuple(chat_tokens(self.engine, chat)))
+        if plan.unusable:
+            return Prompt(tuple(chat_tokens(self.engine, chat)), reason=plan.unusable)
+        prefix = block_tokens(self.engine, recall.block.source) if plan.reprefill else recall.block.tokens
+        try:
+            keep, after = continuation(self.engine, recall.block, chat, prefix=prefix)
+        except InputError as exc:
+            return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
+        return Prompt((*prefix[:keep], *after), keep, grafted=True)
 
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
         """The whole answer (the events collected)."""
         return collect(plan, self.events(plan, slot, options))
 
-    def events(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Iterator[Event]:
+    def events(self, plan: AnswerPlan, slot, options: AnswerOptions, prompt: Optional[Prompt] = None) -> Iterator[Event]:
         """The note, the text deltas and the end of the answer to ``plan`` in ``slot``
-        (None for an exact answer that is not voiced)."""
+        (None for an exact answer that is not voiced); ``prompt`` is :meth:`prompt` of the
+        same plan and options, when the caller has rendered it already."""
         started = time.perf_counter()
         if plan.recall.decision == "exact":
             yield from self._exact(plan, slot, options, started)
             return
-        events = self._generated(plan, slot, options, started)
+        prompt = prompt if prompt is not None else self.prompt(plan, options)
+        events = self._generated(plan, slot, options, prompt, started)
         yield from events if options.format is None else _formatted(events, options.format)
 
-    def _generated(self, plan: AnswerPlan, slot, options: AnswerOptions, started: float) -> Iterator[Event]:
+    def _generated(self, plan: AnswerPlan, slot, options: AnswerOptions, prompt: Prompt,
+                   started: float) -> Iterator[Event]:
         recall = plan.recall
         note = self._note(plan, "abstain")
         if recall.decision == "graft":
-            if plan.unusable:
-                note = self._note(plan, "fallback", reason=plan.unusable)
+            if not prompt.grafted:
+                note = self._note(plan, "fallback", reason=prompt.reason)
             else:
-                outcome = yield from self._graft(plan, slot, options, started)
+                outcome = yield from self._graft(plan, slot, options, prompt, started)
                 if outcome is None:
                     return
                 note = outcome
-        yield from self._plain(plan, slot, options, note, started)
+                prompt = Prompt(tuple(chat_tokens(self.engine, _chat(plan, options))))  # the chat alone
+        yield from self._plain(plan, slot, options, prompt.tokens, note, started)
 
     # -- the three answers ---------------------------------------------------------------
 
@@ -120,24 +152,19 @@ class AnswerPipeline:
         yield text
         yield self._end(plan, note, "stop", steps, 0, self._timings(plan, timings, started))
 
-    def _graft(self, plan: AnswerPlan, slot, options: AnswerOptions, started: float):
+    def _graft(self, plan: AnswerPlan, slot, options: AnswerOptions, prompt: Prompt, started: float):
         """Stream a grafted answer, or return the fallback note when it does not stand."""
         block = plan.recall.block
-        prefix = block_tokens(self.engine, block.source) if plan.reprefill else None
-        try:
-            keep, after = continuation(self.engine, block, _chat(plan, options), prefix=prefix)
-        except InputError as exc:
-            return self._note(plan, "fallback", reason=str(exc))
-        n_prompt = keep + len(after)
+        n_prompt = len(prompt.tokens)
         sampling = options.sampling(self._room(n_prompt, "the block plus the chat"))
         timings = Timings()
         restore_started = time.perf_counter()
         if plan.reprefill:
-            slot.prefill(list(prefix[:keep]) + after)
+            slot.prefill(list(prompt.tokens))
             timings.prefill_s, timings.reprefilled = time.perf_counter() - restore_started, True
         else:
-            slot.restore(plan.state, block.id, keep=keep)
-            slot.prefill(after)
+            slot.restore(plan.state, block.id, keep=prompt.keep)
+            slot.prefill(prompt.after)
             timings.graft_s = time.perf_counter() - restore_started
         source = slot.generate(sampling)
         cutter, held, pieces = StopCutter(options.stop), [], []
@@ -177,8 +204,9 @@ class AnswerPipeline:
         yield self._end(plan, note, reason, steps, n_prompt, self._timings(plan, timings, started))
         return None
 
-    def _plain(self, plan: AnswerPlan, slot, options: AnswerOptions, note: AnswerNote, started: float) -> Iterator[Event]:
-        tokens = chat_tokens(self.engine, _chat(plan, options))
+    def _plain(self, plan: AnswerPlan, slot, options: AnswerOptions, tokens: Sequence[int], note: AnswerNote,
+               started: float) -> Iterator[Event]:
+        tokens = list(tokens)
         sampling = options.sampling(self._room(len(tokens), "the chat"))
         prefill_started = time.perf_counter()
         slot.prefill(tokens)

@@ -31,7 +31,7 @@ from .state_cut import cut_payload, cut_state
 from .state_io import SEQ
 from .text import LlamaText
 from ..errors import ConfigError, EngineError, RestoreRejectedError
-from ..core.fingerprint import RuntimeFingerprint, file_sha256
+from ..core.fingerprint import RuntimeFingerprint, backend_of, file_sha256
 from .models import resolve_model
 from ..core.sampling import SamplingOptions, sample
 from ..core.states import (
@@ -114,7 +114,7 @@ class Engine(LocalContext):
             flash_attn=s.flash_attn,
             swa_full=self.swa_full,
             n_gpu_layers=s.n_gpu_layers,
-            backend="gpu" if s.n_gpu_layers and llama_cpp.llama_supports_gpu_offload() else "cpu",
+            backend=backend_of(s.n_gpu_layers, llama_cpp.llama_supports_gpu_offload()),
         )
 
     def _measure_state_layout(self) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from typing import Iterator, Optional, Sequence, Union
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S, Deadline
-from ..core.pipeline import AnswerPipeline, Event, collect_choices
+from ..core.pipeline import AnswerPipeline, Event, Prompt, collect_choices
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
 from ..errors import DeadlineError, ServerError
@@ -131,11 +131,12 @@ class Gateway:
             return self._metered(self._choices(plan, lambda: None, options, n), started)
         return self._metered(self._leased(plan, options, n, deadline), started)
 
-    def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int) -> Iterator[Event]:
-        """The events of ``n`` answers, each in a fresh ``slot()`` of the same lease."""
+    def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int,
+                 prompt: Optional[Prompt] = None) -> Iterator[Event]:
+        """The events of ``n`` answers to the same ``prompt``, each in a fresh ``slot()`` of the same lease."""
         for index in range(n):
             seeded = dataclasses.replace(options, seed=(options.seed + index) % 2**31) if index else options
-            yield from self.pipeline.events(plan, slot(), seeded)
+            yield from self.pipeline.events(plan, slot(), seeded, prompt)
 
     def _metered(self, events: Iterator[Event], started: float) -> Iterator[Event]:
         """The events, the request counted once (by its first choice's decision)."""
@@ -149,14 +150,15 @@ class Gateway:
 
     def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int, deadline: Optional[Deadline]) -> Iterator[Event]:
         failed: list[int] = []
-        prompt = self.pipeline.prompt_tokens(plan, options)
+        prompt = self.pipeline.prompt(plan, options)  # rendered once: it chooses the slot and is prefilled there
         for round_ in range(2):
-            with self.pool.lease(avoid=failed, prompt=prompt) as lease:
+            with self.pool.lease(avoid=failed, prompt=None if prompt is None else prompt.tokens) as lease:
                 until = Deadline(self.generation_timeout_s, "generation").sooner(deadline)
                 generation = lease.engine.restarts
                 sent = False
                 try:
-                    for event in self._choices(plan, lambda: lease.answer_slot(self.prefixes, until), options, n):
+                    slot = lambda: lease.answer_slot(self.prefixes, until)  # noqa: E731
+                    for event in self._choices(plan, slot, options, n, prompt):
                         until.check()
                         sent = True
                         yield event

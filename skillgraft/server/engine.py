@@ -43,7 +43,9 @@ from ..core.fingerprint import RuntimeFingerprint
 from ..engine.models import resolve_model
 from .build import binary_version, find_server
 from .completions import ServerCompletions
-from .process import ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint
+from .process import (
+    ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint, supports_gpu_offload,
+)
 from .records import (
     Completion,
     Restore,
@@ -76,7 +78,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
     ``url`` names a server started with the same flags, ``slot_dir`` its ``--slot-save-path``
     (writable here), ``settings`` the values it was started with and ``api_key`` its key;
     the fingerprint then names the server's own build, so only blocks captured through such
-    a server graft into it.
+    a server graft into it, and its backend follows ``settings.n_gpu_layers``.
     """
 
     def __init__(
@@ -309,6 +311,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         return server_fingerprint(
             self.binary, self.build, started=self._process is not None, model_path=self.model_path,
             settings=self.settings, sliding_window=self.sliding_window, n_slots=self.n_slots,
+            gpu_offload=supports_gpu_offload(self._process.log_text() if self._process else None),
         )
 
     # -- tokens and chat -------------------------------------------------------------------

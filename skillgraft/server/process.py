@@ -4,12 +4,14 @@
 logits; :class:`ServerProcess` runs one server on loopback and stops it by its own PID
 (on Linux it also dies with its parent); :func:`probe_system_info` and
 :func:`gguf_sliding_window` read the binary's native build and the model's sliding window
-without starting a server.
+without starting a server; :func:`supports_gpu_offload` reads a started server's log for
+whether it can offload to a GPU.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import struct
@@ -185,6 +187,18 @@ def probe_system_info(binary: Path) -> str:
     return ""
 
 
+# What llama.cpp prints as it parses ``-ngl`` (every server is given it) where it cannot offload
+# to a GPU: where ``llama_supports_gpu_offload()``, which the in-process engine asks, is false.
+_NO_GPU_OFFLOAD = "--gpu-layers option will be ignored"
+
+
+def supports_gpu_offload(log: Optional[str]) -> bool:
+    """Whether a started server's llama.cpp can offload to a GPU: its ``log`` (since it started)
+    has no warning that ``-ngl`` is ignored. A server attached by URL (no log here) reports no
+    devices: it is taken to, so its ``n_gpu_layers`` alone decides its backend."""
+    return log is None or _NO_GPU_OFFLOAD not in log
+
+
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
@@ -237,16 +251,17 @@ def gguf_sliding_window(path: Path) -> int:
 
 def server_fingerprint(
     binary: Optional[Path], build: str, *, started: bool, model_path: Path, settings: EngineSettings,
-    sliding_window: int, n_slots: int,
+    sliding_window: int, n_slots: int, gpu_offload: bool = False,
 ) -> "RuntimeFingerprint":
     """The runtime fingerprint of blocks captured through a llama-server.
 
     The cached build is compiled from the installed llama-cpp-python's own llama.cpp
     sources, so it runs the same native code as the in-process engine and shares its
     fingerprint. Any other server is named by its build string (and, when started here,
-    its binary's hash).
+    its binary's hash). ``gpu_offload``: whether the server supports GPU offload
+    (:func:`supports_gpu_offload`); the backend follows from it as in-process.
     """
-    from ..core.fingerprint import RuntimeFingerprint, file_sha256
+    from ..core.fingerprint import RuntimeFingerprint, backend_of, file_sha256
     from .build import cached_build, llama_cpp_python_version
 
     own_build = cached_build()
@@ -277,4 +292,5 @@ def server_fingerprint(
         n_seq_max=n_slots,
         kv_unified=n_slots > 1,
         n_gpu_layers=settings.n_gpu_layers,
+        backend=backend_of(settings.n_gpu_layers, gpu_offload),
     )

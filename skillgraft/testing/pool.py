@@ -31,7 +31,8 @@ class FakeLease:
 class FakePool:
     """A stand-in for the gateway's :class:`~skillgraft.gateway.pool.ServerPool`: one
     :class:`FakeEngine` leased to one request at a time, so the gateway's decisions run in
-    the fast suite (an HTTP client over the app, no llama-server)."""
+    the fast suite (an HTTP client over the app, no llama-server). ``prompts`` holds the
+    prompt (tokens) each lease was asked for."""
 
     n_slots = 1
     lease_timeout_s = 5.0
@@ -40,6 +41,7 @@ class FakePool:
         self.engines = [engine or FakeEngine()]
         self._lock = threading.Lock()
         self.leases = 0
+        self.prompts: list[Optional[tuple[int, ...]]] = []
 
     @property
     def fingerprint(self) -> RuntimeFingerprint:
@@ -66,6 +68,7 @@ class FakePool:
         if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):
             raise NoSlotError(self.lease_timeout_s, 1)
         self.leases += 1
+        self.prompts.append(None if prompt is None else tuple(prompt))
         try:
             yield FakeLease(0, 0, self.engines[0])
         finally:

@@ -27,7 +27,7 @@ class Endless:
     def __init__(self, every_s: float = 0.02) -> None:
         self.every_s, self.closed_at, self.started = every_s, None, 0
 
-    def events(self, plan, slot, options):
+    def events(self, plan, slot, options, prompt=None):
         self.started += 1
         try:
             yield NOTE
@@ -44,7 +44,7 @@ def endless(fake_stocked, fake_engine, fake_embedder):
     gateway = Gateway(fake_stocked.store.home, pool, embedder=fake_embedder)
     pipeline = Endless()
     gateway.pipeline.events = pipeline.events
-    gateway.pipeline.prompt_tokens = lambda plan, options: None
+    gateway.pipeline.prompt = lambda plan, options: None
     yield gateway, pool, pipeline
     gateway.close()
 

@@ -13,6 +13,7 @@ import pytest
 
 from skillgraft.cli.main import cli
 from skillgraft.core.answer import AnswerOptions, decision_of
+from skillgraft.core.chat_layout import chat_tokens, continuation
 from skillgraft.core.planning import NOT_ROUTED
 from skillgraft.errors import InputError
 from skillgraft.gateway.app import create_app
@@ -141,6 +142,30 @@ def test_every_answer_writes_one_ledger_row(client, fake_stocked):
     _chat(http, [("user", GIT_QUERY)])
     rows = [row for row in fake_stocked.store.ledger() if row["id"] > last]
     assert [(r["event"], r["decision"]) for r in rows] == [("generate", "graft")]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("name", ["graft", "graft with a system prompt", "multi-turn", "abstain"])
+def test_a_chat_is_tokenized_once_and_leases_the_slot_by_the_tokens_it_prefills(
+        fake_stocked, fake_engine, fake_embedder, monkeypatch, name, n):
+    fake_engine.reply = replies
+    pool = FakePool(fake_engine)
+    gateway = Gateway(fake_stocked.store.home, pool, embedder=fake_embedder)
+    chat, calls, tokenize = CHATS[name], [], fake_engine.tokenize
+    monkeypatch.setattr(fake_engine, "tokenize", lambda text, **kw: calls.append(text) or tokenize(text, **kw))
+    if name == "abstain":
+        chat_tokens(fake_engine, chat)
+    else:
+        continuation(fake_engine, fake_stocked.get("git-squash"), chat)
+    once, calls[:] = len(calls), []
+    with TestClient(create_app(gateway), base_url="http://127.0.0.1") as http:
+        body = _chat(http, chat, max_tokens=8, n=n).json()
+    gateway.close()
+    assert body["skillgraft"]["decision"] == ("abstain" if name == "abstain" else "graft")
+    assert len(body["choices"]) == n
+    assert len(calls) == once > 0  # one rendering of the prompt, however many choices
+    leased = pool.prompts[-1]  # the slot was chosen by the tokens the context was prompted with
+    assert leased and tuple(fake_engine.context_tokens[:len(leased)]) == leased
 
 
 @pytest.mark.parametrize("messages", [

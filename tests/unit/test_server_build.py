@@ -97,3 +97,29 @@ def test_settings_pin_what_the_server_is_started_with():
                        port=1, slot_dir="d", n_slots=4)
     assert argv[argv.index("-b") + 1] == "256" and argv[argv.index("-ub") + 1] == "128"
     assert argv[argv.index("-ctk") + 1] == "q8_0" and "--kv-unified" in argv and "--no-cache-idle-slots" in argv
+
+
+# The start of a server's log on a GPU and where llama.cpp cannot offload to one.
+GPU_LOG = "0.00.007.004 I srv  llama_server: initializing ...\n"
+CPU_LOG = ("warning: no usable GPU found, --gpu-layers option will be ignored\n"
+           "warning: one possible reason is that llama.cpp was compiled without GPU support\n" + GPU_LOG)
+
+
+@pytest.mark.parametrize("n_gpu_layers, log, backend", [
+    (99, GPU_LOG, "gpu"),
+    (99, CPU_LOG, "cpu"),  # a CPU-only build ignores -ngl, as llama_supports_gpu_offload() says in-process
+    (0, GPU_LOG, "cpu"),
+    (99, None, "gpu"),  # attached by URL: no log, the flag decides
+    (0, None, "cpu"),
+])
+def test_the_server_fingerprint_records_the_backend_as_the_in_process_engine_does(tmp_path, n_gpu_layers, log, backend):
+    from skillgraft.core.fingerprint import backend_of
+    from skillgraft.server.process import supports_gpu_offload, server_fingerprint
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    settings = engine_settings(n_gpu_layers=n_gpu_layers)
+    fingerprint = server_fingerprint(None, "b1", started=False, model_path=model, settings=settings, sliding_window=0,
+                                     n_slots=1, gpu_offload=supports_gpu_offload(log))
+    assert (fingerprint.n_gpu_layers, fingerprint.backend) == (n_gpu_layers, backend)
+    assert backend_of(n_gpu_layers, supports_gpu_offload(log)) == backend  # the in-process engine's rule
