@@ -20,7 +20,7 @@ from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 from .prefixes import Reuse
 
-__all__ = ["KVBackend"]
+__all__ = ["EngineCells", "KVBackend"]
 
 
 class KVBackend(Protocol):
@@ -55,3 +55,22 @@ class KVBackend(Protocol):
         """The payload of each prefix's cells, None for one the cells no longer hold (the cells
         are unchanged)."""
         ...
+
+
+class EngineCells:
+    """What a backend over an engine shares (base of the in-process and the slot backends): the
+    engine's runtime and context size, and its check of a payload before it is loaded."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    @property
+    def fingerprint(self) -> RuntimeFingerprint:
+        return self.engine.fingerprint
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.n_ctx
+
+    def check(self, state: KVState, block_id: str) -> None:
+        self.engine.check_payload(state, block_id, verify_hash=False)

@@ -47,7 +47,7 @@ from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep, require_fits, sha256_hex
 from ..errors import InputError
-from .backend import KVBackend
+from .backend import EngineCells, KVBackend
 from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
 __all__ = ["IDLE_CAPTURE_S", "AnswerContext", "LocalBackend", "LocalContext", "PendingCapture", "PendingCaptures"]
@@ -225,25 +225,11 @@ class AnswerContext:
         self.pending.clear()
 
 
-class LocalBackend:
+class LocalBackend(EngineCells):
     """The cells of an in-process ``engine`` (:class:`~skillgraft.engine.llama.Engine` or the fake)."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-
-    @property
-    def fingerprint(self):
-        return self.engine.fingerprint
-
-    @property
-    def n_ctx(self) -> int:
-        return self.engine.n_ctx
 
     def held_cells(self, prompt: Sequence[int]) -> tuple[Optional[Sequence[int]], None]:
         return self.engine.held, None  # an in-process context keeps any number of its cells
-
-    def check(self, state: KVState, block_id: str) -> None:
-        self.engine.check_payload(state, block_id, verify_hash=False)
 
     def evaluate(self, prompt: list[int], reuse: Reuse, block_id: str) -> None:
         engine = self.engine

@@ -22,6 +22,7 @@ from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 from ..engine.state_cut import cut_payload
+from ..kv.backend import EngineCells
 from ..kv.prefixes import MIN_TAIL, Reuse
 from ..protocols import ChatText
 from .records import StreamChunk, reusable_cells
@@ -56,29 +57,18 @@ class SlotServer(Protocol):
     def stream_request(self, request: dict, expected, deadline: Optional[Deadline] = None) -> Iterator[StreamChunk]: ...
 
 
-class SlotBackend:
+class SlotBackend(EngineCells):
     """Slot ``slot`` of ``engine`` as a :class:`~skillgraft.kv.backend.KVBackend`."""
 
     def __init__(self, engine: SlotServer, slot: int) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.slot = slot
         self._cache_prompt = False
         self._expected = None
 
-    @property
-    def fingerprint(self):
-        return self.engine.fingerprint
-
-    @property
-    def n_ctx(self) -> int:
-        return self.engine.n_ctx
-
     def held_cells(self, prompt: Sequence[int]) -> tuple[Optional[Sequence[int]], Sequence[int]]:
         surely, maybe = self.engine.held_tokens(self.slot), self.engine.held_tokens(self.slot, maybe=True)
         return surely, maybe if maybe is not None else prompt  # unknown: it may hold all of it
-
-    def check(self, state: KVState, block_id: str) -> None:
-        self.engine.check_payload(state, block_id, verify_hash=False)
 
     def evaluate(self, prompt: list[int], reuse: Reuse, block_id: str) -> None:
         """Restore what ``reuse`` asks; the prompt is evaluated by :meth:`generate`'s request,
