@@ -103,6 +103,12 @@ class AnswerPipeline:
             keep, after = continuation(self.engine, recall.block, chat, prefix=prefix)
         except InputError as exc:
             return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
+        if keep + len(after) >= self.n_ctx:  # a skill never fails a chat the model alone can answer
+            plain = tuple(chat_tokens(self.engine, chat))
+            if len(plain) < self.n_ctx:
+                return Prompt(plain, reason=(
+                    f"the block's {keep} tokens and the chat's {len(after)} leave no room for a reply in the "
+                    f"{self.n_ctx}-token context: answered without it"))
         return Prompt((*prefix[:keep], *after), keep, grafted=True)
 
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:

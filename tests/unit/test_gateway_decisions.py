@@ -233,3 +233,26 @@ def test_corrections_are_given_listed_and_removed_through_the_gateway(fake_stock
     assert [row["id"] for row in listed] == [given["correction_id"]] and listed[0]["created_by"].startswith("gateway:")
     assert refused.status_code == 400 and "verified question" in refused.json()["error"]["message"]
     assert removed["deleted"] is True and removed["id"] == given["correction_id"] and left == []
+
+
+def test_a_skill_that_leaves_no_room_beside_the_chat_is_left_out_not_a_failed_chat(tmp_path, fake_embedder):
+    from skillgraft.testing import FakeEngine
+
+    engine = FakeEngine(n_ctx=400)
+    manual = "Squashing commits: run git rebase -i HEAD~3 and mark each later commit as squash; then edit the message."
+    with SkillMemory(tmp_path / "home", engine=engine, embedder=fake_embedder) as memory:
+        block = memory.add_manual("git-squash", manual, examples=[GIT_QUERY])
+        system = "You are a careful assistant. " * 9
+        chat = [("system", system), ("user", GIT_QUERY)]
+        plain = len(engine.tokenize(engine.chat_prompt(chat)))
+        assert block.n_tokens + plain >= engine.n_ctx > plain  # the chat fits alone, not behind the block
+        answer = memory.answer(chat, AnswerOptions(max_tokens=4))
+        assert answer.note.decision == "fallback" and answer.note.block_id == block.id
+        assert "no room for a reply" in answer.note.reason and answer.end.prompt_tokens == plain
+        gateway = Gateway(tmp_path / "home", FakePool(engine), embedder=fake_embedder)
+        try:
+            with TestClient(create_app(gateway), base_url="http://127.0.0.1") as http:
+                response = _chat(http, chat, max_tokens=4)
+        finally:
+            gateway.close()
+        assert response.status_code == 200 and response.json()["skillgraft"]["decision"] == "fallback"
