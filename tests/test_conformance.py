@@ -8,6 +8,9 @@ At temperature 0 every door gives the same decision, the same block and the same
 the same number of tokens: the engines compute equal logits, every door renders the chat
 with the same code and runs the one answer pipeline. The gate is enforced here, with the
 store's threshold set per case, so the gate-fallback case falls back through every door.
+Conversations (an agent's prefix kept, turns that change topic, under either conversation
+policy) go through the memory, the gateway, a fresh memory and both LangChain doors, whole and
+streamed, and are judged alike: the same block, and the same ``conversation`` in the note.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("langchain_skillgraft")
 
 from langchain.agents import create_agent  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage  # noqa: E402
 from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware  # noqa: E402
 
 from skillgraft.core.answer import AnswerEnd, AnswerNote, AnswerOptions  # noqa: E402
@@ -139,28 +142,48 @@ def _door_answers(name, memory, client, chat, stream):
     if MCPClient is not None and not stream and all(role != "assistant" for role, _ in chat):
         answers["mcp"] = _mcp_answer(memory, chat)
 
+    answers["ChatSkillGraft"] = _lc_answer(_chat_model_reply(memory, chat, stream))[:4]
+    answers["agent"] = _lc_answer(_agent_reply(memory, chat, stream))[:4]
+    return answers
+
+
+def _lc_answer(message):
+    """A LangChain door's (decision, block id, text, completion tokens, conversation)."""
+    meta = message.response_metadata["skillgraft"]
+    tokens = (message.usage_metadata or {}).get("output_tokens", 0)
+    return meta["decision"], meta["block_id"], message.content.strip(), tokens, meta["conversation"]
+
+
+def _chat_model_reply(memory, chat, stream):
+    """``ChatSkillGraft``'s message for ``chat``, whole or its streamed chunks joined."""
     model = ChatSkillGraft(memory=memory, max_tokens=MAX_TOKENS)
     messages = _lc_messages(chat)
-    if stream:
-        full = None
-        for chunk in model.stream(messages):
-            full = chunk if full is None else full + chunk
-        message = full
-    else:
-        message = model.invoke(messages)
-    meta = message.response_metadata["skillgraft"]
-    answers["ChatSkillGraft"] = (meta["decision"], meta["block_id"], message.content.strip(),
-                                 message.usage_metadata["output_tokens"])
+    if not stream:
+        return model.invoke(messages)
+    full = None
+    for chunk in model.stream(messages):
+        full = chunk if full is None else full + chunk
+    return full
 
+
+def _agent_reply(memory, chat, stream):
+    """The last message of an agent (``ChatSkillGraft`` with the middleware, the chat's system
+    message as its prompt); streamed, the model streams its tokens to the agent's stream."""
     system = [content for role, content in chat if role == "system"]
-    agent = create_agent(model=model, tools=[], middleware=[SkillGraftMiddleware(memory)],
-                         system_prompt=system[0] if system else None)
-    rest = [(role, content) for role, content in chat if role != "system"]
-    reply = agent.invoke({"messages": _lc_messages(rest)})["messages"][-1]
-    meta = reply.response_metadata["skillgraft"]
-    output = (reply.usage_metadata or {}).get("output_tokens", 0)
-    answers["agent"] = (meta["decision"], meta["block_id"], reply.content.strip(), output)
-    return answers
+    agent = create_agent(model=ChatSkillGraft(memory=memory, max_tokens=MAX_TOKENS), tools=[],
+                         middleware=[SkillGraftMiddleware(memory)], system_prompt=system[0] if system else None)
+    inputs = {"messages": _lc_messages([(role, content) for role, content in chat if role != "system"])}
+    if not stream:
+        return agent.invoke(inputs)["messages"][-1]
+    state, streamed = None, ""
+    for mode, part in agent.stream(inputs, stream_mode=["messages", "values"]):
+        if mode == "values":
+            state = part
+        elif isinstance(part[0], AIMessageChunk):
+            streamed += part[0].text
+    reply = state["messages"][-1]
+    assert streamed == reply.text or reply.response_metadata["skillgraft"]["decision"] == "exact", (streamed, reply.text)
+    return reply
 
 
 @pytest.mark.slow
@@ -275,7 +298,7 @@ def _fresh(memory, chat, options):
 
     memory.engine.reset()
     with SkillMemory(memory.store.home, model=memory.model, engine=memory.engine, embedder=memory.router.embedder,
-                     gate="enforce", derived_bytes=0) as fresh:
+                     gate="enforce", derived_bytes=0, conversations=memory.conversations) as fresh:
         return fresh.answer(chat, options)
 
 
@@ -284,12 +307,14 @@ def _served(client, name, chat):
     response = client.chat.completions.create(**body)
     note = response.model_extra["skillgraft"]
     return (note["decision"], note["block_id"], response.choices[0].message.content.strip(),
-            response.usage.completion_tokens), note
+            response.usage.completion_tokens, note["conversation"]), note
 
 
 def _same_through_every_door(doors, chats):
-    """Each chat in turn through the memory and the gateway (both continuing what they hold)
-    and afresh: the same decision, block, text and token count; returns the doors' notes."""
+    """Each chat in turn through the memory and the gateway (both continuing what they hold),
+    afresh, and through ``ChatSkillGraft`` and an agent with the middleware (whole and
+    streamed): the same decision, block, text, token count and conversation; returns the
+    memory's and the gateway's notes."""
     name, memory, client = doors
     memory.store.set_setting(GATE_SETTING, "-100")
     options = AnswerOptions(max_tokens=MAX_TOKENS)
@@ -298,9 +323,12 @@ def _same_through_every_door(doors, chats):
         continued = memory.answer(chat, options)
         served, served_note = _served(client, name, chat)
         fresh = _fresh(memory, chat, options)
-        answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens)
+        answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens, a.note.conversation)
                    for door, a in (("memory", continued), ("fresh", fresh))}
         answers["gateway"] = served
+        for stream, way in ((False, "whole"), (True, "streamed")):
+            answers[f"ChatSkillGraft {way}"] = _lc_answer(_chat_model_reply(memory, chat, stream))
+            answers[f"agent {way}"] = _lc_answer(_agent_reply(memory, chat, stream))
         assert len(set(answers.values())) == 1, (chat[-1], answers)
         notes.append((continued.note, served_note))
     return notes
@@ -349,6 +377,39 @@ def test_a_conversation_that_changes_topic_is_judged_alike_through_every_door(do
 
 
 @pytest.mark.slow
+def test_a_conversation_that_keeps_its_block_is_judged_alike_through_every_door(doors):
+    """Under the policy keep (the memory's and the gateway's), a turn on another topic is
+    answered behind the block the conversation holds while it still scores above the threshold."""
+    from skillgraft.bench.serve import GatewayProcess
+    from skillgraft.memory import SkillMemory
+    from skillgraft.routing.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
+
+    name, memory, _ = doors
+    home, store = memory.store.home, memory.store
+    chat = [("system", AGENT), ("user", AGENT_QUESTIONS[0]), ("assistant", "Use git rebase -i and squash them."),
+            ("user", "Thanks. Now, how long should sourdough bread rise before baking?"), ("assistant", "Overnight."),
+            ("user", "And how do I squash the commits of a pull request?")]
+    before = store.setting(THRESHOLD_SETTING)
+    git_score = dict(memory.route(chat[3][1]).candidates)[memory.get("git-squash").id]
+    store.set_setting(THRESHOLD_SETTING, repr(git_score - 0.01))  # git still scores above it on the bread turn
+    kept = SkillMemory(home, model=name, engine=memory.engine, embedder=memory.router.embedder, gate="enforce",
+                       derived_bytes=0, conversations="keep")
+    gateway = GatewayProcess(home, servers=1, model=name, log_path=home.parent / "kept.log",
+                             extra_args=["--gate", "enforce", "--conversations", "keep"])
+    try:
+        assert kept.route(chat[3][1]).block.name == "sourdough"  # routed alone, the bread turn goes elsewhere
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
+        notes = _same_through_every_door((name, kept, client), [chat[:2], chat[:4], chat])
+    finally:
+        gateway.stop()
+        kept.close()
+        store.set_setting(THRESHOLD_SETTING, before if before is not None else repr(DEFAULT_THRESHOLD))
+    memory_note, served_note = notes[1]
+    assert (memory_note.block_name, memory_note.conversation) == ("git-squash", "kept") == (
+        served_note["block_name"], served_note["conversation"])
+
+
+@pytest.mark.slow
 def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors):
     chat, chats = [("system", AGENT)], []
     for user, assistant in TURNS:
@@ -375,6 +436,7 @@ def test_a_restarted_gateway_restores_the_agents_prefix_from_disk(doors):
         served, note = _served(fresh_client, name, chat)
         assert note["reused_from"] == "derived" and note["cache_n"] > 100
         fresh = _fresh(memory, chat, AnswerOptions(max_tokens=MAX_TOKENS))
-        assert served == (fresh.note.decision, fresh.note.block_id, fresh.text.strip(), fresh.end.completion_tokens)
+        assert served == (fresh.note.decision, fresh.note.block_id, fresh.text.strip(), fresh.end.completion_tokens,
+                          fresh.note.conversation)
     finally:
         restarted.stop()

@@ -14,7 +14,9 @@
   conversation was answered behind switches to the routed block (the default: measured, the
   kept block only put the switch off by a turn, answered behind the wrong manual), or under the
   policy ``keep`` keeps the conversation's block while it still scores above the threshold for
-  the turn (:func:`conversation_recall`; the policy is the memory's);
+  the turn (:func:`conversation_recall`; the policy is the memory's). A chat's recall is
+  :func:`chat_recall`, whether the pipeline makes it or a door that decides before it answers
+  asks for it (:meth:`~skillgraft.SkillMemory.recall` with ``earlier``) and hands it on;
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
 - **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback.
@@ -145,6 +147,13 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
         f"routed alone, block {recall.block.name!r} scores {recall.score:.3f}): its prefix is continued, not prefilled again"))
 
 
+def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
+    """The recall for the last of a chat's ``user_turns``, judged after the earlier ones by the
+    conversation rule (:func:`conversation_recall`)."""
+    *earlier, query = user_turns
+    return conversation_recall(memory, earlier, memory.recall(query, log=False))
+
+
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
                 recall: Optional[Recall] = None, format: Optional[OutputFormat] = None, route: bool = True) -> AnswerPlan:
     """Check a chat and recall for its last user message (unless ``recall`` is given, or
@@ -160,8 +169,7 @@ def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voic
             raise InputError("route=False answers plainly: give it no recall and no block to graft")
         recall = forced_recall(None, memory.threshold, NOT_ROUTED)
     elif recall is None:
-        earlier = [content for role, content in messages if role == "user"][:-1]
-        recall = conversation_recall(memory, earlier, memory.recall(query, log=False))
+        recall = chat_recall(memory, [content for role, content in messages if role == "user"])
     recall = near_miss(held_to_format(recall, format), query)
     timings = Timings(recall_s=time.perf_counter() - started)
     plan = AnswerPlan(chat, query, recall, memory.gate_threshold, timings=timings)

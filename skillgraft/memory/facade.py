@@ -26,7 +26,7 @@ from ..core.chat_layout import with_system
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core.pipeline import AnswerPipeline, Event
-from ..core.planning import CONVERSATION_POLICIES, forced_recall, near_miss, plan_answer
+from ..core.planning import CONVERSATION_POLICIES, chat_recall, forced_recall, near_miss, plan_answer
 from ..kv.prefixes import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
@@ -188,19 +188,28 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
             accept = lambda block: block.fingerprint_id == runtime  # noqa: E731
         return near_miss(self.router.route(query, accept=accept), query)
 
-    def recall(self, query, *, log: bool = True) -> Recall:
-        """``exact`` when the normalized query is a verified question, else :meth:`route`."""
+    def recall(self, query, *, log: bool = True, earlier: Sequence[str] = ()) -> Recall:
+        """``exact`` when the normalized query is a verified question, else :meth:`route`.
+        ``earlier`` are the user turns of the same chat before ``query``: the recall is then
+        judged after them as :meth:`answer` judges a chat
+        (:func:`~skillgraft.core.planning.chat_recall`), so a door that decides before it
+        answers hands the pipeline the recall it would make."""
         query = clean_query(query)
+        if isinstance(earlier, (str, bytes)):
+            raise InputError("earlier must be a list of the chat's earlier user turns, not one text")
         started = time.perf_counter()
-        matches = self.store.solutions_for(normalize_question(query))
-        if matches:
-            block = matches[0]
-            recall = Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
-        else:
-            recall = self.route(query)
+        recall = chat_recall(PlanningView(self), [*earlier, query]) if earlier else self._recalled(query)
         if log:
             self._log("recall", query, recall, timings=Timings(recall_s=time.perf_counter() - started))
         return recall
+
+    def _recalled(self, query: str) -> Recall:
+        """The recall of one clean query, alone: its verified answer, else :meth:`route`."""
+        matches = self.store.solutions_for(normalize_question(query))
+        if matches:
+            block = matches[0]
+            return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
+        return self.route(query)
 
     def calibrate(self, in_domain, out_of_domain, **options) -> RouterCalibration:
         """Choose and store the abstain threshold; see :meth:`Router.calibrate`."""

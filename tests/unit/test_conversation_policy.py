@@ -74,3 +74,16 @@ def test_the_conversation_switches_when_its_block_no_longer_scores_above_the_thr
 def test_a_first_turn_and_a_bad_policy():
     with pytest.raises(InputError, match="conversations"):
         SkillMemory(engine=FakeEngine(), embedder=FakeEmbedder(), conversations="sticky")
+
+
+def test_a_recall_given_the_earlier_turns_is_the_recall_an_answer_makes(tmp_path):
+    for policy, expected in (("keep", ("git-squash", "kept")), ("switch", ("sourdough", "switched"))):
+        with open_memory(tmp_path / policy, conversations=policy) as memory:
+            memory.store.set_setting(THRESHOLD_SETTING, str(scores(memory, BREAD)[memory.get("git-squash").id] - 0.01))
+            _, second, _ = conversation(memory)
+            recall = memory.recall(BREAD, earlier=[GIT])
+            assert (recall.block.name, recall.conversation) == (second.note.block_name, second.note.conversation) == expected
+            assert recall == second.recall
+            assert memory.recall(BREAD).block.name == "sourdough" and memory.recall(BREAD).conversation == ""
+            with pytest.raises(InputError, match="earlier"):
+                memory.recall(BREAD, earlier=GIT)

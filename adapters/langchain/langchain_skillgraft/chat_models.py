@@ -7,7 +7,10 @@ verified one (``exact``), generated after the routed block's restored state (``g
 or ``fallback`` when the graft did not stand) or generated plainly (``abstain``); the
 decision is in ``response_metadata["skillgraft"]``. With a ``block_id`` (per call, through
 ``bind`` or set on the model) that block is grafted without a decision; with
-``route=False`` the chat is answered plainly.
+``route=False`` the chat is answered plainly. A ``recall`` passed per call is answered as
+given: the middleware passes the one it dispatched on, which the memory made for the whole
+chat (:meth:`skillgraft.SkillMemory.recall` with the earlier user turns), so the
+conversation rule has judged it.
 
 Tools (:meth:`ChatSkillGraft.bind_tools`) and structured output
 (:meth:`ChatSkillGraft.with_structured_output`) go through the same pipeline as the

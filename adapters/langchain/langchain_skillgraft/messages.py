@@ -78,11 +78,11 @@ def to_chat(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
     return chat
 
 
-def last_user_text(messages: Sequence[BaseMessage]) -> str:
-    """The text of the latest human message, or ``""`` when there is none."""
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) or (
-            isinstance(message, ChatMessage) and _ROLE_NAMES.get(message.role.lower(), "user") == "user"
-        ):
-            return str(message.text).strip()  # media blocks are left out, not refused
-    return ""
+def user_texts(messages: Sequence[BaseMessage]) -> list[str]:
+    """The texts of the human messages, in order (media blocks are left out, not refused)."""
+    return [
+        str(message.text).strip()
+        for message in messages
+        if isinstance(message, HumanMessage)
+        or (isinstance(message, ChatMessage) and _ROLE_NAMES.get(message.role.lower(), "user") == "user")
+    ]

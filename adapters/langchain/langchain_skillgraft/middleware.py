@@ -1,6 +1,8 @@
 """SkillGraftMiddleware: ask a skillgraft memory before each model call of a LangChain agent.
 
-The latest user message is recalled against the memory:
+The latest user message is recalled against the memory, judged after the conversation's
+earlier user messages by the one conversation rule (:meth:`skillgraft.SkillMemory.recall`
+with ``earlier``, the recall the answer pipeline makes for the chat):
 
 - ``exact``: a verified question recurs, so its verified answer is returned (a plain
   message, whatever tools the request carries) and the model is not called;
@@ -36,7 +38,7 @@ from langchain_core.runnables.config import run_in_executor
 from skillgraft.adapter import Recall, SkillMemory, answer_note, skill_context
 
 from .chat_models import PROVIDER, ChatSkillGraft
-from .messages import last_user_text, to_chat
+from .messages import to_chat, user_texts
 from .shared import memory_lock, open_memory, store_key
 
 Handler = Callable[[ModelRequest], ModelResponse]
@@ -91,12 +93,13 @@ class SkillGraftMiddleware(AgentMiddleware):
     # -- decisions -------------------------------------------------------------------------
 
     def recall(self, request: ModelRequest) -> Optional[Recall]:
-        """The memory's decision for the latest user message, or None when there is none."""
-        query = last_user_text(request.messages)
-        if not query:
+        """The memory's decision for the latest user message, judged after the conversation's
+        earlier user messages as every door judges a chat, or None when there is none."""
+        texts = user_texts(request.messages)
+        if not texts or not texts[-1]:
             return None
         with memory_lock(self.memory):
-            return self.memory.recall(query)
+            return self.memory.recall(texts[-1], earlier=[text for text in texts[:-1] if text])
 
     def dispatch(self, request: ModelRequest, recall: Optional[Recall]) -> Dispatch:
         """The one exact/graft/abstain dispatch: yields the model requests to make, returns the answer."""

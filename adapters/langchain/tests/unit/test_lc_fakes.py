@@ -10,12 +10,17 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
+from skillgraft import AnswerOptions
+from skillgraft.core.answer import decision_of
 from skillgraft.memory import SkillMemory
+from skillgraft.routing.router import THRESHOLD_SETTING
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
 MANUAL = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the others squash."
 QUESTION, ANSWER = "What is 17 * 23?", "391"
 GRAFT_QUESTION = "how do I squash my last commits?"
+BREAD_MANUAL = "Skill manual: baking sourdough bread. Feed the starter, fold, proof overnight and bake covered."
+BREAD_QUESTION = "how long should sourdough bread proof?"
 HEAVY = ("llama_cpp", "torch", "sentence_transformers", "skillgraft.engine.llama")
 
 
@@ -139,3 +144,41 @@ def test_an_agent_loop_with_a_tool_continues_its_prefix_call_after_call(memory):
     assert meta(second)["reused_from"] == "slot" and meta(second)["cache_n"] > meta(first)["prefilled_tokens"]
     assert meta(second)["prefill_tokens_avoided"] == meta(second)["cache_n"]
     assert second.usage_metadata["input_tokens"] < meta(second)["cache_n"]
+
+
+def _agent_reply(agent, messages, stream: bool):
+    """The agent's last message: from ``invoke``, or from ``stream`` (the model streams its tokens)."""
+    if not stream:
+        return agent.invoke({"messages": messages})["messages"][-1]
+    state = None
+    for mode, part in agent.stream({"messages": messages}, stream_mode=["messages", "values"]):
+        state = part if mode == "values" else state
+    return state["messages"][-1]
+
+
+@pytest.mark.parametrize("policy, expected", [("keep", ("git-squash", "kept")), ("switch", ("sourdough", "switched"))])
+def test_every_langchain_door_judges_a_conversation_as_the_memory_does(tmp_path, policy, expected):
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), conversations=policy) as memory:
+        memory.add_manual("git-squash", MANUAL, examples=[GRAFT_QUESTION, "combine commits into one"])
+        memory.add_manual("sourdough", BREAD_MANUAL, examples=[BREAD_QUESTION, "bake sourdough bread"])
+        git_score = dict(memory.route(BREAD_QUESTION).candidates)[memory.get("git-squash").id]
+        memory.store.set_setting(THRESHOLD_SETTING, str(git_score - 0.01))  # git still scores above it for the bread turn
+        chat = [("system", "Answer in one line."), ("user", GRAFT_QUESTION), ("assistant", "Use git rebase -i."),
+                ("user", BREAD_QUESTION)]
+        direct = memory.answer(chat, AnswerOptions(max_tokens=8))
+        assert (direct.note.block_name, direct.note.conversation) == expected
+        model = ChatSkillGraft(memory=memory, max_tokens=8)
+        history = [HumanMessage(GRAFT_QUESTION), AIMessage("Use git rebase -i."), HumanMessage(BREAD_QUESTION)]
+        agent = create_agent(model=model, tools=[], middleware=[SkillGraftMiddleware(memory)],
+                             system_prompt="Answer in one line.")
+        streamed = None
+        for chunk in model.stream([SystemMessage("Answer in one line."), *history]):
+            streamed = chunk if streamed is None else streamed + chunk
+        replies = {"ChatSkillGraft": model.invoke([SystemMessage("Answer in one line."), *history]),
+                   "ChatSkillGraft streamed": streamed,
+                   "agent": _agent_reply(agent, history, stream=False),
+                   "agent streamed": _agent_reply(agent, history, stream=True)}
+        wanted = decision_of(direct.note)
+        for door, reply in replies.items():
+            assert {key: meta(reply)[key] for key in wanted} == wanted, door
+            assert reply.content == direct.text, door

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_skillgraft.chat_models import ChatSkillGraft
-from langchain_skillgraft.messages import last_user_text, to_chat
+from langchain_skillgraft.messages import to_chat, user_texts
 from skillgraft.core.stops import StopCutter
 
 
@@ -36,9 +36,9 @@ def test_empty_chat_and_media_are_refused():
         to_chat([HumanMessage([{"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"}])])
 
 
-def test_last_user_text():
-    assert last_user_text([HumanMessage(" first "), AIMessage("x"), HumanMessage(" second ")]) == "second"
-    assert last_user_text([SystemMessage("only system")]) == ""
+def test_user_texts():
+    assert user_texts([HumanMessage(" first "), AIMessage("x"), ChatMessage(role="user", content="second ")]) == ["first", "second"]
+    assert user_texts([SystemMessage("only system")]) == []
 
 
 def feed_all(cutter, pieces):
