@@ -45,7 +45,7 @@ from .skills import SkillVerbs
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
 from ..store.shared_derived import open_derived_states
-from .upkeep import RecaptureReport, Upkeep  # noqa: F401  (re-exported)
+from .upkeep import Upkeep
 
 if TYPE_CHECKING:
     from ..engine.llama import Engine
@@ -157,8 +157,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         return self._engine
 
     def flush_derived(self) -> int:
-        """Keep now the derived prefix states still pending on the context (they are kept when
-        the context turns to another prompt, and on :meth:`close`); how many were kept."""
+        """Keep the derived states pending on the context now (else when it turns, or on close)."""
         return self._engine.settle_derived() if self._engine is not None else 0
 
     def close(self) -> None:
@@ -189,11 +188,9 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         return near_miss(self.router.route(query, accept=accept), query)
 
     def recall(self, query, *, log: bool = True, earlier: Sequence[str] = ()) -> Recall:
-        """``exact`` when the normalized query is a verified question, else :meth:`route`.
-        ``earlier`` are the user turns of the same chat before ``query``: the recall is then
-        judged after them as :meth:`answer` judges a chat
-        (:func:`~skillgraft.core.planning.chat_recall`), so a door that decides before it
-        answers hands the pipeline the recall it would make."""
+        """``exact`` when the normalized query is a verified question, else :meth:`route`; with
+        ``earlier`` (the chat's user turns before ``query``) judged after them as :meth:`answer`
+        judges a chat (:func:`~skillgraft.core.planning.chat_recall`)."""
         query = clean_query(query)
         if isinstance(earlier, (str, bytes)):
             raise InputError("earlier must be a list of the chat's earlier user turns, not one text")
