@@ -20,10 +20,11 @@ import json
 import pytest
 
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
+from tests.required import need, required
 from tests.test_gateway import _require_server
 
-openai = pytest.importorskip("openai")
-pytest.importorskip("langchain_skillgraft")
+openai = need("openai", "skillgraft[dev]")
+need("langchain_skillgraft", "langchain-skillgraft")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage  # noqa: E402
@@ -36,7 +37,9 @@ from skillgraft.core.tools import output_format  # noqa: E402
 
 try:
     from mcp import Client as MCPClient
-except ImportError:  # the serve extra is not installed: MCP is not a door here
+except ImportError:  # the serve extra is not installed: MCP is not a door here (a failure when required)
+    if required():
+        raise
     MCPClient = None
 
 MAX_TOKENS = 12

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.required import need
+
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTER = ROOT / "adapters" / "langchain"
 OWN = re.compile(r"^(__editable__.*|_?_?editable.*finder.*|(skillgraft|langchain_skillgraft)([-.].*)?|.*\.pth)$", re.I)
@@ -44,7 +46,7 @@ def _run(argv: list, cwd: Path, timeout: int = 600, env=None) -> subprocess.Comp
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     """sdists and wheels of both projects, built without network (the installed setuptools)."""
-    pytest.importorskip("build", reason="the build frontend is missing: pip install 'skillgraft[dev]'")
+    need("build", "skillgraft[dev]")
     out = tmp_path_factory.mktemp("dist")
     for project in (ROOT, ADAPTER):
         _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, project], cwd=project)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from skillgraft.cli.main import cli
+from tests.required import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 MKDOCS = Path(sys.executable).parent / "mkdocs"
@@ -21,7 +22,7 @@ MKDOCS = Path(sys.executable).parent / "mkdocs"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     if not MKDOCS.exists():
-        pytest.skip("mkdocs is not installed: pip install 'skillgraft[docs]'")
+        unavailable("mkdocs is not installed (pip install 'skillgraft[docs]')")
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(

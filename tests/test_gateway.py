@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
+from tests.required import need
 
-openai = pytest.importorskip("openai")
+openai = need("openai", "skillgraft[dev]")
 
 pytestmark = pytest.mark.server
 

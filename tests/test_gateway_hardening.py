@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from tests.conftest import GIT_MANUAL
+from tests.required import need
 from tests.test_gateway import _require_server
 
-pytest.importorskip("fastapi")
+need("fastapi", "skillgraft[serve]")
 
 API_KEY, DEPOSIT_KEY = "api-4b1d", "deposit-9c2e"
 READ = {"Authorization": f"Bearer {API_KEY}"}

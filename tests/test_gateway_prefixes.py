@@ -8,9 +8,10 @@ import time
 import pytest
 
 from tests.conftest import GIT_MANUAL
+from tests.required import need
 from tests.test_gateway import _require_server
 
-openai = pytest.importorskip("openai")
+openai = need("openai", "skillgraft[dev]")
 
 pytestmark = [pytest.mark.server, pytest.mark.model]
 

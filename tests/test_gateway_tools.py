@@ -21,11 +21,12 @@ import operator
 import pytest
 
 from tests.conftest import GIT_MANUAL, doc_block
+from tests.required import need
 from tests.test_gateway import _require_server
 
-openai = pytest.importorskip("openai")
-jsonschema = pytest.importorskip("jsonschema")
-pytest.importorskip("langchain_skillgraft")
+openai = need("openai", "skillgraft[dev]")
+jsonschema = need("jsonschema", "skillgraft[dev]")
+need("langchain_skillgraft", "langchain-skillgraft")
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import AgentMiddleware  # noqa: E402

@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-uvicorn = pytest.importorskip("uvicorn")
+from tests.required import need
 
-from skillgraft.deposit_policy import DepositPolicy
+uvicorn = need("uvicorn", "skillgraft[serve]")
+
+from skillgraft.deposit_policy import DepositPolicy  # noqa: E402
 from skillgraft.gateway.access import guard  # noqa: E402
 from skillgraft.web.http_guard import HttpLimits, protocol_class  # noqa: E402
 

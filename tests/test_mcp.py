@@ -9,7 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-pytest.importorskip("mcp")
+from tests.required import need
+
+need("mcp", "skillgraft[serve]")
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT_ENV = {"PATH", "HOME", "PYTHONPATH", "SKILLGRAFT_LLAMA_SERVER", "SKILLGRAFT_CACHE_DIR"}

@@ -66,8 +66,7 @@ def test_the_conversation_switches_when_its_block_no_longer_scores_above_the_thr
         bread = scores(memory, BREAD)
         memory.store.set_setting(THRESHOLD_SETTING, str((bread[git_id] + max(bread.values())) / 2))
         first, second, _ = conversation(memory)
-        if first.note.block_name != "git-squash":
-            pytest.skip("the fake encoder does not route the git turn above this threshold")
+        assert first.note.block_name == "git-squash", "the fake encoder no longer routes the git turn above this threshold"
         assert second.note.block_name == "sourdough" and second.note.conversation == "switched"
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 import skillgraft
 from skillgraft.cli.main import cli
+from tests.required import need
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -46,7 +45,7 @@ def test_concepts_list_every_fingerprint_field():
 
 
 def test_the_inspector_page_states_the_current_limits_and_shows_the_screenshots():
-    pytest.importorskip("jinja2")
+    need("jinja2", "skillgraft[serve]")
     from skillgraft.inspector import views
 
     text = (DOCS / "inspector.md").read_text(encoding="utf-8")

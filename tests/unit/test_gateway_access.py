@@ -6,7 +6,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-pytest.importorskip("fastapi")
+from tests.required import need
+
+need("fastapi", "skillgraft[serve]")
 
 from pydantic import ValidationError  # noqa: E402
 

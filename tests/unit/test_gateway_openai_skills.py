@@ -7,10 +7,13 @@ from __future__ import annotations
 import io
 import zipfile
 
+import httpx
 import pytest
 
-openai = pytest.importorskip("openai")
-httpx2 = pytest.importorskip("httpx2")
+from tests.required import need
+
+openai = need("openai", "skillgraft[dev]")
+need("fastapi", "skillgraft[serve]")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -34,11 +37,11 @@ def served(fake_memory, fake_engine, fake_embedder):
         def forward(request):
             reply = http.request(request.method, str(request.url), content=request.read(),
                                  headers=[(k, v) for k, v in request.headers.raw])
-            return httpx2.Response(reply.status_code, headers=reply.headers.raw, content=reply.content)
+            return httpx.Response(reply.status_code, headers=reply.headers.raw, content=reply.content)
 
-        transport = httpx2.MockTransport(forward)
+        transport = httpx.MockTransport(forward)
         client = openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="unused", max_retries=0,
-                               http_client=httpx2.Client(transport=transport))
+                               http_client=httpx.Client(transport=transport))
         yield client, http, gateway
     gateway.close()
 

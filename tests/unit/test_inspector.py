@@ -6,8 +6,10 @@ import re
 
 import pytest
 
-pytest.importorskip("fastapi")
-pytest.importorskip("jinja2")
+from tests.required import need
+
+need("fastapi", "skillgraft[serve]")
+need("jinja2", "skillgraft[serve]")
 
 from fastapi import FastAPI  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402

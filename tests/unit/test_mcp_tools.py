@@ -5,7 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-pytest.importorskip("mcp")
+from tests.required import need
+
+need("mcp", "skillgraft[serve]")
 
 from skillgraft.core.answer import AnswerOptions, decision_of  # noqa: E402
 from skillgraft.deposit_policy import DepositPolicy  # noqa: E402
