@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
+__all__ = [
+    "DEFAULT_HOME", "DEFAULT_MODEL", "DEFAULT_THREADS", "EngineSettings", "KVType", "KV_TYPES", "QUANTIZED_KV_TYPES",
+    "SETTINGS_ENV", "default_home", "default_model", "engine_settings", "kv_type_settings",
+]
+
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_HOME = Path("~/.skillgraft")
 # llama.cpp's worker threads spin while they wait, so on a machine whose cores also run

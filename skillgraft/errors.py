@@ -40,6 +40,15 @@ from __future__ import annotations
 
 from typing import Optional
 
+__all__ = [
+    "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
+    "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
+    "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
+    "ModelNotFoundError", "NameTakenError", "RestoreRejectedError", "RouterError", "ServerBuildError",
+    "ServerError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError", "SkillgraftError",
+    "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+]
+
 
 class SkillgraftError(Exception):
     """Base class of every error skillgraft raises on purpose."""
