@@ -224,11 +224,12 @@ def test_the_gateway_inspector_in_a_browser(gateway, store, browser, smollm2, em
 
 
 def _ui_process(home: Path, log: Path):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "skillgraft", "ui", "--home", str(home), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=open(log, "wb"), start_new_session=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
-    )
+    with open(log, "wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "skillgraft", "ui", "--home", str(home), "--port", "0"],
+            stdout=subprocess.PIPE, stderr=errors, start_new_session=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        )
     line: dict = {}
     reader = threading.Thread(target=lambda: line.update(json.loads(process.stdout.readline() or "{}")), daemon=True)
     reader.start()
@@ -257,5 +258,7 @@ def test_skillgraft_ui_shows_a_local_store_read_only(store, browser, tmp_path):
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
-        assert process.wait(30) == 0
+        code = process.wait(30)
+        process.stdout.close()
+        assert code == 0
     assert _catalog_state(store) == before, "skillgraft ui wrote to the store"

@@ -76,7 +76,9 @@ class Gateway:
     def stop(self) -> int:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
-        return self.process.wait(timeout=120)
+        code = self.process.wait(timeout=120)
+        self.process.stdout.close()
+        return code
 
 
 def test_the_readme_steps_run_in_order(folder):

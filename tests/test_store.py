@@ -130,7 +130,8 @@ def run_depositors(home, workers, count, kill_at="none"):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for w in range(workers)
     ]
-    return [(p.wait(timeout=600), p.stdout.read().decode(), p.stderr.read().decode()) for p in processes]
+    outputs = [p.communicate(timeout=600) for p in processes]
+    return [(p.returncode, out.decode(), err.decode()) for p, (out, err) in zip(processes, outputs)]
 
 
 def test_four_processes_depositing_25_blocks_each(tmp_path):

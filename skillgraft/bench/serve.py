@@ -104,6 +104,7 @@ class GatewayProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
+        self.process.stdout.close()
         self._log.close()
         return self.process.returncode
 

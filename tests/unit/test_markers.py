@@ -49,3 +49,15 @@ def test_a_module_fixture_marks_only_in_its_own_module():
     assert parts_of("test_cli.py", ["home", "tmp_path"]) == set()  # the shared ``home`` is a bare folder
     assert parts_of("test_memory.py", ["memory", "smollm2", "embedder"]) == {"model"}
     assert parts_of("test_gateway_tools.py", ["client", "gateway", "store", "smollm2"]) == {"model", "server", "sandbox"}
+
+
+def test_a_warning_is_an_error_in_both_projects(pytestconfig):
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10; the dev extra installs tomli there
+        import tomli as tomllib
+
+    assert pytestconfig.getini("filterwarnings")[0] == "error"
+    for folder in (TESTS.parent, TESTS.parent / "adapters" / "langchain"):
+        settings = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+        assert settings["filterwarnings"][0] == "error", folder
