@@ -207,7 +207,9 @@ def test_tools_with_a_named_block_go_through_the_pipeline(memory, manual):
     answer = bound.invoke(QUESTION, block_id=manual.id)
     meta = answer.response_metadata["skillgraft"]
     assert meta["routed"] == "graft" and meta["block_id"] == manual.id
-    assert answer.tool_calls or answer.content
+    # a call, a reply, or a call cut by max_tokens: said by finish_reason, never its JSON as text
+    assert answer.tool_calls or answer.content or answer.response_metadata["finish_reason"] == "length"
+    assert '"tool_calls"' not in answer.content
 
 
 def test_what_cannot_be_done_with_tools_is_refused(chat, manual):
