@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +55,7 @@ def test_environment_secrets_are_not_visible(monkeypatch):
 def test_network_is_cut():
     # A fresh network namespace holds only a loopback interface, and it is down.
     code = "print([line.split(':')[0].strip() for line in open('/proc/net/dev').read().splitlines()[2:]])"
-    host_interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+    host_interfaces = [line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]]
     if host_interfaces == ["lo"]:
         pytest.skip("this host has no network interface to cut")
     verdict = FAST.check("q", "['lo']", code)
