@@ -35,7 +35,7 @@ MAX_DESCRIPTION_CHARS = 4_000
 TOOL_CHOICES = ("auto", "none", "required")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 REPLY_OPENING = re.compile(r'\s*\{\s*"response"\s*:\s*"')
-LONGEST_ESCAPE = len("\\uXXXX")
+LONGEST_ESCAPE = 6  # the longest JSON escape: backslash, u, four hex digits
 
 
 @dataclass(frozen=True)

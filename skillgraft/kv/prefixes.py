@@ -267,10 +267,6 @@ class PrefixIndex:
                 hi = mid - 1
         return lo
 
-    def tokens(self, key: str) -> Optional[tuple[int, ...]]:
-        entry = self._states.get(key)
-        return entry[0] if entry else None
-
 
 # -- derived states ----------------------------------------------------------------
 
