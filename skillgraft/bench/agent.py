@@ -174,12 +174,13 @@ class GatewaySystem:
 
 
 class LlamaServerSystem:
-    """A llama-server started with skillgraft's pinned flags, asked over its OpenAI-style chat API."""
+    """A llama-server started with skillgraft's pinned flags, asked over its OpenAI-style chat API;
+    ``cache_mib`` > 0 turns its host-memory prompt cache on (llama-server's default is 8192)."""
 
     name = "llama-server"
 
-    def __init__(self, model: str, manuals: dict, slots: int = 1) -> None:
-        self.model, self.manuals = model, manuals
+    def __init__(self, model: str, manuals: dict, slots: int = 1, cache_mib: int = 0) -> None:
+        self.model, self.manuals, self.cache_mib = model, manuals, cache_mib
         self.starts: list[float] = []
         self._open(slots)
 
@@ -187,7 +188,7 @@ class LlamaServerSystem:
         from ..server.engine import LlamaServerEngine
 
         started = time.perf_counter()
-        self.engine = LlamaServerEngine(self.model, n_slots=slots)
+        self.engine = LlamaServerEngine(self.model, n_slots=slots, prompt_cache_mib=self.cache_mib)
         self._connect()
         self.starts.append(time.perf_counter() - started)
 
@@ -261,7 +262,7 @@ def requests_per_system(repeats: int, two_slots: bool = False, quick: bool = Fal
 
 
 def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progress = None, quick: bool = False,
-                two_slots: bool = False) -> dict:
+                two_slots: bool = False, peer_cache_mib: int = 0) -> dict:
     """Time to first token per request, skillgraft against llama-server (module docstring);
     ``repeats`` restarts are measured (median kept); ``quick``: the first lines of each text and
     one restart; ``two_slots``: three apps again on two slots. Returns ``{"rows": [per scenario
@@ -286,7 +287,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
         setup["gateway_start_s"] = [round(s, 3) for s in gateway.starts]
         setup["stock_s"] = [round(s, 3) for s in gateway.stocked]
         setup["gateway_exit_codes"] = gateway.exit_codes
-        server = LlamaServerSystem(model, texts.manuals)
+        server = LlamaServerSystem(model, texts.manuals, cache_mib=peer_cache_mib)
         try:
             _scenarios(server, texts, repeats, record, two_slots)
             sizes = _sizes(server.engine, texts)
@@ -301,6 +302,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     settings = engine_settings()
     report = _report(records, repeats)
     report.update(kind="agent", model=model, quick=quick, repeats=repeats, two_slots=two_slots, server_build=build,
+                  peer_cache_mib=peer_cache_mib,
                   n_threads=settings.n_threads, n_ctx=settings.n_ctx, max_tokens=MAX_TOKENS, prompt_tokens=sizes,
                   setup=setup, wall_s=round(time.perf_counter() - started, 2), requests=records, layout={
                       "skillgraft": "the app's system prompt and chat; the gateway grafts the routed manual in front",

@@ -33,6 +33,8 @@ def _int_list(value: str) -> list[int]:
 @click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
 @click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent).")
 @click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
+@click.option("--peer-cache-mib", default=0, show_default=True, type=click.IntRange(0, 1 << 20),
+              help="The peer llama-server's host prompt cache (--cache-ram); 8192 is llama-server's default (agent).")
 @click.option("--in-process", "in_process", is_flag=True,
               help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
@@ -40,7 +42,7 @@ def _int_list(value: str) -> list[int]:
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, in_process, plot, kv_type, as_json) -> None:
+          two_slots, peer_cache_mib, in_process, plot, kv_type, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -88,7 +90,8 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
         elif kind == "agent":
             from ..bench.agent import bench_agent
 
-            report = bench_agent(model, repeats, progress=progress, quick=quick, two_slots=two_slots)
+            report = bench_agent(model, repeats, progress=progress, quick=quick, two_slots=two_slots,
+                                 peer_cache_mib=peer_cache_mib)
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:
