@@ -79,7 +79,7 @@ class AnswerSlot(Protocol):
     def restore(self, state: KVState, block_id: str, *, keep: int) -> None:
         ...
 
-    def prefill(self, tokens: Sequence[int]) -> None:
+    def prefill(self, tokens: Sequence[int], *, mark: int = 0, block_id: str = "") -> None:
         ...
 
     def generate(self, options: "SamplingOptions") -> Iterator[TokenStep]:

@@ -5,6 +5,11 @@ the first 16 hex digits of the payload's SHA-256 and its file is ``blocks/<sha25
 ``blake3``, recorded since catalog migration 9, is what a read from disk verifies.
 Because capture is byte-exact, the same text under the same runtime always gives the same
 payload, so the same block.
+
+A **text block** (an imported skill's part) holds only its text: no payload, no tokens, no
+runtime (its ``fingerprint_id`` is :data:`TEXT_RUNTIME`). Its id is the first 16 hex digits
+of :func:`text_sha256` of its text; its KV cells are made where it is first used, after the
+app's own prompt, and kept as a prefix state (:mod:`skillgraft.kv`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from pydantic import BaseModel, ConfigDict
 BlockKind = Literal["manual", "solution"]
 BlockStatus = Literal["ok", "quarantined"]
 BLOCK_SUFFIX = ".kv"
+TEXT_RUNTIME = "text"  # the fingerprint id of a text block: it belongs to no runtime
+_TEXT_DOMAIN = b"skillgraft text block\0"
 
 
 def solution_text(question: str, answer: str, method: Optional[str]) -> str:
@@ -26,6 +33,11 @@ def solution_text(question: str, answer: str, method: Optional[str]) -> str:
     if method:
         text += f"\nMethod:\n{method.strip()}"
     return text
+
+
+def text_sha256(source: str) -> str:
+    """The content address of a text block of ``source`` (never a payload's SHA-256)."""
+    return hashlib.sha256(_TEXT_DOMAIN + source.encode("utf-8")).hexdigest()
 
 
 def block_id_for(sha256: str) -> str:
@@ -70,6 +82,11 @@ class Block(BaseModel):
     verifier_output_sha256: Optional[str] = None
     verify_seconds: Optional[float] = None
     blake3: Optional[str] = None
+
+    @property
+    def text_only(self) -> bool:
+        """Whether this is a text block: its text, no captured state (its cells are made on use)."""
+        return self.fingerprint_id == TEXT_RUNTIME
 
     @property
     def file_name(self) -> str:

@@ -15,6 +15,12 @@ with the app's system turns and the rest of the chat, exactly as the template re
 Templates with a single system turn (Gemma folds it into the first user turn) get the app's
 system text in front of the first user message after the whole block instead, as they would
 render it themselves.
+
+**A text block's place** (:func:`skill_prompt`): a skill stored as text is rendered where
+agents put one — after the app's own leading system turns, as a system turn of its own
+(joined to the app's system text by a blank line where the template glues system turns
+together), then the rest of the chat. The prompt's cells up to the end of the skill's turn
+are the skill's prefix state under this app's prompt: captured on first use, restored next time.
 """
 
 from __future__ import annotations
@@ -108,6 +114,33 @@ def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Seque
     if tuple(folded[: len(prefix)]) == prefix and len(folded) > len(prefix):
         return len(prefix), folded[len(prefix):]
     raise InputError(f"block {block.id} cannot lead this chat: the chat template of {engine.model_name} reorders it")
+
+
+def skill_prompt(engine, text: str, messages: Chat) -> tuple[list[int], int]:
+    """``(tokens, mark)``: the chat with the skill's ``text`` after its leading system turns
+    (see the module's docstring), and how many leading tokens are the app's turns and the skill."""
+    messages = list(messages)
+    lead = next((i for i, (role, _) in enumerate(messages) if role != "system"), len(messages))
+    app = messages[:lead]
+    if app and not _separates_system_turns(engine):
+        head = [("system", "\n\n".join([*(content for _, content in app), text]))]
+    else:
+        head = [*app, ("system", text)]
+    tokens = chat_tokens(engine, [*head, *messages[lead:]])
+    opening = chat_tokens(engine, [*head, ("user", "")], stop_at_user=True)
+    mark = 0
+    for mark, (a, b) in enumerate(zip(opening, tokens)):
+        if a != b:
+            break
+    else:
+        mark = min(len(opening), len(tokens))
+    return tokens, mark
+
+
+def _separates_system_turns(engine) -> bool:
+    """Whether the template renders two system turns apart (Gemma's glues their texts together)."""
+    first, second = _MARK.format("a"), _MARK.format("b")
+    return f"{first}{second}" not in engine.chat_prompt([("system", first), ("system", second), ("user", "x")])
 
 
 def with_system(system: Optional[str], messages: list) -> list:

@@ -3,7 +3,12 @@
 ``exact`` — the verified answer, no model call (or, with ``voice``, a few tokens of the
 model voicing it). ``graft`` — the routed block's verified state is restored into a context
 at its own positions, the rest of the chat is prefilled after the cells kept
-(:func:`~skillgraft.core.chat_layout.continuation`) and the answer is generated; its first
+(:func:`~skillgraft.core.chat_layout.continuation`) and the answer is generated; a text block
+(an imported skill's part) is placed after the app's own system turns instead
+(:func:`~skillgraft.core.chat_layout.skill_prompt`), its cells made on first use and kept as
+a prefix state the context restores next time. What the memory adds must leave the reply its
+room (:func:`reply_room`); when it does not, the chat is answered without it, and the note
+says why: a chat fails only for what the client itself sent. Its first
 tokens are held back until the near-miss rule (a solution's stored answer repeated for
 another question never stands) and the confidence gate have judged them, so nothing
 streamed is ever taken back. A graft that does not stand, or a block that cannot lead the
@@ -35,7 +40,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..errors import ContextOverflowError, InputError
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
-from .chat_layout import block_tokens, chat_tokens, continuation
+from .chat_layout import block_tokens, chat_tokens, continuation, skill_prompt
 from .recall import Recall
 from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdict
 from .states import TokenStep
@@ -55,14 +60,17 @@ class Prompt:
     """The tokens an answer prompts its context with, rendered once (:meth:`AnswerPipeline.prompt`).
 
     For a graft (``grafted``) the block's first ``keep`` cells (restored, or prefilled again
-    for a re-prefill) then the rest of the chat; otherwise the chat alone, ``keep`` 0.
-    ``reason`` says why a routed block does not lead it (the chat is then answered plainly).
+    for a re-prefill) then the rest of the chat, or for a text block the chat with the skill
+    placed in it, its first ``mark`` tokens the app's turns and the skill; otherwise the chat
+    alone, ``keep`` 0. ``reason`` says why a routed block is not in it (the chat is then
+    answered plainly).
     """
 
     tokens: tuple[int, ...]
     keep: int = 0
     grafted: bool = False
     reason: str = ""
+    mark: int = 0
 
     @property
     def after(self) -> list[int]:
@@ -98,18 +106,30 @@ class AnswerPipeline:
             return Prompt(tuple(chat_tokens(self.engine, chat)))
         if plan.unusable:
             return Prompt(tuple(chat_tokens(self.engine, chat)), reason=plan.unusable)
-        prefix = block_tokens(self.engine, recall.block.source) if plan.reprefill else recall.block.tokens
+        block = recall.block
+        if block.text_only:
+            tokens, mark = skill_prompt(self.engine, block.source, chat)
+            return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
+        prefix = block_tokens(self.engine, block.source) if plan.reprefill else block.tokens
         try:
-            keep, after = continuation(self.engine, recall.block, chat, prefix=prefix)
+            keep, after = continuation(self.engine, block, chat, prefix=prefix)
         except InputError as exc:
             return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
-        if keep + len(after) >= self.n_ctx:  # a skill never fails a chat the model alone can answer
-            plain = tuple(chat_tokens(self.engine, chat))
-            if len(plain) < self.n_ctx:
-                return Prompt(plain, reason=(
-                    f"the block's {keep} tokens and the chat's {len(after)} leave no room for a reply in the "
-                    f"{self.n_ctx}-token context: answered without it"))
-        return Prompt((*prefix[:keep], *after), keep, grafted=True)
+        return self._fitting(Prompt((*prefix[:keep], *after), keep, grafted=True), chat, options)
+
+    def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions) -> Prompt:
+        """``prompt`` when it leaves the reply its room; else the chat alone, with why (a skill
+        never fails a chat, nor shortens a reply, the model alone could give)."""
+        room = reply_room(options.max_tokens, self.n_ctx)
+        if len(prompt.tokens) + room <= self.n_ctx:
+            return prompt
+        plain = tuple(chat_tokens(self.engine, chat))
+        if len(plain) >= len(prompt.tokens):  # the skill adds nothing here (a template that drops it)
+            return prompt
+        added = len(prompt.tokens) - len(plain)
+        return Prompt(plain, reason=(
+            f"the skill's {added} tokens beside the chat's {len(plain)} would leave the reply fewer than its "
+            f"{room} tokens in the {self.n_ctx}-token context: answered without it"))
 
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
         """The whole answer (the events collected)."""
@@ -168,6 +188,9 @@ class AnswerPipeline:
         if plan.reprefill:
             slot.prefill(list(prompt.tokens))
             timings.prefill_s, timings.reprefilled = time.perf_counter() - restore_started, True
+        elif block.text_only:  # its prefix state, if kept, is restored by the context's reuse
+            slot.prefill(list(prompt.tokens), mark=prompt.mark, block_id=block.id)
+            timings.prefill_s = time.perf_counter() - restore_started
         else:
             slot.restore(plan.state, block.id, keep=prompt.keep)
             slot.prefill(prompt.after)
@@ -279,6 +302,12 @@ class AnswerPipeline:
     @staticmethod
     def _note(plan: AnswerPlan, decision: str, **details) -> AnswerNote:
         return answer_note(plan.recall, decision, **details)
+
+
+def reply_room(max_tokens: int, n_ctx: int) -> int:
+    """The room a reply is given beside a prompt: what the caller asked for, at most a quarter
+    of the context (a skill is not turned away for an ask the window could never hold)."""
+    return max(1, min(int(max_tokens), n_ctx // 4))
 
 
 def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int = 0,

@@ -19,7 +19,9 @@
   asks for it (:meth:`~skillgraft.SkillMemory.recall` with ``earlier``) and hands it on;
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
-- **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback.
+- **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback;
+- **text**: a text block (an imported skill's part) has no state to read: any runtime uses it,
+  the pipeline places its text after the app's own prompt.
 
 :func:`plan_answer` needs only a :class:`PlanMemory` of the memory.
 """
@@ -176,6 +178,8 @@ def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voic
     if not (recall.decision == "graft" or (voice and recall.decision == "exact")):
         return plan
     block, runtime = recall.block, memory.runtime
+    if block.text_only:  # its cells are made where it is used (the pipeline's prompt places it)
+        return plan
     if block.fingerprint_id != runtime.id and memory.reprefill_foreign:
         return dataclasses.replace(plan, reprefill=True)
     try:

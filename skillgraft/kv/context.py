@@ -172,20 +172,27 @@ class AnswerContext:
         self.backend.check(state, block_id)
         self._restored = (state, block_id, keep)
 
-    def prefill(self, tokens: Sequence[int]) -> None:
+    def prefill(self, tokens: Sequence[int], *, mark: int = 0, block_id: str = "") -> None:
+        """Make the prompt (after a restored block's kept cells, if any). ``mark``: its first
+        ``mark`` tokens are a text block's (``block_id``) prefix state, kept for its next use
+        when no state that long is at hand."""
         if not tokens:
             raise InputError("nothing to prefill")
         restored, self._restored = self._restored, None
-        block_id = restored[1] if restored else ""
+        block_id = restored[1] if restored else block_id
         prompt = [*restored[0].tokens[: restored[2]], *tokens] if restored else [int(t) for t in tokens]
         after = restored[2] if restored else 0  # the block's cells in front of the app's prompt
         require_fits(self.backend, len(prompt) + 1, "the prompt plus one answer token")
         prefixes = self.prefixes
         surely, at_most = self.backend.held_cells(prompt)
+        derived = prefixes.lookup(prompt) if prefixes else None
+        capture_at = 0
+        if prefixes is not None:
+            at_hand = derived.n_tokens if derived is not None else 0
+            capture_at = mark if mark >= at_hand + MIN_DERIVED_TOKENS else prefixes.capture_point(prompt, after)
         reuse = choose_reuse(
             prompt, held=surely, held_at_most=at_most, block=(restored[0], restored[2]) if restored else None,
-            derived=prefixes.lookup(prompt) if prefixes else None,
-            capture_at=prefixes.capture_point(prompt, after) if prefixes else 0,
+            derived=derived, capture_at=capture_at,
         )
         self.backend.evaluate(prompt, reuse, block_id)
         if prefixes is not None:

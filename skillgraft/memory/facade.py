@@ -178,13 +178,12 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
     def route(self, query) -> Recall:
         """The routing decision alone: ``graft`` one block or ``abstain``.
 
-        Only blocks this runtime can graft are candidates (when the store holds blocks of
-        several runtimes, say two models), unless ``reprefill_foreign`` is set.
-        """
+        Only blocks this runtime can graft (and text blocks) are candidates when the store
+        holds blocks of several runtimes, say two models, unless ``reprefill_foreign`` is set."""
         accept = None
         if not self.reprefill_foreign and len(self.store.fingerprint_ids()) > 1:
             runtime = self.engine.fingerprint.id
-            accept = lambda block: block.fingerprint_id == runtime  # noqa: E731
+            accept = lambda block: block.text_only or block.fingerprint_id == runtime  # noqa: E731
         return near_miss(self.router.route(query, accept=accept), query)
 
     def recall(self, query, *, log: bool = True, earlier: Sequence[str] = ()) -> Recall:

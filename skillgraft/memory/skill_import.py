@@ -5,9 +5,14 @@ root winning a name collision, with a warning): read it as untrusted input
 (:func:`~skillgraft.core.skill_folder.read_skill_folder`); a folder whose manifest equals a
 stored version's is unchanged (importing again is a no-op); otherwise plan its parts
 (:mod:`.skill_plan`, under the key policy asked for, else the one the skill's default version
-records, else the default), embed their keys, capture each block (a part whose text a version
-of the same skill already holds reuses that block, and takes this version's keys) and store
-the version, which becomes the default; its record names the key policy, so ``update`` keeps it.
+records, else the default), embed their keys, store each part as a text block (no model runs:
+its KV cells are made where it is first used, after the app's own prompt — see
+:func:`~skillgraft.core.chat_layout.skill_prompt`; a part whose text a version of the same
+skill already holds reuses that block, and takes this version's keys) and store the version,
+which becomes the default; its record names the key policy, so ``update`` keeps it.
+A part holds at most :func:`part_chars` characters — about a quarter of the window, some four
+characters a token — so that it fits beside an agent's own prompt (the pipeline still checks
+that it fits before it places it).
 The same folder imported under another key policy is a new version (its blocks reused).
 A folder that cannot be imported is skipped with its reason and leaves nothing behind: the
 blocks captured for it are removed, and what was stored before is untouched. Stored skills
@@ -22,15 +27,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..core.chat_layout import block_tokens
+from ..core.blocks import block_id_for, text_sha256
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
-from .deposits import QUERY_ROOM_TOKENS
 from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
 from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
 
 MAX_EVAL_EXAMPLES = MAX_TRAINING_QUERIES
+# A part's text, at most: about a thousand tokens of prose, to sit beside an app's prompt.
+PART_CHARS = 4000
+CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class SkillImportReport:
 
 
 class SkillImports:
-    """``import_skills`` of a memory (which provides ``engine``, ``store``, ``router``)."""
+    """``import_skills`` of a memory (which provides ``engine``, for its window only, ``store`` and ``router``)."""
 
     def import_skills(
         self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
@@ -120,9 +127,8 @@ class SkillImports:
                 return
         warnings = list(folder.warnings)
         examples, near_misses = eval_examples(folder, warnings)
-        engine = self.engine
-        room = engine.n_ctx - QUERY_ROOM_TOKENS
-        plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples, near_misses, keys)
+        most = part_chars(self.engine.n_ctx)
+        plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys)
         version = max((row["version"] for row in versions), default=0) + 1
         stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)
@@ -189,10 +195,9 @@ class SkillImports:
                 self.store.replace_routing_keys(block_id, IMPORT_KEY_KINDS, rows)
 
     def _part_block(self, skill: str, version: int, number: int, part: PlannedPart, description: str):
-        """``(block, created)``: a block of this skill holding this very text, or a new capture."""
-        tokens = block_tokens(self.engine, part.text)
-        same = self.store.find_same(tokens, self.engine.fingerprint.id)
-        if same is not None and same.status == "ok":
+        """``(block, created)``: a block of this skill holding this very text, or a new text block."""
+        same = self._text_block(part.text)
+        if same is not None:
             if self.store.skill_of_block(same.id) == skill:
                 return same, False
             raise SkillFolderError(skill, f"part {number + 1} is already stored as block {same.id} ({same.name!r})")
@@ -201,9 +206,17 @@ class SkillImports:
             name = f"{name}@v{version}"
         if self._block_named(name):
             raise SkillFolderError(skill, f"the block name {name!r} is taken")
-        state = self.engine.capture(tokens)
-        block, _ = self.store.put(state, name=name, kind="manual", source=part.text, description=description)
+        block, _ = self.store.put_text(part.text, name=name, description=description)
         return block, True
+
+    def _text_block(self, text: str):
+        """The stored text block of ``text``, if any."""
+        sha256 = text_sha256(text)
+        try:
+            block = self.store.get(block_id_for(sha256))
+        except BlockNotFoundError:
+            return None
+        return block if block.sha256 == sha256 else None
 
     def _block_named(self, name: str) -> bool:
         try:
@@ -225,6 +238,12 @@ class SkillImports:
                     self.remove_skill(name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
+
+
+def part_chars(n_ctx: int) -> int:
+    """The most characters a part holds under an ``n_ctx``-token window: a quarter of the
+    window at :data:`CHARS_PER_TOKEN`, at most :data:`PART_CHARS`."""
+    return min(PART_CHARS, n_ctx * CHARS_PER_TOKEN // 4)
 
 
 def part_name(skill: str, part: PlannedPart) -> str:

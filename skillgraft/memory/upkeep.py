@@ -106,7 +106,7 @@ class Upkeep:
         blocks = self.list(include_quarantined=True)
         report = RecaptureReport()
         for done, block in enumerate(blocks, 1):
-            if block.fingerprint_id == runtime and block.status == "ok":
+            if block.text_only or (block.fingerprint_id == runtime and block.status == "ok"):
                 report.unchanged.append(block.id)
             else:
                 try:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .backends import catalog_url, open_block_storage, open_catalog_backend
-from ..core.blocks import Block, BlockKind, block_id_for, tokens_sha256
+from ..core.blocks import TEXT_RUNTIME, Block, BlockKind, block_id_for, text_sha256, tokens_sha256
 from .catalog import utc_now
 from ..errors import BlockIntegrityError, ConflictError, InputError, StoreError
 from ..core.fingerprint import RuntimeFingerprint
@@ -182,6 +182,32 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
         )
         return self.deposit(block, state.payload, state.fingerprint)
 
+    def put_text(self, source: str, *, name: str, description: str = "") -> tuple[Block, bool]:
+        """Store a text block of ``source`` (a skill's part: no state, its cells are made on first
+        use); return ``(block, created)``. The same text is stored once."""
+        self._require_writable(f"store the text block {name!r}")
+        if not name or not name.strip():
+            raise InputError("a block needs a non-empty name")
+        if not source.strip() or "\x00" in source:
+            raise InputError(f"text block {name!r} needs non-empty text without NUL bytes")
+        sha256 = text_sha256(source)
+        block = Block(
+            id=block_id_for(sha256), sha256=sha256, name=name.strip(), kind="manual", description=description,
+            source=source, tokens=(), tokens_sha256=tokens_sha256(()), n_tokens=0, n_bytes=0,
+            fingerprint_id=TEXT_RUNTIME, created_at=utc_now(),
+        )
+        with self.catalog.write() as conn:
+            existing = self._rows("id = ?", [block.id])
+            if existing:
+                return existing[0], False
+            clash = self._rows("name = ?", [block.name])
+            if clash:
+                raise StoreError(f"the name {block.name!r} is taken by block {clash[0].id}: remove it first")
+            row = block.to_row()
+            conn.execute(f"INSERT INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                         list(row.values()))
+        return block, True
+
     def deposit(self, block: Block, payload: bytes, fingerprint: RuntimeFingerprint) -> tuple[Block, bool]:
         """Write a block's payload and row crash-safely; return ``(block, created)``.
 
@@ -251,7 +277,7 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
             conn.execute("DELETE FROM routing_keys WHERE block_id = ?", (block.id,))
             conn.execute("DELETE FROM blocks WHERE id = ?", (block.id,))
             shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ? LIMIT 1", (block.sha256,)).fetchone()
-            if not shared and SHA256_HEX.fullmatch(block.sha256):
+            if not shared and not block.text_only and SHA256_HEX.fullmatch(block.sha256):
                 self.storage.delete(block)
         if not shared:
             self.evict(block.sha256)
@@ -277,6 +303,8 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
         Storage that cannot be reached raises :class:`StoreError` and quarantines nothing.
         """
         started = time.perf_counter()
+        if block.text_only:
+            raise InputError(f"block {block.id} ({block.name}) is a text block: it has no state to read")
         cached = self._cache.get(block.sha256)
         if cached is not None and cached.tokens == block.tokens:
             self._cache.move_to_end(block.sha256)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
-from ..core.blocks import Block, block_id_for, tokens_sha256
+from ..core.blocks import Block, block_id_for, text_sha256, tokens_sha256
 from .catalog import usable_vector
 from ..errors import SkillgraftError, StoreError
 from ..core.hashing import file_digest_problem
@@ -102,6 +102,11 @@ def row_problems(block: Block) -> list[str]:
         problems.append("tokens do not match tokens_sha256")
     if digest_problem := file_digest_problem(block.blake3):
         problems.append(digest_problem)
+    if block.text_only:
+        if block.sha256 != text_sha256(block.source):
+            problems.append("the text block's text does not match its SHA-256")
+        if block.n_bytes or block.tokens:
+            problems.append("a text block holds no payload and no tokens")
     return problems
 
 
@@ -128,7 +133,7 @@ def check_store(store: CheckedStore, *, repair: bool = False, recapture: Optiona
             _check_block(store, block, repair, recapture, report)
         except (SkillgraftError, OSError) as exc:
             report.problems.append({"block_id": block.id, "name": block.name, "problem": f"repair failed: {exc}"})
-    known = {b.file_name for b in blocks}
+    known = {b.file_name for b in blocks if not b.text_only}
     try:
         _check_routing_keys(store, repair, report)
     except (SkillgraftError, OSError) as exc:
@@ -157,6 +162,8 @@ def _check_block(store: CheckedStore, block: Block, repair: bool, recapture: Opt
             store.mark_quarantined(block)
         suffix = "; quarantined, remove it and re-add it from its source" if quarantine else ""
         report.problems += [{**entry, "problem": problem + suffix} for problem in inconsistent]
+        return
+    if block.text_only:  # its text is the row: nothing stored beside it
         return
     if block.status == "quarantined":
         problem = "quarantined"

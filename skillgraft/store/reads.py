@@ -13,7 +13,7 @@ import json
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
 
-from ..core.blocks import Block, BlockKind, tokens_sha256
+from ..core.blocks import TEXT_RUNTIME, Block, BlockKind, tokens_sha256
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.sha import HEX
 from ..errors import BlockNotFoundError, InputError, StoreError
@@ -121,9 +121,9 @@ class CatalogReads:
             raise StoreError(f"fingerprint {fingerprint_id} in the catalog is invalid: {str(exc).splitlines()[0]}") from None
 
     def fingerprint_ids(self) -> set[str]:
-        """The runtimes the healthy blocks were captured under."""
+        """The runtimes the healthy blocks were captured under (text blocks belong to none)."""
         rows = self._select("SELECT DISTINCT fingerprint_id FROM blocks WHERE status = 'ok'")
-        return {row["fingerprint_id"] for row in rows}
+        return {row["fingerprint_id"] for row in rows} - {TEXT_RUNTIME}
 
     # -- routing keys ----------------------------------------------------------------------
 

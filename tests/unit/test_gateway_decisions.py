@@ -248,7 +248,7 @@ def test_a_skill_that_leaves_no_room_beside_the_chat_is_left_out_not_a_failed_ch
         assert block.n_tokens + plain >= engine.n_ctx > plain  # the chat fits alone, not behind the block
         answer = memory.answer(chat, AnswerOptions(max_tokens=4))
         assert answer.note.decision == "fallback" and answer.note.block_id == block.id
-        assert "no room for a reply" in answer.note.reason and answer.end.prompt_tokens == plain
+        assert "would leave the reply fewer than" in answer.note.reason and answer.end.prompt_tokens == plain
         gateway = Gateway(tmp_path / "home", FakePool(engine), embedder=fake_embedder)
         try:
             with TestClient(create_app(gateway), base_url="http://127.0.0.1") as http:

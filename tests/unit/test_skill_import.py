@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillgraft.errors import InputError, SkillNotFoundError
+from skillgraft.errors import InputError, SkillNotFoundError, StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
@@ -213,25 +213,38 @@ def test_update_rereads_the_folder_with_its_frontmatter(fake_memory, tmp_path):
         fake_memory.get(p.block_id).source.startswith("Skill: pdf\nDescription: Split") for p in skill.parts)
 
 
-def test_a_failing_capture_leaves_nothing_behind_and_keeps_what_was_stored(fake_memory, tmp_path, monkeypatch):
+def test_a_failing_store_write_leaves_nothing_behind_and_keeps_what_was_stored(fake_memory, tmp_path, monkeypatch):
     folder = pdf_skill(tmp_path)
     fake_memory.import_skills(folder)
     before = {b.id for b in fake_memory.list()}
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\nMore text.\n")
     (folder / "references" / "forms.md").write_text(FORMS + "\nMore forms.\n")
     calls = []
-    real = fake_memory.engine.capture
+    real = fake_memory.store.put_text
 
-    def failing(tokens, progress=None):
+    def failing(text, **kwargs):
         calls.append(1)
         if len(calls) == 2:
-            raise InputError("the engine failed")
-        return real(tokens, progress)
+            raise StoreError("the disk is full")
+        return real(text, **kwargs)
 
-    monkeypatch.setattr(fake_memory.engine, "capture", failing)
+    monkeypatch.setattr(fake_memory.store, "put_text", failing)
     report = fake_memory.import_skills(folder)
-    assert report.imported == [] and "the engine failed" in report.skipped[0]["reason"]
+    assert report.imported == [] and "the disk is full" in report.skipped[0]["reason"]
     assert {b.id for b in fake_memory.list()} == before and fake_memory.skill("pdf").versions == [1]
+
+
+def test_an_import_runs_no_model_and_stores_text_blocks(fake_memory, tmp_path, monkeypatch):
+    def no_model(*args, **kwargs):
+        raise AssertionError("an import ran the model")
+
+    for name in ("capture", "prefill", "tokenize"):
+        monkeypatch.setattr(fake_memory.engine, name, no_model)
+    report = fake_memory.import_skills(pdf_skill(tmp_path))
+    assert [s.name for s in report.imported] == ["pdf"] and not report.skipped
+    blocks = [fake_memory.get(p.block_id) for p in fake_memory.skill("pdf").parts]
+    assert blocks and all(b.text_only and b.n_bytes == 0 and not b.tokens for b in blocks)
+    assert fake_memory.check().ok
 
 
 def test_the_first_root_wins_a_name_collision(fake_memory, tmp_path):
@@ -251,19 +264,22 @@ def test_a_name_held_by_a_plain_manual_is_not_taken_over(fake_memory, tmp_path):
     assert [b.name for b in fake_memory.list()] == ["git-squash"]
 
 
-def test_a_recapture_under_another_runtime_keeps_the_skill_whole(tmp_path):
+def test_a_skills_text_serves_another_runtime_unchanged(tmp_path):
     pdf_skill(tmp_path / "skills")
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         memory.import_skills(tmp_path / "skills")
         before = [p.block_id for p in memory.skill("pdf").parts]
         with pytest.raises(InputError, match="named after the skill"):
             memory.rename(before[1], "other")
+        memory.add_manual("other", "A plain manual captured under the first runtime.")
     with SkillMemory(tmp_path / "store", engine=FakeEngine("other-model"), embedder=FakeEmbedder()) as memory:
         report = memory.recapture()
-        assert len(report.recaptured) == 2 and not report.failed
-        after = [p.block_id for p in memory.skill("pdf").parts]
-        assert set(after).isdisjoint(before) and all(memory.get(b).fingerprint_id == memory.engine.fingerprint.id for b in after)
-        assert memory.skill_of(memory.route("merge pdf files with PdfWriter").block_id) == "pdf"
+        assert len(report.recaptured) == 1 and set(before) <= set(report.unchanged) and not report.failed
+        assert [p.block_id for p in memory.skill("pdf").parts] == before
+        routed = memory.route("merge pdf files with PdfWriter")
+        assert memory.skill_of(routed.block_id) == "pdf"
+        answer = memory.answer([("user", "merge pdf files with PdfWriter")])
+        assert answer.note.decision == "graft" and answer.note.block_id == routed.block_id
 
 
 def _queries(candidates, held_out: bool) -> list[str]:
