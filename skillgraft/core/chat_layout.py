@@ -91,6 +91,12 @@ def block_tokens(engine, text: str) -> list[int]:
     return chat_tokens(engine, [("system", text), ("user", "")], stop_at_user=True)
 
 
+def block_size(engine, block: Block) -> int:
+    """The tokens ``block`` holds: its captured ones, or for a text block those its text makes
+    under ``engine`` as a chat's system turn (what it adds to a prompt, give or take the turn's markers)."""
+    return len(block_tokens(engine, block.source)) if block.text_only else block.n_tokens
+
+
 def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Sequence[int]] = None) -> tuple[int, list[int]]:
     """``(cells of the block kept, tokens after them)`` for a chat led by ``block``.
 

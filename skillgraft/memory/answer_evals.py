@@ -17,6 +17,7 @@ from statistics import fmean
 from typing import Optional
 
 from ..core.answer import Answer, AnswerOptions
+from ..core.chat_layout import block_size
 from ..core.pipeline import AnswerPipeline
 from ..core.planning import forced_recall
 from ..core.progress import Progress
@@ -182,7 +183,7 @@ class AnswerEvals:
                       limit: Optional[int]) -> SkillAnswerEval:
         parts = self.store.skill_parts(skill, version)
         block = self.store.get(parts[0]["block_id"]) if parts else None
-        report = SkillAnswerEval(skill, version, block.id if block else None, block.n_tokens if block else 0,
+        report = SkillAnswerEval(skill, version, block.id if block else None, block_size(self.engine, block) if block else 0,
                                  options.max_tokens, skipped=suite.skipped, warnings=list(suite.warnings),
                                  left_out=max(0, len(suite.cases) - (limit or len(suite.cases))))
         if block is None:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional, Union
 
+from ..core.chat_layout import block_size
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
@@ -90,7 +91,7 @@ class SkillVerbs:
         for part in self.store.skill_parts(name, row["version"]):
             try:
                 block = self.store.get(part["block_id"])
-                block_name, n_tokens = block.name, block.n_tokens
+                block_name, n_tokens = block.name, block_size(self.engine, block)
             except BlockNotFoundError:
                 block_name, n_tokens = "(missing)", 0
             parts.append(SkillPart(part["block_id"], block_name, part["role"], part["title"], n_tokens))
