@@ -61,7 +61,7 @@ def pack_sections(text: str, fits: Fits, *, max_parts: int = 64) -> list[PackedP
     def close(path: str, body: str) -> None:
         parts.append(PackedPart(path, body))
         if len(parts) > max_parts:
-            raise InputError(f"the text needs more than {max_parts} blocks")
+            raise InputError(f"the text needs more than {max_parts} parts")
 
     path, current = "", ""
     for section_path, section in heading_paths(text):

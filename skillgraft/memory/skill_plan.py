@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Callable
+from typing import Callable, Optional
 
 from ..core.section_pack import pack_sections
 from ..core.skill_folder import SkillFolder
@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..routing.near_misses import NEAR_MISS
 from ..routing.router import manual_key_texts, name_key
 
-MAX_SKILL_PARTS = 24           # blocks of one skill version, body and resources together
+MAX_SKILL_PARTS = 96           # parts of one skill version, body and resources together (text: no KV until used)
 RESOURCE_SENTENCE_KEYS = 4
 KEY_POLICIES = ("description", "headings", "sentences")
 DEFAULT_KEY_POLICY = "headings"
@@ -76,15 +76,20 @@ def prefix(folder: SkillFolder, title: str, role: str) -> str:
 
 def plan_parts(
     folder: SkillFolder, fits: Callable[[str], bool], examples=(), near_misses=(), keys: str = DEFAULT_KEY_POLICY,
+    warnings: Optional[list] = None,
 ) -> list[PlannedPart]:
     """The parts of ``folder``, their body keys as the policy ``keys`` says; ``fits(text)`` says
     whether a block of ``text`` fits the window. :class:`~skillgraft.errors.InputError` when
-    they would be more than :data:`MAX_SKILL_PARTS`, or the policy is unknown."""
+    the body alone would be more than :data:`MAX_SKILL_PARTS` parts, or the policy is unknown;
+    a resource past that budget is kept with the skill's files but not routed (said in ``warnings``)."""
     keys = key_policy(keys)
     parts: list[PlannedPart] = []
     skill_keys = [("name", [name_key(folder.name)]), ("description", [folder.description])]
     body = folder.body if folder.body.strip() else folder.description
-    packed = pack_sections(body, lambda path, text: fits(prefix(folder, path, "section") + text), max_parts=MAX_SKILL_PARTS)
+    try:
+        packed = pack_sections(body, lambda path, text: fits(prefix(folder, path, "section") + text), max_parts=MAX_SKILL_PARTS)
+    except InputError as exc:
+        raise InputError(f"the body of {folder.name}'s SKILL.md is too long: {exc}") from None
     for number, part in enumerate(packed):
         sets = list(skill_keys)
         own = [f"{name_key(folder.name)}: {part.path}"] if part.path and keys != "description" else []
@@ -99,7 +104,13 @@ def plan_parts(
         parts.append(PlannedPart("section", part.path, prefix(folder, part.path, "section") + part.text, tuple(sets), number))
     for path, text in folder.resources.items():
         room = MAX_SKILL_PARTS - len(parts)
-        packed = pack_sections(text, lambda _path, body: fits(prefix(folder, path, "resource") + body), max_parts=max(room, 0))
+        try:
+            packed = pack_sections(text, lambda _path, body: fits(prefix(folder, path, "resource") + body), max_parts=room)
+        except InputError:
+            if warnings is not None:
+                warnings.append(f"{path} is kept with the skill's files but not routed: the skill's parts would be "
+                                f"more than {MAX_SKILL_PARTS}")
+            continue
         for number, piece in enumerate(packed):
             stem = PurePosixPath(path).with_suffix("").as_posix().replace("/", " ")
             own = [f"{name_key(folder.name)} {name_key(stem)}"]

@@ -148,7 +148,8 @@ def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
     grafted, plain = first.with_skill, first.without_skill
     assert (grafted.decision, grafted.block_id, plain.decision, plain.block_id) == ("graft", report.block_id, "abstain", None)
     assert grafted.results == [True, True, True] and plain.results == [False, False, False]
-    assert grafted.reused_tokens == report.block_tokens and grafted.prompt_tokens > plain.prompt_tokens
+    assert abs(grafted.prompt_tokens - plain.prompt_tokens - report.block_tokens) <= 16  # the skill's turn, give or take markers
+    assert second.with_skill.reused_tokens >= report.block_tokens  # the skill's cells, made on its first use
     assert grafted.generated_tokens > 0 and grafted.prefill_s > 0 and plain.generate_s > 0
     assert [(f["path"], f["status"]) for f in first.files] == [("evals/files/log.txt", "present"), ("../secret", "refused")]
     assert second.checks == [] and second.unchecked == ["Mentions the reflog"] and second.with_skill.checked == 0

@@ -241,6 +241,7 @@ def test_an_import_runs_no_model_and_stores_text_blocks(fake_memory, tmp_path, m
     for name in ("capture", "prefill", "tokenize"):
         monkeypatch.setattr(fake_memory.engine, name, no_model)
     report = fake_memory.import_skills(pdf_skill(tmp_path))
+    monkeypatch.undo()
     assert [s.name for s in report.imported] == ["pdf"] and not report.skipped
     blocks = [fake_memory.get(p.block_id) for p in fake_memory.skill("pdf").parts]
     assert blocks and all(b.text_only and b.n_bytes == 0 and not b.tokens for b in blocks)
