@@ -149,3 +149,57 @@ def test_the_cli_answers_a_skills_evals_with_and_without_it(runner, home, tmp_pa
     assert summary["delta"]["prompt_tokens"] > report["block_tokens"] - 40 and summary["unchecked"] == 9
     text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8"])
     assert text.exit_code == 0 and "with     graft" in text.output and "without  abstain" in text.output
+
+
+AGENT_PROMPT = (
+    "You are a coding agent working inside the user's repository. You read files, run commands and edit code "
+    "through the tools you are given, one call at a time, and you explain what you changed in a few plain sentences. "
+    "Follow the repository's own conventions: its formatter, its test layout, its naming. Never invent a file's "
+    "contents: read it first. Prefer small, reviewable changes; run the tests after each change and report failures "
+    "exactly as they were printed. Ask before deleting anything the user did not mention. "
+) * 8
+AGENT_TOOLS = [
+    {"type": "function", "function": {"name": name, "description": f"{name.replace('_', ' ')} in the repository",
+                                      "parameters": {"type": "object", "properties": {"path": {"type": "string"},
+                                                                                      "text": {"type": "string"}},
+                                                     "required": ["path"]}}}
+    for name in ("read_file", "write_file", "list_folder", "run_command", "search_code", "apply_patch")
+]
+
+
+def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tmp_path, smollm2, embedder):
+    """Every part of the collection forced behind a ~1.3k-token agent prompt with six tools on
+    the default window: each either sits after the app's prompt or is left out with its reason,
+    and a chat the model alone can answer is never refused because of a skill."""
+    from skillgraft.core.answer import AnswerOptions
+    from skillgraft.core.chat_layout import chat_tokens
+    from skillgraft.core.pipeline import AnswerPipeline
+    from skillgraft.core.planning import forced_recall
+    from skillgraft.core.tools import output_format
+    from skillgraft.memory import SkillMemory
+
+    shutil.copytree(COLLECTION, tmp_path / "skills")
+    chat = [("system", AGENT_PROMPT), ("user", "Our CI is red since this morning; find out why and fix it.")]
+    options = AnswerOptions(max_tokens=256, format=output_format(AGENT_TOOLS))
+    with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
+        memory.import_skills(tmp_path / "skills")
+        pipeline = AnswerPipeline(smollm2)
+        app = len(chat_tokens(smollm2, options.format.lead(chat)))
+        assert app > 1200
+        placed, left_out = 0, []
+        parts = [p.block_id for s in memory.skills() for p in s.parts]
+        assert len(parts) > 40
+        for block_id in parts:
+            recall = forced_recall(memory.get(block_id), memory.router.threshold, "every part, in turn")
+            plan = memory.plan(chat, recall=recall, format=options.format)
+            prompt = pipeline.prompt(plan, options)
+            assert len(prompt.tokens) + 256 <= smollm2.n_ctx
+            if prompt.grafted:
+                placed += 1
+            else:
+                left_out.append(prompt.reason)
+                assert "answered without it" in prompt.reason and len(prompt.tokens) == app
+        assert placed >= len(parts) * 0.9, left_out
+        largest = max(parts, key=lambda b: len(memory.get(b).source))
+        answer = memory.answer(chat, AnswerOptions(max_tokens=4, format=options.format), block=largest)
+        assert answer.note.decision in ("graft", "fallback") and answer.end.prompt_tokens + 4 <= smollm2.n_ctx
