@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -107,6 +108,29 @@ def update_skill(ctx, name, model, as_json) -> None:
     with Activity(f"update {name}", f"loading {memory.model}", unit="skill") as progress:
         report = memory.update_skill(name, progress=progress)
     emit(report.as_dict(), as_json, _render_import)
+
+
+@skills.command("warm")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--system", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A file holding the app's system prompt the skills are used behind (default: none).")
+@model_option
+@json_option
+@click.pass_context
+def warm_skills(ctx, names, system_file, model, as_json) -> None:
+    """Capture the KV state of skills NAMES now, as their first use would (interrupt it and run
+    it again: what is kept is skipped)."""
+    system = Path(system_file).read_text(encoding="utf-8") if system_file else None
+    memory = open_memory(ctx, model)
+    with Activity(f"warm {' '.join(names)}", f"loading {memory.model}", unit="part") as progress:
+        report = memory.warm_skills(list(names), system=system, progress=progress)
+    emit(report.as_dict(), as_json, _render_warm)
+
+
+def _render_warm(data: dict) -> str:
+    lines = [f"warmed {len(data['warmed'])} part(s), {len(data['kept'])} kept already, {len(data['left_out'])} left out"]
+    lines += [f"  left out {p['skill']} {p['title'] or '(top)'}: {p['reason']}" for p in data["left_out"]]
+    return "\n".join(lines)
 
 
 @skills.command("rm")

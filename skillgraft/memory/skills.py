@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
-from ..core.chat_layout import block_size
+from ..core.answer import AnswerOptions
+from ..core.chat_layout import block_size, skill_prompt
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
@@ -172,6 +173,13 @@ class SkillVerbs:
             checked.append((item["path"], item["data"]))
         return row["version"], checked
 
+    def warm_skills(self, names: Sequence[str], *, system: Optional[str] = None, progress=None) -> SkillWarmReport:
+        """Capture now what the first use of each part of skills ``names`` would: its KV state
+        behind the app's ``system`` prompt (none: at the start of the chat), kept as a prefix
+        state. A part whose state is kept already is skipped, so a warm that was interrupted
+        goes on where it stopped; ``progress(done, total)`` per part."""
+        return warm_parts(self, names, system, progress)
+
     def skill_changes(self) -> list[dict]:
         """Imported skills whose folder on disk is no longer what their default version holds:
         ``{name, version, folder, change}`` with change ``changed``, ``vanished`` or ``unreadable``."""
@@ -196,6 +204,54 @@ class SkillVerbs:
                 differ = sorted(p for p in set(stored) | set(now) if stored.get(p) != now.get(p))
                 changes.append({**entry, "change": "changed", "files": differ})
         return changes
+
+
+@dataclass
+class SkillWarmReport:
+    """What :meth:`SkillVerbs.warm_skills` did, part by part: ``warmed`` (captured now), ``kept``
+    (its state was kept already), ``left_out`` (it does not fit beside the prompt, with why)."""
+
+    warmed: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
+    left_out: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+WARM_QUESTION = "."  # the user turn a warmed state is captured in front of
+
+
+def warm_parts(memory, names: Sequence[str], system: Optional[str], progress=None) -> SkillWarmReport:
+    """See :meth:`SkillVerbs.warm_skills`."""
+    prefixes = memory.prefixes
+    if prefixes is None:
+        raise InputError("derived states are off in this memory (a read-only store, or derived_bytes=0): nothing to warm")
+    if system is not None and (not isinstance(system, str) or not system.strip()):
+        raise InputError("the app's system prompt must be non-empty text")
+    chat = [*([("system", system)] if system else []), ("user", WARM_QUESTION)]
+    parts = [(name, part) for name in dict.fromkeys(names) for part in memory.skill(name).parts]
+    report = SkillWarmReport()
+    for done, (name, part) in enumerate(parts, 1):
+        block = memory.get(part.block_id)
+        entry = {"skill": name, "block_id": block.id, "title": part.title}
+        if not block.text_only:  # captured when it was imported
+            report.kept.append(entry)
+        else:
+            tokens, mark = skill_prompt(memory.engine, block.source, chat)
+            held = prefixes.lookup(tokens)
+            if held is not None and held.n_tokens >= mark:
+                report.kept.append(entry)
+            else:
+                answer = memory._forced(block, chat, AnswerOptions(max_tokens=1))  # no ledger row, gate advisory
+                if answer.note.decision == "fallback":
+                    report.left_out.append({**entry, "reason": answer.note.reason})
+                else:
+                    memory.flush_derived()  # an interrupted warm keeps what it made
+                    report.warmed.append({**entry, "tokens": mark})
+        if progress:
+            progress(done, len(parts))
+    return report
 
 
 def stored_manifest_sha256(files: list[dict]) -> str:

@@ -70,3 +70,32 @@ def test_a_skill_that_leaves_the_reply_no_room_is_left_out_and_the_chat_answered
         assert "answered without it" in answer.note.reason and answer.end.prompt_tokens == plain
         roomy = memory.answer([("user", QUESTION)], AnswerOptions(max_tokens=64))
         assert roomy.note.decision == "graft"  # the same skill, beside a shorter chat
+
+
+def test_warming_a_skill_captures_its_parts_behind_the_apps_prompt_once(tmp_path):
+    with _skill_memory(tmp_path) as memory:
+        seen = []
+        report = memory.warm_skills(["pdf"], system=APP, progress=lambda done, total: seen.append((done, total)))
+        parts = memory.skill("pdf").parts
+        assert len(report.warmed) == len(parts) and not report.kept and not report.left_out
+        assert seen[-1] == (len(parts), len(parts))
+        again = memory.warm_skills(["pdf"], system=APP)  # resumed or repeated: nothing to do
+        assert not again.warmed and len(again.kept) == len(parts)
+        block = memory.get(report.warmed[0]["block_id"])
+        answer = memory.answer([("system", APP), ("user", QUESTION)], OPTIONS, block=block)
+        assert answer.note.reused_from == "derived" and answer.note.cache_n >= report.warmed[0]["tokens"]
+
+
+def test_warming_needs_derived_states_and_a_real_prompt(tmp_path):
+    import pytest
+
+    from skillgraft.errors import InputError, SkillNotFoundError
+
+    with _skill_memory(tmp_path) as memory:
+        with pytest.raises(InputError, match="non-empty"):
+            memory.warm_skills(["pdf"], system="  ")
+        with pytest.raises(SkillNotFoundError):
+            memory.warm_skills(["no-such-skill"])
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), derived_bytes=0) as memory:
+        with pytest.raises(InputError, match="derived states are off"):
+            memory.warm_skills(["pdf"])
