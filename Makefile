@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(wildcard $(ADAPTER)/pyproject.toml) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[models,dev,docs,serve]'
+	$(BIN)/pip install --quiet -e '.[models,qwen,dev,docs,serve]'
 	if [ -f $(ADAPTER)/pyproject.toml ]; then $(BIN)/pip install --quiet -e '$(ADAPTER)[test]'; fi
 	touch $(STAMP)
 
