@@ -105,8 +105,8 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
                     route = True
                 elif condition == "listing":
                     prompt = LISTING_PROMPT.format(listing=library.listing())
-                    text, _, end, _, total = _ask(memory, [("system", prompt), ("user", task.question)],
-                                                  choice, route=False)
+                    chat = [("system", prompt), ("user", task.question)]
+                    text, _, end, _, total = _ask(memory, chat, choice, route=False)
                     run.chosen = library.chosen(text)
                     prompt_tokens, ttft = end.prompt_tokens, total
                     if run.chosen is not None:
