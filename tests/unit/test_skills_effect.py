@@ -77,7 +77,7 @@ def test_the_pasted_prompt_is_bfcls_own_and_the_checker_is_bfcls(se):
 
 
 def test_every_condition_on_the_fake(se, report):
-    tasks, conditions = se.sample, se.effect.conditions
+    tasks, conditions = se.sample, se.effect.CONDITIONS
     runs = {(r["task_id"], r["condition"]): r for r in report["runs"]}
     assert len(runs) == len(tasks) * len(conditions) and report["skills"] == len({f["name"] for t in tasks for f in t.functions})
     for task in tasks:
