@@ -9,12 +9,17 @@ ADAPTER := adapters/langchain
 
 install: $(STAMP)
 
+# BFCL's data and checker for `bench skills-effect`, without the API clients its pins would bring
+# (they would replace numpy and faiss-cpu): see skillgraft/bench/bfcl_tasks.py.
+BFCL := bfcl-eval==2026.3.23 tree-sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4
+
 # Reinstall only when the packaging changes. CPU torch goes in first, or pip pulls a CUDA build.
 $(STAMP): pyproject.toml $(wildcard $(ADAPTER)/pyproject.toml) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[models,dev,docs,serve]'
+	$(BIN)/pip install --quiet -e '.[models,qwen,dev,docs,serve]'
+	$(BIN)/pip install --quiet --no-deps $(BFCL)
 	if [ -f $(ADAPTER)/pyproject.toml ]; then $(BIN)/pip install --quiet -e '$(ADAPTER)[test]'; fi
 	touch $(STAMP)
 

@@ -5,6 +5,8 @@ Every default is defined here once. Environment variables start with ``SKILLGRAF
 (model name or GGUF path, default ``smollm2-135m``), and the engine settings
 ``SKILLGRAFT_THREADS``, ``SKILLGRAFT_N_CTX``, ``SKILLGRAFT_N_GPU_LAYERS`` and
 ``SKILLGRAFT_KV_TYPE`` (the KV cache type of keys and values, see :func:`kv_type_settings`).
+Files made once per machine (assembled models, built binaries) live under ``SKILLGRAFT_CACHE_DIR``
+(default ``$XDG_CACHE_HOME/skillgraft`` or ``~/.cache/skillgraft``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_HOME", "DEFAULT_MODEL", "DEFAULT_THREADS", "EngineSettings", "KVType", "KV_TYPES", "QUANTIZED_KV_TYPES",
-    "SETTINGS_ENV", "default_home", "default_model", "engine_settings", "kv_type_settings",
+    "SETTINGS_ENV", "cache_root", "default_home", "default_model", "engine_settings", "kv_type_settings",
 ]
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -121,3 +123,11 @@ def default_model() -> str:
 def default_home() -> Path:
     """The store folder used when none is given."""
     return Path(os.environ.get("SKILLGRAFT_HOME") or DEFAULT_HOME).expanduser()
+
+
+def cache_root() -> Path:
+    """The per-machine cache folder: ``$SKILLGRAFT_CACHE_DIR``, else ``$XDG_CACHE_HOME/skillgraft``."""
+    configured = os.environ.get("SKILLGRAFT_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "skillgraft"

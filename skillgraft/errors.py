@@ -5,6 +5,7 @@ The tree::
     SkillgraftError
     ├── ConfigError                    a setting or argument is invalid
     │   ├── ModelNotFoundError         unknown model name, missing GGUF or missing extra
+    │   │   └── ModelPartError         a chunk package of a model is missing or not the pinned bytes
     │   ├── ServerBuildError           llama-server could not be built or found
     │   ├── EncoderMismatchError       the store's vectors were made by another text encoder
     │   └── EncoderNotChosenError      the store records an endpoint or folder encoder nobody named
@@ -44,7 +45,7 @@ __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "NameTakenError", "RestoreRejectedError", "RouterError", "ServerBuildError",
+    "ModelNotFoundError", "ModelPartError", "NameTakenError", "RestoreRejectedError", "RouterError", "ServerBuildError",
     "ServerError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError", "SkillgraftError",
     "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
@@ -60,6 +61,20 @@ class ConfigError(SkillgraftError):
 
 class ModelNotFoundError(ConfigError):
     """A model name is unknown, or the package that carries it is not installed."""
+
+
+class ModelPartError(ModelNotFoundError):
+    """A chunk package of a model is missing, or its part is not the pinned bytes.
+
+    ``model`` is the model's name, ``part`` the distribution, ``extra`` the pip extra that
+    installs it and ``reason`` what was found.
+    """
+
+    def __init__(self, model: str, part: str, extra: str, reason: str) -> None:
+        self.model, self.part, self.extra, self.reason = model, part, extra, reason
+        super().__init__(
+            f"model {model!r}: the package {part} {reason}: install it with pip install 'skillgraft[{extra}]'"
+        )
 
 
 class ServerBuildError(ConfigError):

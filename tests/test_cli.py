@@ -25,7 +25,7 @@ def test_user_error_is_one_line_and_exit_1(runner):
 
 def test_models_lists_embedded_models(runner):
     rows = json.loads(runner.invoke(cli, ["models", "--json"]).stdout)["rows"]
-    assert {r["name"] for r in rows} == {"smollm2-135m", "gemma3-270m"}
+    assert {r["name"] for r in rows} == {"smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"}
     assert all(r["installed"] for r in rows)
 
 

@@ -18,7 +18,8 @@ def _int_list(value: str) -> list[int]:
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent"]))
+@click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent",
+                                                 "skills-effect"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -37,12 +38,20 @@ def _int_list(value: str) -> list[int]:
               help="The peer llama-server's host prompt cache (--cache-ram); 8192 is llama-server's default (agent).")
 @click.option("--in-process", "in_process", is_flag=True,
               help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
+@click.option("--models", default=None, help="Comma-separated models, each measured in turn (skills-effect; default --model).")
+@click.option("--categories", default="simple_python,multiple,parallel,parallel_multiple", show_default=True,
+              help="BFCL categories (skills-effect).")
+@click.option("--per-category", default=5, show_default=True, type=click.IntRange(1, 10_000),
+              help="Tasks of each category, BFCL's first (skills-effect).")
+@click.option("--max-tokens", default=96, show_default=True, type=click.IntRange(1, 4096),
+              help="Tokens of each answer (skills-effect).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @kv_type_option
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, peer_cache_mib, in_process, plot, kv_type, as_json) -> None:
+          two_slots, peer_cache_mib, in_process, models, categories, per_category, max_tokens, plot, kv_type,
+          as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -53,11 +62,13 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
     vs its cold prefill and its own prompt caches), serve (the gateway under load from
     openai clients, optionally with a llama-server killed mid-load) or agent (time to first
     token of agent requests: the gateway grafting the routed manual against plain llama-server
-    with its prompt cache and the manual pasted into the prompt, over five scenarios).
-    `--kv-type` measures graft and paging under that KV cache type.
+    with its prompt cache and the manual pasted into the prompt, over five scenarios) or
+    skills-effect (BFCL function-calling tasks, their function documents as skills: pass rate by
+    BFCL's checker with no skill, the needed document pasted, the memory's routed graft, the
+    model choosing from a listing, and every document pasted). `--kv-type` measures graft and paging under that KV cache type.
     """
-    if plot and kind == "agent":
-        raise click.BadParameter("the agent benchmark draws no plot", param_hint="--plot")
+    if plot and kind in ("agent", "skills-effect"):
+        raise click.BadParameter(f"the {kind} benchmark draws no plot", param_hint="--plot")
     if kv_type and kind not in ("graft", "paging"):
         raise click.BadParameter(f"the {kind} benchmark runs under the default KV cache type; "
                                  "--kv-type is for graft and paging", param_hint="--kv-type")
@@ -83,6 +94,12 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.serve import bench_serve
 
             report = bench_serve(clients=clients, requests=requests, servers=servers, kill=kill, model=model, progress=progress)
+        elif kind == "skills-effect":
+            from ..bench.skills_effect import bench_skills_effect
+
+            chosen = [m.strip() for m in (models or model).split(",") if m.strip()]
+            report = bench_skills_effect(chosen, categories=[c.strip() for c in categories.split(",") if c.strip()],
+                                         per_category=per_category, max_tokens=max_tokens, progress=progress)
         elif kind == "agent" and in_process:
             from ..bench.agent_local import bench_agent_local
 
@@ -98,7 +115,23 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
         from ..bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
-    emit(report, as_json, _render_agent if kind == "agent" else _render_bench)
+    renders = {"agent": _render_agent, "skills-effect": _render_skills_effect}
+    emit(report, as_json, renders.get(kind, _render_bench))
+
+
+def _render_skills_effect(report: dict) -> str:
+    """Per model and condition: pass rate [95 % interval], tokens and times; then what got worse."""
+    pct = lambda v: "   -" if v is None else f"{100 * v:4.0f}"  # noqa: E731
+    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    lines = [f"{'model':20} {'condition':10} {'passed':>8} {'rate %':>6} {'95% CI':>11} {'prompt tok':>10} "
+             f"{'ttft s':>7} {'total s':>7} {'no fit':>6}"]
+    lines += [f"{r['model']:20} {r['condition']:10} {r['passed']:>3}/{r['n']:<4} {pct(r['pass_rate']):>6} "
+              f"{pct(r['ci_low'])}-{pct(r['ci_high']).strip():<5} {num(r['prompt_tokens'], '.0f'):>10} "
+              f"{num(r['ttft_s'], '.2f'):>7} {num(r['total_s'], '.2f'):>7} {r['not_fitting']:>6}" for r in report["rows"]]
+    for model, decisions in report["routed_decisions"].items():
+        lines.append(f"routed on {model}: " + ", ".join(f"{k} {v}" for k, v in decisions.items()))
+    lines += [f"worse than no skill: {w['model']} {w['task_id']} under {w['condition']}" for w in report["worse"]]
+    return "\n".join(lines)
 
 
 def _render_agent(report: dict) -> str:

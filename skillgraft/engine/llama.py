@@ -42,7 +42,8 @@ from ..core.states import (
 class Engine(LocalContext):
     """A pinned llama.cpp context over one GGUF model.
 
-    ``model`` is an embedded model name (``smollm2-135m``, ``gemma3-270m``) or a GGUF path.
+    ``model`` is an embedded model name (``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-0.5b``)
+    or a GGUF path.
     Sliding-window models get ``swa_full=True`` unless ``allow_inexact_swa`` is set, which
     exists only for negative controls.
     """

