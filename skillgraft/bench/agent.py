@@ -98,8 +98,8 @@ class GatewaySystem:
 
     name = "skillgraft"
 
-    def __init__(self, workdir: Path, model: Optional[str], manuals: dict, slots: int = 1) -> None:
-        self.workdir, self.model_arg, self.manuals = workdir, model, manuals
+    def __init__(self, workdir: Path, model: Optional[str], manuals: dict, slots: int = 1, captured: bool = False) -> None:
+        self.workdir, self.model_arg, self.manuals, self.captured = workdir, model, manuals, captured
         self.starts: list[float] = []
         self.stocked: list[float] = []
         self.exit_codes: list[int] = []
@@ -112,9 +112,10 @@ class GatewaySystem:
         self._start()
         started = time.perf_counter()
         try:
-            for name, (text, examples) in manuals.items():  # captured by the gateway's own server
+            for name, (text, examples) in manuals.items():  # as text (captured on first use), or captured now
                 _answer(self.client.post("/v1/skills", json={"kind": "manual", "name": name, "text": text,
-                                                             "examples": examples}), "the gateway")
+                                                             "examples": examples, "capture": self.captured}),
+                        "the gateway")
         except BaseException:
             self.stop()
             raise
@@ -262,11 +263,13 @@ def requests_per_system(repeats: int, two_slots: bool = False, quick: bool = Fal
 
 
 def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progress = None, quick: bool = False,
-                two_slots: bool = False, peer_cache_mib: int = 0) -> dict:
+                two_slots: bool = False, peer_cache_mib: int = 0, captured: bool = False) -> dict:
     """Time to first token per request, skillgraft against llama-server (module docstring);
     ``repeats`` restarts are measured (median kept); ``quick``: the first lines of each text and
-    one restart; ``two_slots``: three apps again on two slots. Returns ``{"rows": [per scenario
-    and measure], "summary", "decisions", "requests", ...}``."""
+    one restart; ``two_slots``: three apps again on two slots; ``captured``: the manuals captured
+    as blocks when stocked (leading the chat), not stored as text (placed after the app's system
+    prompt, their cells made on first use). Returns ``{"rows": [per scenario and measure],
+    "summary", "decisions", "requests", ...}``."""
     from ..config import default_model, engine_settings
 
     model = model or default_model()
@@ -278,7 +281,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     setup: dict = {}
     done = False
     try:  # on a failure the folder stays, with the gateway's logs
-        gateway = GatewaySystem(workdir, model, texts.manuals)
+        gateway = GatewaySystem(workdir, model, texts.manuals, captured=captured)
         try:
             _scenarios(gateway, texts, repeats, record, two_slots)
         finally:
@@ -302,10 +305,12 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     settings = engine_settings()
     report = _report(records, repeats)
     report.update(kind="agent", model=model, quick=quick, repeats=repeats, two_slots=two_slots, server_build=build,
-                  peer_cache_mib=peer_cache_mib,
+                  peer_cache_mib=peer_cache_mib, captured=captured,
                   n_threads=settings.n_threads, n_ctx=settings.n_ctx, max_tokens=MAX_TOKENS, prompt_tokens=sizes,
                   setup=setup, wall_s=round(time.perf_counter() - started, 2), requests=records, layout={
-                      "skillgraft": "the app's system prompt and chat; the gateway grafts the routed manual in front",
+                      "skillgraft": ("the app's system prompt and chat; the gateway grafts the routed manual in front"
+                                     if captured else "the app's system prompt, the routed manual as a second system "
+                                     "turn (its cells made on first use, then restored), the chat"),
                       "llama-server": "the app's system prompt, the routed manual as a second system message, the chat",
                   })
     return report

@@ -36,6 +36,8 @@ def _int_list(value: str) -> list[int]:
 @click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
 @click.option("--peer-cache-mib", default=0, show_default=True, type=click.IntRange(0, 1 << 20),
               help="The peer llama-server's host prompt cache (--cache-ram); 8192 is llama-server's default (agent).")
+@click.option("--captured-manuals", "captured", is_flag=True,
+              help="Stock the manuals as captured blocks leading the chat, not as text (agent).")
 @click.option("--in-process", "in_process", is_flag=True,
               help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
 @click.option("--models", default=None, help="Comma-separated models, each measured in turn (skills-effect; default --model).")
@@ -50,7 +52,7 @@ def _int_list(value: str) -> list[int]:
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, peer_cache_mib, in_process, models, categories, per_category, max_tokens, plot, kv_type,
+          two_slots, peer_cache_mib, captured, in_process, models, categories, per_category, max_tokens, plot, kv_type,
           as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
@@ -108,7 +110,7 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.agent import bench_agent
 
             report = bench_agent(model, repeats, progress=progress, quick=quick, two_slots=two_slots,
-                                 peer_cache_mib=peer_cache_mib)
+                                 peer_cache_mib=peer_cache_mib, captured=captured)
         else:
             report = benchmarks.bench_needles(model, blocks, progress=progress)
     if plot:

@@ -260,7 +260,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     async def deposit(skill: NewSkill) -> dict:
         if skill.kind == "manual":
             block = await holding_slot(
-                lambda: gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples)
+                lambda: gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
+                                           capture=skill.capture)
             )
         else:
             block = await holding_slot(

@@ -177,9 +177,10 @@ class Gateway:
         with self.memory_lock:
             return self.memory.list(kind)
 
-    def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = ()) -> Block:
+    def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = (),
+                   capture: bool = True) -> Block:
         with self.writer_lock:
-            return self.writer.add_manual(name, text, description=description, examples=examples)
+            return self.writer.add_manual(name, text, description=description, examples=examples, capture=capture)
 
     def add_solution(self, question: str, answer: str, method: str, *, name: Optional[str] = None,
                      examples: Sequence[str] = ()) -> Block:

@@ -94,11 +94,25 @@ class Deposits:
             raise DuplicateBlockError(block.id, block.name, name)
         return block
 
+    def _text_manual(self, name: str, text: str, description: str) -> Block:
+        taken = self._named(name)
+        if taken is not None:
+            if taken.source == text and taken.status == "ok" and taken.text_only:
+                return taken
+            raise NameTakenError(name, taken.id)
+        block, _ = self.store.put_text(text, name=name, description=description)
+        if block.name != name:  # the very same text is stored already
+            raise DuplicateBlockError(block.id, block.name, name)
+        return block
+
     def add_manual(
-        self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None
+        self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None,
+        capture: bool = True,
     ) -> Block:
         """Capture a skill manual as a block and make it routable by its name, description,
-        examples and its own sentences.
+        examples and its own sentences; with ``capture`` False store it as a text block instead
+        (no model runs: its cells are made where it is first used, after the app's own prompt,
+        as an imported skill's are).
 
         A name already taken raises :class:`NameTakenError` and a text already stored under
         another name :class:`DuplicateBlockError`, both before anything is captured; the same
@@ -108,7 +122,8 @@ class Deposits:
         name = clean_name(name)
         self._not_a_question(name)
         examples = clean_keys(description, examples)
-        block = self._capture(name, "manual", text, description, None, progress)
+        block = self._capture(name, "manual", text, description, None, progress) if capture \
+            else self._text_manual(name, text, description)
         self._add_keys(block, name=True, description=description, examples=examples, manual=text)
         return block
 

@@ -256,3 +256,34 @@ def test_a_skill_that_leaves_no_room_beside_the_chat_is_left_out_not_a_failed_ch
         finally:
             gateway.close()
         assert response.status_code == 200 and response.json()["skillgraft"]["decision"] == "fallback"
+
+
+def test_a_manual_deposited_as_text_is_placed_after_the_apps_prompt_and_kept_after_first_use(tmp_path, fake_embedder):
+    from skillgraft.core.chat_layout import chat_tokens
+    from skillgraft.testing import FakeEngine
+
+    engine = FakeEngine()
+    manual = "Baking sourdough: feed the starter the night before, mix, fold four times, proof overnight. " * 4
+    with SkillMemory(tmp_path / "home", engine=engine, embedder=fake_embedder):
+        pass
+    from skillgraft.deposit_policy import DepositPolicy
+
+    gateway = Gateway(tmp_path / "home", FakePool(engine), embedder=fake_embedder)
+    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+        deposit = http.post("/v1/skills", json={"kind": "manual", "name": "sourdough", "text": manual,
+                                                 "examples": ["how do I bake sourdough bread?"], "capture": False})
+        assert deposit.status_code == 201, deposit.text
+        block = gateway.memory.get("sourdough")
+        assert block.text_only and block.n_bytes == 0
+        system = "You are the bakery's assistant. Keep every answer short and friendly. " * 2
+        notes = []
+        for question in ("how do I bake sourdough bread?", "how do I bake sourdough bread at home?"):
+            reply = _chat(http, [("system", system), ("user", question)], max_tokens=4)
+            assert reply.status_code == 200, reply.text
+            notes.append(reply.json()["skillgraft"])
+            placed = [("system", system), ("system", manual), ("user", question)]
+            assert reply.json()["usage"]["prompt_tokens"] == len(chat_tokens(engine, placed))
+        assert [n["decision"] for n in notes] == ["graft", "graft"] and notes[0]["block_id"] == block.id
+        assert notes[1]["cache_n"] > len(chat_tokens(engine, [("system", system), ("system", manual)],
+                                                     add_generation_prompt=False)) - 8
+    gateway.close()
