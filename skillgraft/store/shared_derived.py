@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from typing import Optional, Protocol
 
 import numpy as np
@@ -57,6 +58,7 @@ LOG_EVERY_S = 60.0
 TOUCH_EVERY_S = 300.0  # a host using its own copy marks the published state used at most this often
 BACKOFF_S = 30.0  # after a failure the shared tier rests: requests do not wait on a bucket that is down
 _NEW_ROWS = 64  # rows whose token ids are read in one statement
+_OPEN: "weakref.WeakSet[SharedDerivedStates]" = weakref.WeakSet()
 
 
 class DerivedObjects(Protocol):
@@ -102,6 +104,8 @@ def drop_block_states(store, block_id: str) -> int:
             drop_published(store.catalog, store.storage, block_id)
         except Exception as exc:  # the block is gone: its states age out under the budget
             logger.warning("the shared derived states of block %s were not removed: %s", block_id, first_line(exc, 300))
+        for shared in list(_OPEN):  # those open in this process read the rows again
+            shared.reread()
     return dropped
 
 
@@ -135,6 +139,7 @@ class SharedDerivedStates:
         self._logged_at = float("-inf")
         self._down_until = float("-inf")
         self._touched: dict[str, float] = {}  # key -> when this process last marked it used
+        _OPEN.add(self)
 
     def __len__(self) -> int:
         return len(self.local)
@@ -218,9 +223,14 @@ class SharedDerivedStates:
             drop_published(self.catalog, self.objects, parent)
         except Exception as exc:
             self._trouble("remove the shared derived states of a deleted block", exc)
+        self.reread()
+        return dropped
+
+    def reread(self) -> None:
+        """Read the published rows again at the next lookup (some were removed)."""
         with self._lock:
             self._read_at = float("-inf")
-        return dropped
+            self._rows = {}
 
     # -- the shared tier -------------------------------------------------------------------
 
