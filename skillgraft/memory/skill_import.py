@@ -123,7 +123,7 @@ class SkillImports:
         engine = self.engine
         room = engine.n_ctx - QUERY_ROOM_TOKENS
         plan = plan_parts(folder, lambda text: len(block_tokens(engine, text)) <= room, examples, near_misses, keys)
-        version = max((row["version"] for row in versions), default=0) + 1
+        version = self.store.next_skill_version(folder.name)  # never a removed version's number
         stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)
 
