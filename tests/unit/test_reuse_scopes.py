@@ -115,3 +115,26 @@ def test_a_key_file_maps_keys_to_namespaces(tmp_path):
             read_keys(path)
     with pytest.raises(ConfigError):
         read_keys(tmp_path / "missing")
+
+
+def test_a_slot_continues_only_the_cells_its_own_scope_left():
+    from skillgraft.gateway.pool import ServerPool
+    from skillgraft.server.slot_states import SlotStates
+
+    class Slots(SlotStates):
+        def __init__(self):
+            self._slot_contexts = {}
+
+    slots = Slots()
+    slots.claim(0, "a")
+    slots.note_held(0, [1, 2, 3, 4])
+    slots.claim(0, "a")
+    assert slots.held_tokens(0) == [1, 2, 3, 4]
+    slots.claim(1, "b")
+    slots.note_held(1, [1, 2, 3, 9])
+    pool = ServerPool.__new__(ServerPool)
+    pool.engines = [slots]
+    assert pool._held_for(0, 0, [1, 2, 3, 4, 5], "a") == 4 and pool._held_for(0, 0, [1, 2, 3, 4, 5], "b") == 0
+    assert pool._held_for(0, 1, [1, 2, 3, 4, 5], "b") == 3
+    slots.claim(0, "b")  # another scope's request takes the slot: what it holds is unknown, evaluated afresh
+    assert slots.held_tokens(0) is None and slots.held_scope(0) == "b"
