@@ -51,7 +51,7 @@ from ..errors import ConfigError
 from .prefix_keys import BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope, state_key
 
 __all__ = [
-    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "SCOPE_HEX", "MIN_TAIL", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
+    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
     "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
 ]
 

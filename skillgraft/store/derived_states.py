@@ -227,12 +227,6 @@ class DerivedStates:
         with self._lock:
             return [(key, tokens, record.scope) for key, (_, tokens, record) in self._files.items()]
 
-    def record(self, key: str) -> Optional[Record]:
-        """What the index recorded of ``key`` (None: not held)."""
-        with self._lock:
-            entry = self._files.get(key)
-        return entry[2] if entry else None
-
     def get(self, key: str) -> Optional[KVState]:
         with self._lock:
             if key not in self._files:

@@ -216,16 +216,6 @@ class SharedDerivedStates:
         except Exception as exc:  # the catalog or the bucket is down: kept on this host only
             self._trouble("publish a derived state", exc)
 
-    def drop_parent(self, parent: str) -> int:
-        """Delete the states kept behind block ``parent``, here and published; how many this host held."""
-        dropped = self.local.drop_parent(parent)
-        try:
-            drop_published(self.catalog, self.objects, parent)
-        except Exception as exc:
-            self._trouble("remove the shared derived states of a deleted block", exc)
-        self.reread()
-        return dropped
-
     def reread(self) -> None:
         """Read the published rows again at the next lookup (some were removed)."""
         with self._lock:
