@@ -83,3 +83,9 @@ def test_deleting_a_block_deletes_the_states_kept_behind_it_here_and_published(t
         assert len(memory.prefixes.store) == 1
         memory.delete("git-squash")
         assert len(memory.prefixes.store) == 0 and not list((tmp_path / "own" / "derived").rglob("*.state"))
+
+
+def test_the_folders_made_for_blocks_are_the_owners_alone(tmp_path):
+    with open_memory(tmp_path / "store") as memory:
+        folders = [memory.store.storage.folder, memory.store.storage.quarantine_dir]
+    assert [stat.S_IMODE(folder.stat().st_mode) for folder in folders] == [0o700, 0o700]
