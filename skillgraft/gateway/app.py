@@ -299,7 +299,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         block = await in_thread(gateway.delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
-    mount_inspector(app, GatewaySource(gateway), api_key=keys.admin_key())
+    mount_inspector(app, GatewaySource(gateway), api_key=keys.inspector_key())
     register_skill_routes(app, gateway, in_thread)
     return guard(app, keys=keys, allowed_hosts=allowed_hosts, deposits=deposits)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,12 +86,13 @@ class ApiKeys:
                 found = principal
         return found
 
-    def admin_key(self) -> Optional[str]:
-        """One admin key (the inspector's sign-in), if any."""
+    def inspector_key(self) -> Optional[str]:
+        """The key the inspector's sign-in takes: the first admin key; None without keys (then
+        it is loopback's); with keys but no admin key, one nobody holds (it stays locked)."""
         for bearer, principal in self._keys.items():
             if principal.admin:
                 return bearer.decode()[len("Bearer "):]
-        return None
+        return secrets.token_urlsafe(32) if self._keys else None
 
 
 def read_keys(file: Union[str, Path]) -> dict[str, Principal]:

@@ -97,6 +97,13 @@ def test_metrics_need_an_admin_key_when_namespaces_have_keys(gateway_at):
         assert http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
         assert http.get("/v1/models", headers={"Authorization": f"Bearer {KEY_B}"}).status_code == 200
         assert http.get("/v1/models", headers={"Authorization": "Bearer key-of-team-b-000"}).status_code == 401
+        assert http.get("/ui", headers={"Authorization": f"Bearer {KEY_A}"}).status_code == 401  # the admin's page
+        assert http.get("/ui", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
+
+
+def test_with_keys_but_no_admin_key_the_inspector_stays_locked():
+    keys = ApiKeys({KEY_A: Principal("team-a")})
+    assert keys.inspector_key() not in (None, KEY_A) and ApiKeys().inspector_key() is None
 
 
 def test_a_key_file_maps_keys_to_namespaces(tmp_path):
