@@ -28,11 +28,15 @@ def _serve_extra() -> None:
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on; not loopback needs --api-key.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on; not loopback needs --api-key or --keys.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
 @click.option("--servers", default=1, show_default=True, type=click.IntRange(1, 64), help="llama-server processes.")
 @click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64), help="Slots per server.")
 @click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
+@click.option("--keys", "keys_file", type=click.Path(dir_okay=False), default=None,
+              help="Key file: one 'NAMESPACE KEY' a line ('admin KEY': an admin key); prefix reuse stays within a "
+                   "key's namespace.")
 @click.option("--gate", "gate", type=click.Choice(["advisory", "enforce"]), default=None,
               help="After a graft: report the confidence gate (advisory, the default) or answer plainly when not confident.")
 @click.option("--no-gate", is_flag=True, hidden=True, help="The same as --gate advisory.")
@@ -64,7 +68,7 @@ def _serve_extra() -> None:
 @create_option
 @model_option
 @click.pass_context
-def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
+def serve_command(ctx, host, port, servers, slots, api_key, keys_file, gate, no_gate, allow_deposits, deposit_key, deposits_per_minute,
                   header_timeout, body_timeout, max_connections, max_client_connections, slot_wait, generation_timeout,
                   request_timeout, derived_mib, conversations, create, model) -> None:
     """Serve an OpenAI-compatible chat API with the skill memory, over a pool of llama-servers.
@@ -79,7 +83,7 @@ def serve_command(ctx, host, port, servers, slots, api_key, gate, no_gate, allow
     _serve_extra()
     config = GatewayConfig(
         home=store_home(ctx, create=create), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
-        api_key=api_key, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
+        api_key=api_key, keys_file=keys_file, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
         embedder=(ctx.obj or {}).get("embedder"), derived_bytes=None if derived_mib is None else derived_mib << 20,

@@ -21,7 +21,10 @@ Refused: backreferences, lookarounds, named groups, inline flags, other escapes;
 over :data:`MAX_PATTERN_CHARS` characters or one that compiles to more than
 :data:`MAX_PROGRAM` instructions. A search that would visit more than :data:`MAX_STEPS`
 automaton states (a large program on a long text) stops with an :class:`InputError`: the
-bound is a count, not a clock, so the same pattern and text always get the same answer.
+bound is a count, not a clock, so the same pattern and text always get the same answer. A
+character test counts as many steps as the checks it makes (a class of ``n`` ranges or escapes,
+``1 + n``; three times that when case is ignored), so a class of many ranges cannot make a
+search under the cap cost more time than the cap means.
 Case is ignored with ``ignore_case=True``.
 """
 
@@ -84,8 +87,10 @@ class SafePattern:
             seen: set[int] = set()
             for pc in current:
                 op = program[pc]
-                if op[0] == _CHAR and op[1](c):
-                    _add(program, text, following, seen, pc + 1, i + 1)
+                if op[0] == _CHAR:
+                    steps += op[2] - 1  # (its state is counted below)
+                    if op[1](c):
+                        _add(program, text, following, seen, pc + 1, i + 1)
             _add(program, text, following, seen, 0, i + 1)  # a match may start at any position
             current = following
             steps += len(seen)
@@ -170,9 +175,9 @@ class _Parser:
             self.pos += 1
             return inner, True
         if c == "[":
-            return [(_CHAR, self.char_class())], True
+            return [(_CHAR, *self.char_class())], True
         if c == ".":
-            return [(_CHAR, lambda ch: ch != "\n")], True
+            return [(_CHAR, lambda ch: ch != "\n", 1)], True
         if c in "^$":
             return [(_ASSERT, c)], False
         if c in "*+?":
@@ -181,8 +186,8 @@ class _Parser:
             escape = self.escape()
             if escape in ("b", "B"):
                 return [(_ASSERT, escape)], False
-            return [(_CHAR, escape)], True
-        return [(_CHAR, self.literal(c))], True
+            return [(_CHAR, escape, 1)], True
+        return [(_CHAR, self.literal(c), 1)], True
 
     def escape(self):
         """The predicate of an escape (or ``"b"``/``"B"`` for a boundary)."""
@@ -206,7 +211,8 @@ class _Parser:
             return lambda ch: ch.lower() == folded
         return lambda ch: ch == c
 
-    def char_class(self) -> Predicate:
+    def char_class(self) -> tuple[Predicate, int]:
+        """The class's predicate and the checks one test of it may make (its weight in steps)."""
         negated = self.peek() == "^"
         self.pos += negated
         singles: set[str] = set()
@@ -252,7 +258,7 @@ class _Parser:
             found = inside(ch) or (fold and (inside(ch.lower()) or inside(ch.upper())))
             return found != negated
 
-        return member
+        return member, (1 + len(ranges) + len(escapes)) * (3 if fold else 1)
 
     def quantified(self, atom: list, repeatable: bool) -> list:
         bounds = self.quantifier()

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import SkillFolderError
-from .sha import BLOCK_ID
+from .sha import ID_LIKE
 
 MAX_FRONTMATTER_BYTES = 64 << 10
 MAX_DESCRIPTION_CHARS = 1024        # the specification's limit; longer is a warning
@@ -134,8 +134,11 @@ def _usable_name(name) -> str:
         raise SkillFolderError(
             "SKILL.md", f"has the name {name[:40]!r}: a name is letters, digits, '.', '_' and '-' (at most {MAX_NAME_CHARS})"
         )
-    if BLOCK_ID.fullmatch(name):
-        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which has the form of a block id (16 hex digits)")
+    if ID_LIKE.fullmatch(name):
+        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which has the form of a block id or an id's prefix "
+                                           "(hex digits only): ids and names must not be confused")
+    if name.casefold().startswith("solution-"):
+        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which reads as a verified solution's name")
     return name
 
 

@@ -2,9 +2,12 @@
 
 ASGI middlewares, outermost first (:func:`guard`):
 
-- :class:`AccessCheck`: with an API key every route but ``/healthz`` needs
-  ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui`` check it themselves: they
-  also take the cookie of their sign-in form); the store's write routes (:func:`is_write`:
+- :class:`AccessCheck`: with API keys (:class:`~skillgraft.gateway.keys.ApiKeys`) every route
+  but ``/healthz`` needs ``Authorization: Bearer <key>`` (the inspector's pages under ``/ui``
+  check an admin key themselves: they also take the cookie of their sign-in form), and the
+  request's :class:`~skillgraft.gateway.keys.Principal` (its namespace) is put in its
+  ``state``; when some key stands for a namespace of its own, ``/metrics`` is the admin keys'
+  alone (it counts every namespace's reuse). The store's write routes (:func:`is_write`:
   ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there)
   are off unless deposits are allowed, then need the deposit key (when one is set) and are
   rate-limited per credential (the deposit key used), per address only when there is none
@@ -27,6 +30,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from ..deposit_policy import DepositPolicy, DepositRate
 from ..inspector import guards_itself
 from ..web.clients import address_key, credential_key
+from .keys import ApiKeys
 
 MAX_BODY_BYTES = 4 << 20
 RETRY_AFTER_S = "1"
@@ -72,19 +76,24 @@ def _bearer(scope) -> bytes:
 
 
 class AccessCheck:
-    """ASGI middleware: the API key, then for writes the deposit switch, key and rate."""
+    """ASGI middleware: the API keys (who the request is), then for writes the deposit switch,
+    key and rate."""
 
-    def __init__(self, app, api_key: Optional[str], deposits: DepositPolicy) -> None:
-        self.app, self.deposits = app, deposits
-        self.api_key = f"Bearer {api_key}".encode() if api_key else None
+    def __init__(self, app, keys: ApiKeys, deposits: DepositPolicy) -> None:
+        self.app, self.deposits, self.keys = app, deposits, keys
         self.deposit_key = f"Bearer {deposits.key}".encode() if deposits.key else None
         self.rate = DepositRate(deposits.per_minute)
 
     def refusal(self, scope) -> Optional[tuple[ApiError, Optional[str]]]:
         if not is_write(scope):
             path = scope.get("path", "")
-            if self.api_key and path != "/healthz" and not guards_itself(path) and not hmac.compare_digest(_bearer(scope), self.api_key):
+            principal = self.keys.principal(_bearer(scope))
+            if principal is None and path != "/healthz" and not guards_itself(path):
                 return ApiError(401, "a valid API key is required (Authorization: Bearer ...)", code="invalid_api_key"), None
+            if path.rstrip("/") == "/metrics" and self.keys.tenants and not principal.admin:
+                return ApiError(403, "/metrics counts every namespace: it needs an admin key", code="admin_only"), None
+            if principal is not None:
+                scope.setdefault("state", {})["principal"] = principal
             return None
         if not self.deposits.allowed:
             return ApiError(403, "this gateway takes no deposits: its operator starts it with --allow-deposits to add "
@@ -92,14 +101,13 @@ class AccessCheck:
         if self.deposit_key and not hmac.compare_digest(_bearer(scope), self.deposit_key):
             return ApiError(401, "adding or deleting skills needs the deposit key (Authorization: Bearer ...)",
                             code="invalid_deposit_key"), None
-        if scope.get("method") == "POST":
-            client = (scope.get("client") or ("",))[0]
-            who = credential_key(_bearer(scope)) if self.deposit_key else address_key(client)
-            wait = self.rate.take(who)
-            if wait:
-                message = f"over {self.deposits.per_minute:g} writes a minute (this client's, or all clients' together); " \
-                          f"retry in {wait:.0f} s"
-                return ApiError(429, message, code="rate_limit_exceeded"), str(max(1, round(wait)))
+        client = (scope.get("client") or ("",))[0]
+        who = credential_key(_bearer(scope)) if self.deposit_key else address_key(client)
+        wait = self.rate.take(who)
+        if wait:
+            message = f"over {self.deposits.per_minute:g} writes a minute (this client's, or all clients' together); " \
+                      f"retry in {wait:.0f} s"
+            return ApiError(429, message, code="rate_limit_exceeded"), str(max(1, round(wait)))
         return None
 
     async def __call__(self, scope, receive, send):
@@ -153,9 +161,11 @@ def _declared_over(declared: bytes, limit: int) -> bool:
     return not declared.isdigit() or len(digits) > len(str(limit)) or int(digits) > limit
 
 
-def guard(app, *, api_key: Optional[str], allowed_hosts: Optional[list[str]], deposits: DepositPolicy):
-    """``app`` behind the checks above, header checks outermost and the body read last."""
+def guard(app, *, allowed_hosts: Optional[list[str]], deposits: DepositPolicy, api_key: Optional[str] = None,
+          keys: Optional[ApiKeys] = None):
+    """``app`` behind the checks above, header checks outermost and the body read last; ``keys``
+    (or the one admin key ``api_key``) are the keys accepted."""
     inner = BodyLimit(app)
     if allowed_hosts is not None:
         inner = TrustedHostMiddleware(inner, allowed_hosts=allowed_hosts)
-    return AccessCheck(inner, api_key, deposits)
+    return AccessCheck(inner, keys if keys is not None else ApiKeys.of(api_key), deposits)

@@ -40,6 +40,7 @@ from ..errors import (
 from ..verify.verifiers import withheld_refusal
 from ..deposit_policy import DepositPolicy
 from .access import ApiError, guard, json_error
+from .keys import LOCAL, ApiKeys, Principal
 from ..inspector import mount_inspector
 from .inspector_source import GatewaySource
 from .feedback_api import add_feedback_routes
@@ -127,10 +128,14 @@ def served(block) -> dict:
 
 
 def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts: Optional[list[str]] = None,
-               deposits: DepositPolicy = DepositPolicy()):
-    """The ASGI application serving ``gateway``, behind :func:`skillgraft.gateway.access.guard`.
-    Without an API key only loopback Host headers are accepted (``allowed_hosts``), so a web page
-    cannot reach it by DNS rebinding; skills are added or deleted only as ``deposits`` allow."""
+               deposits: DepositPolicy = DepositPolicy(), keys: Optional[ApiKeys] = None):
+    """The ASGI application serving ``gateway``, behind :func:`skillgraft.gateway.access.guard`,
+    accepting ``keys`` (:class:`~skillgraft.gateway.keys.ApiKeys`, or the one admin key
+    ``api_key``): each chat's prefix reuse stays within its key's namespace (and its
+    ``cache_salt``). Without a key only loopback Host headers are accepted (``allowed_hosts``),
+    so a web page cannot reach it by DNS rebinding; skills are added or deleted only as
+    ``deposits`` allow."""
+    keys = keys if keys is not None else ApiKeys.of(api_key)
     app = FastAPI(title="skillgraft gateway", docs_url=None, redoc_url=None, openapi_url=None,
                   redirect_slashes=False)  # its redirects would name the Host header's host
     model_id = gateway.model_name
@@ -185,7 +190,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         status = gateway.pool.status()
         alive = all(server["alive"] for server in status.servers)
         health = {"status": "ok" if alive else "degraded", "model": model_id}
-        if api_key is None:  # unauthenticated: with a key set, the servers' details stay private
+        if not keys:  # unauthenticated: with a key set, the servers' details stay private
             health.update(servers=list(status.servers), slots_total=status.slots_total,
                           slots_leased=status.slots_leased, restarts=status.restarts)
         return health
@@ -227,6 +232,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             ))
         n = body.n or 1
         prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format, route=body.route()))
+        scope = principal_of(request).scope(body.cache_salt())
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         departure = Departure(request.receive)  # a client that leaves, while waiting too, frees what it holds
         pump, handed, acquired = None, False, False
@@ -234,7 +240,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             if prepared.needs_model:
                 await departure.race(slots.acquire())
                 acquired = True
-            pump = EventPump(gateway.stream(prepared, options, n, deadline), slots.release if prepared.needs_model else lambda: None)
+            pump = EventPump(gateway.stream(prepared, options, n, deadline, scope=scope),
+                             slots.release if prepared.needs_model else lambda: None)
             if not body.stream:
                 events = await pump.gather(departure)
                 answers = collect_choices(prepared, iter(events))
@@ -293,9 +300,14 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         block = await in_thread(gateway.delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
-    mount_inspector(app, GatewaySource(gateway), api_key=api_key)
+    mount_inspector(app, GatewaySource(gateway), api_key=keys.inspector_key())
     register_skill_routes(app, gateway, in_thread)
-    return guard(app, api_key=api_key, allowed_hosts=allowed_hosts, deposits=deposits)
+    return guard(app, keys=keys, allowed_hosts=allowed_hosts, deposits=deposits)
+
+
+def principal_of(request: Request) -> Principal:
+    """Who sent ``request`` (:class:`~skillgraft.gateway.access.AccessCheck` says)."""
+    return getattr(request.state, "principal", LOCAL)
 
 
 def _message(answer: Answer) -> dict:

@@ -47,16 +47,21 @@ class NoSlotError(ServerError):
 
 @dataclass(frozen=True)
 class Lease:
-    """One slot of one server, held by one request."""
+    """One slot of one server, held by one request of reuse scope ``scope``."""
 
     server: int
     slot: int
     engine: "LlamaServerEngine"
+    scope: str = ""
 
     def answer_slot(self, prefixes=None, deadline=None) -> AnswerContext:
-        """The leased slot, as a context for one answer (with the derived states of ``prefixes``;
-        its server's stream read no later than ``deadline``, a :class:`~skillgraft.core.deadline.Deadline`)."""
-        return self.engine.context(self.slot).answering(prefixes, deadline)
+        """The leased slot, as a context for one answer in the lease's scope (with that scope's
+        derived states of ``prefixes``; its server's stream read no later than ``deadline``, a
+        :class:`~skillgraft.core.deadline.Deadline`). Cells another scope left in the slot are
+        not continued."""
+        self.engine.claim(self.slot, self.scope)
+        return self.engine.context(self.slot).answering(
+            None if prefixes is None else prefixes.scoped(self.scope), deadline)
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
@@ -139,23 +144,31 @@ class ServerPool:
 
     @contextmanager
     def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None,
-              prompt: Optional[Sequence[int]] = None) -> Iterator[Lease]:
-        """Hold one free slot for the ``with`` block; prefer servers not in ``avoid``, then the
-        slot that already holds the longest beginning of ``prompt`` (its tokens), so the
-        request continues what that slot holds instead of prefilling it again."""
+              prompt: Optional[Sequence[int]] = None, scope: str = "") -> Iterator[Lease]:
+        """Hold one free slot for the ``with`` block, for a request of reuse scope ``scope``;
+        prefer servers not in ``avoid``, then the slot of that scope that already holds the
+        longest beginning of ``prompt`` (its tokens), so the request continues what that slot
+        holds instead of prefilling it again (another scope's cells count for nothing)."""
         prefer = None
         if prompt is not None:
-            prefer = lambda server, slot: common_prefix(self.engines[server].held_tokens(slot) or (), prompt)  # noqa: E731
+            prefer = lambda server, slot: self._held_for(server, slot, prompt, scope)  # noqa: E731
         server, slot = self._take(avoid, self.lease_timeout_s if timeout_s is None else timeout_s, prefer)
         with self._count_lock:
             self._leased += 1
         try:
-            yield Lease(server, slot, self.engines[server])
+            yield Lease(server, slot, self.engines[server], scope)
         finally:
             with self._count_lock:
                 self._leased -= 1
                 self._released[(server, slot)] = time.monotonic()
             self._free.put((server, slot))
+
+    def _held_for(self, server: int, slot: int, prompt: Sequence[int], scope: str) -> int:
+        """How much of ``prompt`` the slot holds for ``scope`` (0: it holds another scope's cells)."""
+        engine = self.engines[server]
+        if engine.held_scope(slot) != scope:
+            return 0
+        return common_prefix(engine.held_tokens(slot) or (), prompt)
 
     def _take(self, avoid: Sequence[int], timeout_s: float,
               prefer: Optional[Callable[[int, int], int]] = None) -> tuple[int, int]:

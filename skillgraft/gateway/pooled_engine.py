@@ -43,7 +43,11 @@ class PooledEngine:
     def chat_split(self, system: str, user: str = "") -> tuple[str, str]:
         return split_chat(self, system, user)
 
-    cut_state = staticmethod(cut_state)  # llama-server's states are llama.cpp's
+    def cut_state(self, state: KVState, keep: int) -> KVState:
+        """``state`` cut to its first ``keep`` cells, as the pool's servers lay states out
+        (llama-server's are llama.cpp's; a stand-in pool's engine may cut its own)."""
+        own = getattr(self.pool.engines[0], "cut_state", None)
+        return own(state, keep) if own is not None else cut_state(state, keep)
 
     def check_grammar(self, gbnf: str) -> None:
         self.text.check_grammar(gbnf)

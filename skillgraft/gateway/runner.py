@@ -30,6 +30,7 @@ class GatewayConfig:
     model: Optional[str] = None
     settings: Optional[EngineSettings] = None
     api_key: Optional[str] = None
+    keys_file: Optional[str] = None  # 'NAMESPACE KEY' a line (:mod:`skillgraft.gateway.keys`)
     gate: Optional[str] = None
     catalog: Optional[str] = None
     blocks: Optional[str] = None
@@ -47,15 +48,23 @@ class GatewayConfig:
             raise ConfigError(f"port must be in [0, 65535], got {self.port}")
         if self.n_servers < 1 or self.n_slots < 1:
             raise ConfigError(f"--servers and --slots must be at least 1, got {self.n_servers} and {self.n_slots}")
-        if not is_loopback(self.host) and not self.api_key:
-            raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key")
+        if not is_loopback(self.host) and not (self.api_key or self.keys_file):
+            raise ConfigError(f"listening on {self.host} (not loopback) needs --api-key or --keys")
         if self.slot_wait_s is not None and self.slot_wait_s <= 0:
             raise ConfigError(f"--slot-wait must be positive, got {self.slot_wait_s}")
         if not (self.generation_timeout_s > 0 and self.request_timeout_s > 0):
             raise ConfigError(f"--generation-timeout and --request-timeout must be positive, got "
                               f"{self.generation_timeout_s} and {self.request_timeout_s}")
         self.deposits.check(self.api_key)
+        if self.keys_file and self.deposits.allowed and not self.deposits.key:
+            raise ConfigError("--allow-deposits with --keys needs its own --deposit-key: the namespaces' keys never write")
         self.http.check()
+
+    def keys(self):
+        """The keys the gateway accepts (:class:`~skillgraft.gateway.keys.ApiKeys`)."""
+        from .keys import ApiKeys
+
+        return ApiKeys.of(self.api_key, self.keys_file)
 
 
 def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], None]] = None) -> None:
@@ -68,6 +77,7 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     from .service import Gateway
 
     config.check()
+    keys = config.keys()  # a bad key file stops the start before the servers do
     waits = {} if config.slot_wait_s is None else {"lease_timeout_s": config.slot_wait_s}
     pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings, **waits)
     try:
@@ -76,7 +86,7 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
                           conversations=config.conversations, generation_timeout_s=config.generation_timeout_s,
                           request_timeout_s=config.request_timeout_s)
         try:
-            app = create_app(gateway, api_key=config.api_key, allowed_hosts=None if config.api_key else LOOPBACK_HOSTS,
+            app = create_app(gateway, keys=keys, allowed_hosts=None if keys else LOOPBACK_HOSTS,
                              deposits=config.deposits)
             announce = None if ready is None else lambda url: ready(url, [engine.pid for engine in pool.engines])
             run_app(app, config.host, config.port, ready=announce, http=protocol_class(config.http))

@@ -124,12 +124,15 @@ class StreamOptions(BaseModel):
 
 
 class MemoryOptions(BaseModel):
-    """skillgraft's own request field, ``"skillgraft": {"route": false}`` (the ``openai``
-    client's ``extra_body``): ``route`` false answers plainly, nothing recalled."""
+    """skillgraft's own request field, ``"skillgraft": {"route": false, "cache_salt": "..."}``
+    (the ``openai`` client's ``extra_body``): ``route`` false answers plainly, nothing
+    recalled; ``cache_salt`` narrows prefix reuse to the requests that give the same salt (within
+    the key's namespace), as vLLM's ``cache_salt`` does."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     route: bool = True
+    cache_salt: Optional[str] = Field(default=None, min_length=1, max_length=256)
 
 
 # OpenAI fields this gateway cannot honour, each with the values that ask for nothing (accepted);
@@ -223,6 +226,10 @@ class ChatCompletionRequest(BaseModel):
     def route(self) -> bool:
         """Whether the memory recalls for this chat (``skillgraft.route``, true by default)."""
         return self.skillgraft is None or self.skillgraft.route
+
+    def cache_salt(self) -> str:
+        """The request's ``skillgraft.cache_salt`` (``""``: none)."""
+        return (self.skillgraft.cache_salt or "") if self.skillgraft is not None else ""
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:

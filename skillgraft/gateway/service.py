@@ -118,18 +118,20 @@ class Gateway:
         return collect_choices(plan, self.stream(plan, options, n))
 
     def stream(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1,
-               deadline: Optional[Deadline] = None) -> Iterator[Event]:
+               deadline: Optional[Deadline] = None, *, scope: str = "") -> Iterator[Event]:
         """The pipeline's events for a chat :meth:`prepare` planned: per choice an
         :class:`AnswerNote`, text deltas (``str``), then an :class:`AnswerEnd`; ``n`` choices
         one after the other (choice ``i`` sampled with ``seed + i``) in one lease. The note
         comes only once the server has answered, so a failure before it is retried or raised
         before anything is sent. Past ``deadline`` (the request's) or
         :attr:`generation_timeout_s` after the lease, :class:`DeadlineError`: the lease is
-        returned and the stream to the server closed, which stops it."""
+        returned and the stream to the server closed, which stops it. Prefix reuse stays within
+        ``scope`` (:func:`~skillgraft.kv.prefixes.reuse_scope`): no other scope's slot cells or
+        derived states are continued."""
         started = time.perf_counter()
         if not plan.needs_model:
             return self._metered(self._choices(plan, lambda: None, options, n), started)
-        return self._metered(self._leased(plan, options, n, deadline), started)
+        return self._metered(self._leased(plan, options, n, deadline, scope), started)
 
     def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int,
                  prompt: Optional[Prompt] = None) -> Iterator[Event]:
@@ -148,11 +150,12 @@ class Gateway:
                 counted = True
             yield event
 
-    def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int, deadline: Optional[Deadline]) -> Iterator[Event]:
+    def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int, deadline: Optional[Deadline],
+                scope: str) -> Iterator[Event]:
         failed: list[int] = []
         prompt = self.pipeline.prompt(plan, options)  # rendered once: it chooses the slot and is prefilled there
         for round_ in range(2):
-            with self.pool.lease(avoid=failed, prompt=None if prompt is None else prompt.tokens) as lease:
+            with self.pool.lease(avoid=failed, prompt=None if prompt is None else prompt.tokens, scope=scope) as lease:
                 until = Deadline(self.generation_timeout_s, "generation").sooner(deadline)
                 generation = lease.engine.restarts
                 sent = False

@@ -33,6 +33,7 @@ MAX_UNPACKED_BYTES = 16 << 20         # every file of one upload together, unpac
 MAX_RATIO = 100                       # unpacked / packed bytes of a zip entry or the whole zip ...
 RATIO_FLOOR = 1 << 20                 # ... checked once it unpacks to more than this
 MAX_PATH_CHARS = 1024
+MAX_PART_BYTES = 255                  # one file or folder name, UTF-8 (the filesystems' bound)
 ZIP_MAGIC = b"PK\x03\x04"
 # bzip2 and LZMA entries are unpacked by zipfile in one call per chunk read, whatever the bound
 # asked for: a few KB declared as 100 bytes unpack to gigabytes before the bound applies.
@@ -166,6 +167,8 @@ def clean_path(name: str) -> tuple[str, ...]:
         refuse("it names a drive")
     if any(part in ("", ".", "..") for part in parts):
         refuse("it holds an empty, '.' or '..' part")
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_PART_BYTES for part in parts):
+        refuse(f"a file or folder name over {MAX_PART_BYTES} bytes")
     if len(parts) > MAX_DEPTH + 2:  # the top-level folder, the folders, the file
         refuse(f"deeper than {MAX_DEPTH} folders")
     return tuple(parts)

@@ -28,24 +28,31 @@ longest stored prefix of a prompt is found with a few key lookups (a binary sear
 prompt's own keys: a state that shares ``k`` blocks shares every fewer; :class:`PrefixIndex`),
 never by comparing the prompt with every state. The same keys address states in memory, on
 disk and in a shared store (:func:`state_key`).
+
+**Scoped.** Reuse is shared only within a *scope* (:func:`reuse_scope`: a namespace, and a
+salt a client may add): the chain starts from the runtime and the scope, so a state kept in one
+scope is never found from another, and the prompts compared for capture points are the scope's
+own. Otherwise a client could learn another's prompt from what is reused (how many cells, and
+how soon the first token comes).
 """
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Optional, Protocol, Sequence
+from typing import Callable, Hashable, Optional, Protocol, Sequence
 
 import numpy as np
 
 from ..core.states import KVState
 from ..errors import ConfigError
+from .prefix_keys import BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope, state_key
 
 __all__ = [
-    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
-    "chain_keys", "choose_reuse", "common_prefix", "legacy_state_key", "state_key",
+    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
+    "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
 ]
 
 # Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
@@ -58,16 +65,6 @@ RECENT_PROMPTS = 32
 # At most this many tokens open a chat before the app's own text (BOS and a turn marker).
 CHAT_OPENING = 8
 SOURCES = ("slot", "derived", "block")
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    left, right = np.asarray(a[:n], dtype=np.int64), np.asarray(b[:n], dtype=np.int64)
-    differ = np.flatnonzero(left != right)
-    return int(differ[0]) if differ.size else n
 
 
 @dataclass(frozen=True)
@@ -141,147 +138,20 @@ def shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Seque
     return best
 
 
-# -- states found by key ------------------------------------------------------------
-
-BLOCK_TOKENS = 16
-_KEY_BYTES = 16
-
-
-def _token_bytes(tokens: Sequence[int]) -> bytes:
-    return np.asarray(tokens, dtype="<i4").tobytes()
-
-
-def chain_keys(runtime_id: str, tokens: Sequence[int]) -> list[bytes]:
-    """The key of each whole block of ``tokens`` under the runtime ``runtime_id``: entry ``k-1``
-    stands for the first ``k`` blocks."""
-    data = _token_bytes(tokens)
-    step = BLOCK_TOKENS * 4
-    key = hashlib.blake2b(runtime_id.encode(), digest_size=_KEY_BYTES).digest()
-    keys = []
-    for start in range(0, len(data) - step + 1, step):
-        key = hashlib.blake2b(key + data[start:start + step], digest_size=_KEY_BYTES).digest()
-        keys.append(key)
-    return keys
-
-
-def state_key(runtime_id: str, tokens: Sequence[int]) -> str:
-    """The content address of the state of ``tokens`` under ``runtime_id`` (64 hex digits): the
-    last whole block's chain key, then the tokens after it and the length."""
-    keys = chain_keys(runtime_id, tokens)
-    last = keys[-1] if keys else hashlib.blake2b(runtime_id.encode(), digest_size=_KEY_BYTES).digest()
-    tail = _token_bytes(tokens[len(keys) * BLOCK_TOKENS:])
-    return hashlib.sha256(last + tail + len(tokens).to_bytes(8, "little")).hexdigest()
-
-
-def legacy_state_key(runtime_id: str, tokens: Sequence[int]) -> str:
-    """The address derived states had before chained keys (one SHA-256 over the runtime and
-    every token id): read to migrate such states, never written."""
-    digest = hashlib.sha256(runtime_id.encode() + b"\0")
-    digest.update(_token_bytes(tokens))
-    return digest.hexdigest()
-
-
-class PrefixIndex:
-    """The states of one runtime by the chain keys of their whole blocks. Thread-safe."""
-
-    def __init__(self, runtime_id: str) -> None:
-        self.runtime_id = runtime_id
-        self._lock = threading.Lock()
-        self._by_block: dict[bytes, set[str]] = {}
-        self._states: dict[str, tuple[tuple[int, ...], list[bytes]]] = {}
-
-    def __len__(self) -> int:
-        return len(self._states)
-
-    def add(self, key: str, tokens: Sequence[int]) -> None:
-        """Index the state stored under ``key`` with its ``tokens``."""
-        tokens = tuple(int(t) for t in tokens)
-        blocks = chain_keys(self.runtime_id, tokens)
-        with self._lock:
-            self._drop(key)
-            self._states[key] = (tokens, blocks)
-            for block in blocks:
-                self._by_block.setdefault(block, set()).add(key)
-
-    def remove(self, key: str) -> None:
-        with self._lock:
-            self._drop(key)
-
-    def _drop(self, key: str) -> None:
-        entry = self._states.pop(key, None)
-        if entry is None:
-            return
-        for block in entry[1]:
-            holders = self._by_block.get(block)
-            if holders is not None:
-                holders.discard(key)
-                if not holders:
-                    del self._by_block[block]
-
-    def sync(self, entries: Iterable[tuple[str, Sequence[int]]]) -> None:
-        """Make the index hold exactly ``entries`` (``(key, tokens)``): only the keys that came or
-        went are hashed or dropped."""
-        entries = dict(entries)
-        with self._lock:
-            gone = [key for key in self._states if key not in entries]
-        for key in gone:
-            self.remove(key)
-        for key, tokens in entries.items():
-            if key not in self._states:
-                self.add(key, tokens)
-
-    def candidates(self, prompt: Sequence[int], *, at_least: int = 1) -> list[tuple[int, str]]:
-        """``(shared tokens, key)`` of the states sharing the most whole blocks with ``prompt``
-        (at least ``at_least`` tokens), longest first, then those sharing fewer blocks: what a
-        caller tries in order when a state turns out unusable."""
-        keys = chain_keys(self.runtime_id, prompt)
-        prompt = np.asarray(prompt, dtype=np.int64)
-        found: list[tuple[int, str]] = []
-        seen: set[str] = set()
-        with self._lock:
-            level = self._deepest(keys, len(keys))
-            while level > 0 and level * BLOCK_TOKENS + BLOCK_TOKENS > at_least:
-                start = level * BLOCK_TOKENS
-                window = prompt[start:start + BLOCK_TOKENS]
-                at_level = []
-                for key in self._by_block.get(keys[level - 1], ()):
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    tokens = self._states[key][0]
-                    found_shared = start + common_prefix(tokens[start:start + BLOCK_TOKENS], window)
-                    if found_shared >= at_least:
-                        at_level.append((found_shared, key))
-                found.extend(sorted(at_level, reverse=True))
-                level = self._deepest(keys, level - 1)
-        return found
-
-    def _deepest(self, keys: list[bytes], below: int) -> int:
-        """The most whole blocks (at most ``below``) of the prompt that some state shares."""
-        lo, hi = 0, below
-        while lo < hi:  # a state sharing k blocks shares every fewer: the hits are a prefix of the keys
-            mid = (lo + hi + 1) // 2
-            if keys[mid - 1] in self._by_block:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-
 # -- derived states ----------------------------------------------------------------
 
 class DerivedStore(Protocol):
     """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
 
-    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
-        """The key and the tokens of every state held."""
+    def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """The key, the tokens and the scope of every state held."""
         ...
 
     def get(self, key: str) -> Optional[KVState]:
         """The state under ``key``, digest-checked, or None (missing, damaged or foreign: ignored)."""
         ...
 
-    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None: ...
+    def put(self, key: str, state: KVState, parent: Optional[str] = None, scope: str = "") -> None: ...
 
     @property
     def generation(self) -> Hashable:
@@ -289,35 +159,53 @@ class DerivedStore(Protocol):
         ...
 
 
+class _Shared:
+    """What every scope's view of one :class:`PrefixCache` shares."""
+
+    def __init__(self, fingerprint_id: str, recent: int) -> None:
+        self.recent: deque[tuple[np.ndarray, int, str]] = deque(maxlen=recent)
+        self.lock = threading.Lock()  # slots of one gateway answer at once
+        self.index = PrefixIndex(fingerprint_id)
+        self.generation: Hashable = object()  # nothing indexed yet
+
+
 class PrefixCache:
-    """Derived prefix states for one runtime: looked up for each prompt, captured where two
-    recent prompts part ways (at least ``min_tokens`` shared), kept in ``store``. A state
-    longer than what a prompt shares with it is cut to the shared cells (``cut(state, n)``,
-    the engine's: a cell depends only on the tokens before it), so a prefix captured where two
-    questions shared a first word still serves a third question."""
+    """Derived prefix states for one runtime, in one reuse ``scope`` (:func:`reuse_scope`;
+    :meth:`scoped` gives the same cache in another): looked up for each prompt, captured where
+    two recent prompts of the scope part ways (at least ``min_tokens`` shared), kept in
+    ``store``. A state longer than what a prompt shares with it is cut to the shared cells
+    (``cut(state, n)``, the engine's: a cell depends only on the tokens before it), so a prefix
+    captured where two questions shared a first word still serves a third question."""
 
     def __init__(self, store: DerivedStore, fingerprint_id: str, cut: Callable[[KVState, int], KVState], *,
-                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS) -> None:
+                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS, scope: str = "") -> None:
         self.store = store
         self.fingerprint_id = fingerprint_id
         self.cut = cut
         self.min_tokens = min_tokens
+        self.scope = scope
         if min_tokens < BLOCK_TOKENS:
             raise ConfigError(f"a derived state spans at least one key block ({BLOCK_TOKENS} tokens), not {min_tokens}")
-        self._recent: deque[tuple[np.ndarray, int]] = deque(maxlen=recent)
-        self._lock = threading.Lock()  # slots of one gateway answer at once
-        self._index = PrefixIndex(fingerprint_id)
-        self._generation: Hashable = object()  # nothing indexed yet
+        self._shared = _Shared(fingerprint_id, recent)
+
+    def scoped(self, scope: str) -> "PrefixCache":
+        """This cache as seen from ``scope``: the same store and index, only that scope's states
+        and prompts."""
+        if scope == self.scope:
+            return self
+        view = copy.copy(self)
+        view.scope = scope
+        return view
 
     def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
-        """The derived state sharing the longest beginning with ``prompt`` (at least
-        ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share: found by
-        the chained keys of the prompt's blocks, the index kept in step with the store."""
+        """The derived state of this scope sharing the longest beginning with ``prompt`` (at
+        least ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share:
+        found by the chained keys of the prompt's blocks, the index kept in step with the store."""
         limit = len(prompt) - MIN_TAIL
         if limit < self.min_tokens:
             return None
         self._sync()
-        for shared, key in self._index.candidates(prompt, at_least=self.min_tokens):
+        for shared, key in self._shared.index.candidates(prompt, at_least=self.min_tokens, scope=self.scope):
             shared = min(shared, limit)
             if shared < self.min_tokens:
                 continue
@@ -330,20 +218,23 @@ class PrefixCache:
     def _sync(self) -> None:
         """Index the store's states again when they changed since the last look."""
         generation = getattr(self.store, "generation", None)  # None: a store that cannot tell
-        with self._lock:
-            if generation is not None and generation == self._generation:
+        shared = self._shared
+        with shared.lock:
+            if generation is not None and generation == shared.generation:
                 return
-            self._generation = generation
-        self._index.sync(self.store.entries())
+            shared.generation = generation
+        shared.index.sync(self.store.entries())
 
     def capture_point(self, prompt: Sequence[int], after: int = 0) -> int:
         """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
-        prefix it shares with a recent prompt that went on differently. ``after`` is how many
-        leading cells are a block's: a prompt behind another block (or none) is compared from
-        where its own block ends, and the state is captured at this block plus what they share."""
+        prefix it shares with a recent prompt of this scope that went on differently. ``after``
+        is how many leading cells are a block's: a prompt behind another block (or none) is
+        compared from where its own block ends, and the state is captured at this block plus
+        what they share."""
         best = 0
-        with self._lock:
-            recent = list(self._recent)
+        with self._shared.lock:
+            recent = [(earlier, earlier_after) for earlier, earlier_after, scope in self._shared.recent
+                      if scope == self.scope]
         prompt = np.asarray(prompt, dtype=np.int64)  # compared with every recent prompt: converted once
         for earlier, earlier_after in recent:
             same_head = earlier_after == after and common_prefix(earlier[:after], prompt[:after]) == after
@@ -358,16 +249,18 @@ class PrefixCache:
         return best
 
     def remember(self, prompt: Sequence[int], after: int = 0) -> None:
-        """Note ``prompt`` (its first ``after`` cells a block's) for later capture points (the
-        same prompt again is noted once)."""
+        """Note ``prompt`` (its first ``after`` cells a block's) for later capture points in this
+        scope (the same prompt again is noted once)."""
         tokens = np.asarray(prompt, dtype=np.int64)
-        with self._lock:
-            for index, (earlier, earlier_after) in enumerate(self._recent):
-                if earlier_after == after and len(earlier) == len(tokens) and np.array_equal(earlier, tokens):
-                    del self._recent[index]
+        with self._shared.lock:
+            recent = self._shared.recent
+            for index, (earlier, earlier_after, scope) in enumerate(recent):
+                if (scope == self.scope and earlier_after == after and len(earlier) == len(tokens)
+                        and np.array_equal(earlier, tokens)):
+                    del recent[index]
                     break
-            self._recent.append((tokens, after))
+            recent.append((tokens, after, self.scope))
 
     def keep(self, state: KVState, parent: Optional[str] = None) -> None:
-        """Store a captured derived state under its content address."""
-        self.store.put(state_key(self.fingerprint_id, state.tokens), state, parent)
+        """Store a captured derived state under its content address in this scope."""
+        self.store.put(state_key(self.fingerprint_id, state.tokens, self.scope), state, parent, self.scope)

@@ -129,7 +129,7 @@ class SkillImports:
         examples, near_misses = eval_examples(folder, warnings)
         most = part_chars(self.engine.n_ctx)
         plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, warnings)
-        version = max((row["version"] for row in versions), default=0) + 1
+        version = self.store.next_skill_version(folder.name)  # never a removed version's number
         stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)
 

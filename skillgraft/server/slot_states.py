@@ -116,6 +116,20 @@ class SlotStates:
         tokens = [int(t) for t in tokens]
         self._slots_held()[slot] = (tokens, len(tokens) if surely is None else surely, open_end)
 
+    def claim(self, slot: int, scope: Optional[str]) -> None:
+        """Slot ``slot`` answers next in reuse scope ``scope``
+        (:func:`~skillgraft.kv.prefixes.reuse_scope`): cells another scope left there are never
+        continued (what it holds is unknown from now on, so the next prompt is evaluated afresh),
+        else their length and the first token's latency would tell that scope's prompt."""
+        scopes = self.__dict__.setdefault("_held_scopes", {})
+        if scopes.get(slot) != scope:
+            self._slots_held().pop(slot, None)
+            scopes[slot] = scope
+
+    def held_scope(self, slot: int) -> Optional[str]:
+        """The scope whose cells slot ``slot`` holds (None: none known)."""
+        return self.__dict__.get("_held_scopes", {}).get(slot)
+
     def forget_held(self, slot: Optional[int] = None) -> None:
         """What ``slot`` (every slot: None) holds is unknown from now on (every slot: a new
         process, whose slots hold nothing, so no capture is pending either)."""
@@ -178,6 +192,7 @@ class SlotStates:
     # -- capture and restore ---------------------------------------------------------------
 
     def _capture_tokens(self, tokens: list[int], slot: int) -> tuple[tuple[int, ...], bytes]:
+        self.claim(slot, None)  # a capture's cells are continued by no request
         self.erase_slot(slot)
         completion = self.complete(tokens, slot=slot)
         if completion.cache_n != 0 or completion.prompt_n != len(tokens):

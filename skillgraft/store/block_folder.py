@@ -170,8 +170,12 @@ class FolderBlocks:
         self.where = str(self.folder)
 
     def prepare(self) -> None:
-        """Create the folders and prove they can be written (raises :class:`OSError`)."""
-        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        """Create the folders (those made here the owner's alone, 0700: block files hold prompts'
+        token ids) and prove they can be written (raises :class:`OSError`)."""
+        for folder in (self.folder, self.quarantine_dir):
+            if not os.path.lexists(folder):
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                folder.mkdir(mode=0o700, exist_ok=True)
         prove_writable(self.folder)
 
     def path_of(self, block: Block) -> Path:

@@ -281,6 +281,9 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
                 self.storage.delete(block)
         if not shared:
             self.evict(block.sha256)
+        from .shared_derived import drop_block_states
+
+        drop_block_states(self, block.id)  # the derived states kept behind it go with it
         return block
 
     def restore_payload(self, block: Block, payload: bytes) -> None:

@@ -214,6 +214,16 @@ def m014_create_derived_states(db: Database) -> None:
     db.execute("CREATE INDEX idx_derived_states_fingerprint_id ON derived_states (fingerprint_id, last_used)")
 
 
+@migration
+def m017_scope_derived_states(db: Database) -> None:
+    """A published derived state records its reuse scope and its payload's SHA-256 (checked on
+    every restore); rows published before are of no scope and unchecked: removed."""
+    db.execute("DELETE FROM derived_states")
+    db.execute("ALTER TABLE derived_states ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE derived_states ADD COLUMN sha256 TEXT")
+    db.execute("CREATE INDEX idx_derived_states_parent ON derived_states (parent)")
+
+
 def usable_vector(data: object, length: Optional[int] = None) -> bool:
     """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
     if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):

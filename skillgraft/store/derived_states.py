@@ -2,18 +2,27 @@
 
 A derived state (:mod:`skillgraft.kv.prefixes`) is the KV state after a prefix two
 requests shared: a block plus an app's system turns and tools, or an app's prefix alone. It is
-content-addressed by the runtime and its token ids, digest-checked like a block, never routed
-to and never part of a bundle. Each is one file ``<key>.state`` in ``home/derived/``:
+content-addressed by the runtime, its reuse scope and its token ids, digest-checked like a
+block, never routed to and never part of a bundle. Each is one file ``<key>.state`` in
+``home/derived/``:
 
     b"SGDERIV1" | header length (u32 LE) | header (JSON: tokens, sha256, fingerprint, parent) | payload
 
+**The index.** What the cache kept is recorded outside the files, in the folder's
+``index.log`` (one JSON line a state: key, payload SHA-256, scope, parent block; a later line
+``gone`` removes it): a state is used only when its key is its tokens' address in the recorded
+scope and its payload has the recorded digest. A file the index does not name, or whose bytes
+are not what it recorded (a swapped or forged file, whatever its own header claims), is refused
+with a warning and deleted: a derived state is only ever a shortcut, so the prompt is then
+prefilled as if it had none. Files are private to their owner (0600 in 0700 folders).
+
 Reads check the header's size and shape, the runtime's fingerprint and the payload's SHA-256;
 a file is opened without following a link and read only when it is a regular file within the
-cache's size; a damaged file is deleted with a warning, a foreign one ignored: a derived state is only ever a
-shortcut, so the prompt is then prefilled as if it had none. Files are written whole (staged,
-then renamed); the folder is held under ``max_bytes`` (oldest use first out, the use time kept
-as the file's mtime, so the order outlives the process), and the latest states are also kept in
-memory up to ``memory_bytes``.
+cache's size. Files are written whole (staged, then renamed); the folder is held under
+``max_bytes`` (oldest use first out, the use time kept as the file's mtime, so the order
+outlives the process), and the latest states are also kept in memory up to ``memory_bytes``.
+Deleting a block deletes the states kept behind it (:meth:`DerivedStates.drop_parent`,
+:func:`drop_descendants`).
 """
 
 from __future__ import annotations
@@ -22,10 +31,10 @@ import io
 import json
 import logging
 import os
-import stat
 import struct
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Union
@@ -34,9 +43,11 @@ from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
-from ..kv.prefixes import legacy_state_key, state_key
+from ..kv.prefixes import state_key
+from .derived_index import IndexLog, Record, entry_of, open_regular, private_folder, write_private
 
-__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "decode_state", "encode_state"]
+__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "Record", "decode_state", "drop_descendants",
+           "encode_state"]
 
 logger = logging.getLogger("skillgraft.store")
 
@@ -46,6 +57,7 @@ SUFFIX = ".state"
 MAX_HEADER_BYTES = 1 << 20
 DEFAULT_DERIVED_BYTES = 2 << 30
 DEFAULT_MEMORY_BYTES = 256 << 20
+_OPEN: "weakref.WeakSet[DerivedStates]" = weakref.WeakSet()  # told when a block's states are dropped
 
 
 def encode_state(state: KVState, parent: Optional[str] = None) -> bytes:
@@ -105,21 +117,26 @@ class DerivedStates:
         self.memory_bytes = memory_bytes
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, KVState] = OrderedDict()
-        self._files: OrderedDict[str, tuple[int, tuple[int, ...]]] = OrderedDict()  # key -> (bytes, tokens), oldest use first
+        # key -> (bytes, tokens, record), oldest use first
+        self._files: OrderedDict[str, tuple[int, tuple[int, ...], Record]] = OrderedDict()
+        self._index = IndexLog(self.folder)
         self._changes = 0  # counts every change of the keys held (the prefix index follows it)
         self._scan()
+        _OPEN.add(self)
 
     # -- the folder ------------------------------------------------------------------------
 
     def _scan(self) -> None:
         if not self.folder.is_dir():
             return
+        records = self._index.read()
         found = []
         try:
             paths = list(self.folder.iterdir())
         except OSError as exc:
             logger.warning("cannot list the derived states (%s): none are used", exc)
             return
+        unknown = 0
         for path in paths:
             name = path.name
             if name.startswith(".") and name.endswith(".tmp"):
@@ -128,31 +145,25 @@ class DerivedStates:
             key = name[: -len(SUFFIX)]
             if not name.endswith(SUFFIX) or not SHA256_HEX.fullmatch(key) or not path.is_file() or path.is_symlink():
                 continue
-            tokens = self._peek_tokens(path)
-            if tokens and key == legacy_state_key(self.fingerprint.id, tokens):
-                key, path = self._migrate(path, tokens)
+            record, tokens = records.get(key), self._peek_tokens(path)
+            if not tokens:
+                continue  # another runtime's, or not a state: left alone
+            if record is None or key != state_key(self.fingerprint.id, tokens, record.scope):
+                unknown += 1  # not what the index recorded: never used
+                _unlink(path)
+                continue
             try:
                 info = path.stat(follow_symlinks=False)
             except OSError:  # gone meanwhile
                 continue
-            if tokens:
-                found.append((info.st_mtime, key, info.st_size, tokens))
-        for _, key, size, tokens in sorted(found):
-            self._files[key] = (size, tokens)
+            found.append((info.st_mtime, key, info.st_size, tokens, record))
+        if unknown:
+            logger.warning("%d derived states the index does not record were deleted", unknown)
+        for _, key, size, tokens, record in sorted(found):
+            self._files[key] = (size, tokens, record)
         self._changes += 1
         self._evict()
-
-    def _migrate(self, path: Path, tokens: tuple[int, ...]) -> tuple[str, Path]:
-        """Rename a file kept under its pre-chained-key address to its key (kept as it is when
-        that fails)."""
-        key = state_key(self.fingerprint.id, tokens)
-        target = self.folder / f"{key}{SUFFIX}"
-        try:
-            os.replace(path, target)
-        except OSError as exc:
-            logger.debug("derived state %s keeps its old name (%s)", path.name[:12], exc)
-            return path.name[: -len(SUFFIX)], path
-        return key, target
+        self._compact()
 
     @property
     def generation(self) -> int:
@@ -162,20 +173,44 @@ class DerivedStates:
     def _peek_tokens(self, path: Path) -> tuple[int, ...]:
         """The tokens a file's header claims (none when it is not one of this runtime's)."""
         try:
-            with _open_regular(path) as handle:
+            with open_regular(path) as handle:
                 header = _read_header(handle)
         except (OSError, ValueError):
             return ()
         return tuple(header["tokens"]) if header.get("fingerprint_id") == self.fingerprint.id else ()
 
     def _evict(self) -> None:
-        while self._files and sum(size for size, _ in self._files.values()) > self.max_bytes:
+        gone = []
+        while self._files and sum(size for size, _, _ in self._files.values()) > self.max_bytes:
             key, _ = self._files.popitem(last=False)
             self._changes += 1
             self._memory.pop(key, None)
-            _unlink(self.folder / f"{key}{SUFFIX}")
+            gone.append(key)
         while self._memory and sum(s.n_bytes for s in self._memory.values()) > self.memory_bytes:
             self._memory.popitem(last=False)
+        self._delete(gone)
+
+    def _delete(self, keys: list[str]) -> None:
+        """Delete the files of ``keys`` (already forgotten) and record them gone."""
+        if not keys:
+            return
+        for key in keys:
+            _unlink(self.folder / f"{key}{SUFFIX}")
+        try:
+            self._index.append([{"key": key, "gone": True} for key in keys])
+        except OSError as exc:  # their files are gone: the index names nothing to use
+            logger.debug("the derived states' index was not told of %d deletions: %s", len(keys), exc)
+
+    def _compact(self) -> None:
+        """Rewrite the index when most of its lines are stale."""
+        with self._lock:
+            records = {key: record for key, (_, _, record) in self._files.items()}
+        if self._index.lines <= 2 * len(records) + 64:
+            return
+        try:
+            self._index.rewrite(records)
+        except OSError as exc:
+            logger.debug("the derived states' index was not compacted: %s", exc)
 
     # -- the cache -------------------------------------------------------------------------
 
@@ -183,20 +218,21 @@ class DerivedStates:
     def n_bytes(self) -> int:
         """The bytes of the files held."""
         with self._lock:
-            return sum(size for size, _ in self._files.values())
+            return sum(size for size, _, _ in self._files.values())
 
     def __len__(self) -> int:
         return len(self._files)
 
-    def entries(self) -> list[tuple[str, tuple[int, ...]]]:
+    def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
         with self._lock:
-            return [(key, tokens) for key, (_, tokens) in self._files.items()]
+            return [(key, tokens, record.scope) for key, (_, tokens, record) in self._files.items()]
 
     def get(self, key: str) -> Optional[KVState]:
         with self._lock:
             if key not in self._files:
                 return None
             self._files.move_to_end(key)
+            _, tokens, record = self._files[key]
             state = self._memory.get(key)
             if state is not None:
                 self._memory.move_to_end(key)
@@ -204,12 +240,12 @@ class DerivedStates:
         path = self.folder / f"{key}{SUFFIX}"
         try:
             state = self._read(path)
+            if state.fingerprint.id == self.fingerprint.id and (state.sha256 != record.sha256 or state.tokens != tokens):
+                raise ValueError("its bytes are not those the index recorded")
         except (OSError, ValueError, KeyError) as exc:
-            logger.warning("derived state %s is damaged (%s): deleted, its prompt is prefilled", key[:12], exc)
-            with self._lock:
-                self._files.pop(key, None)
-                self._changes += 1
-            _unlink(path)
+            logger.warning("derived state %s is damaged or not what the index recorded (%s): deleted, its prompt is prefilled",
+                           key[:12], exc)
+            self.forget([key])
             return None
         if state.fingerprint.id != self.fingerprint.id:
             logger.warning("derived state %s is of another runtime: ignored", key[:12])
@@ -225,60 +261,89 @@ class DerivedStates:
         return state
 
     def _read(self, path: Path) -> KVState:
-        with _open_regular(path) as handle:
+        with open_regular(path) as handle:
             data = handle.read(self.max_bytes + 1)
         if len(data) > self.max_bytes:
             raise ValueError(f"over the cache's {self.max_bytes} bytes")
         return decode_state(data)
 
-    def put(self, key: str, state: KVState, parent: Optional[str] = None) -> None:
-        self.keep_file(key, state, encode_state(state, parent))
+    def put(self, key: str, state: KVState, parent: Optional[str] = None, scope: str = "") -> None:
+        self.keep_file(key, state, encode_state(state, parent), Record(state.sha256, scope, parent))
 
-    def keep_file(self, key: str, state: KVState, data: bytes) -> bool:
-        """Keep ``data`` (``state``'s file, :func:`encode_state`) under ``key``; False when not kept."""
-        if not SHA256_HEX.fullmatch(key) or state.fingerprint.id != self.fingerprint.id:
-            raise ValueError("a derived state is stored under its own key and runtime")
+    def keep_file(self, key: str, state: KVState, data: bytes, record: Record) -> bool:
+        """Keep ``data`` (``state``'s file, :func:`encode_state`) under ``key``, as the index's
+        ``record`` says; False when not kept."""
+        if (state.fingerprint.id != self.fingerprint.id or record.sha256 != state.sha256
+                or key != state_key(self.fingerprint.id, state.tokens, record.scope)):
+            raise ValueError("a derived state is stored under its own key, runtime and digest")
         if len(data) > self.max_bytes:
             return False  # larger than the whole cache: never kept
         staged = self.folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(data)
+            private_folder(self.folder)
+            write_private(staged, data)
+            self._index.append([entry_of(key, record)])
             os.replace(staged, self.folder / f"{key}{SUFFIX}")
         except OSError as exc:
             staged.unlink(missing_ok=True)
             logger.warning("derived state %s not kept: %s", key[:12], exc)
             return False
         with self._lock:
-            self._files[key] = (len(data), tuple(state.tokens))
+            self._files[key] = (len(data), tuple(state.tokens), record)
             self._files.move_to_end(key)
             self._changes += 1
             self._memory[key] = state
             self._evict()
+        self._compact()
         return True
+
+    def forget(self, keys: list[str]) -> None:
+        """Delete the states of ``keys``."""
+        with self._lock:
+            gone = [key for key in keys if self._files.pop(key, None) is not None]
+            for key in gone:
+                self._memory.pop(key, None)
+            self._changes += 1
+        self._delete(gone)
+
+    def drop_parent(self, parent: str) -> int:
+        """Delete the states kept behind block ``parent``; how many there were."""
+        with self._lock:
+            keys = [key for key, (_, _, record) in self._files.items() if record.parent == parent]
+        self.forget(keys)
+        return len(keys)
 
     def clear(self) -> int:
         """Delete every derived state; return how many there were."""
         with self._lock:
             keys = list(self._files)
-            self._files.clear()
-            self._changes += 1
-            self._memory.clear()
-        for key in keys:
-            _unlink(self.folder / f"{key}{SUFFIX}")
+        self.forget(keys)
         return len(keys)
 
 
-def _open_regular(path: Path):
-    """``path`` opened for reading, never through a link nor into a FIFO or device (OSError)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+def drop_descendants(root: Union[str, Path], parent: str) -> int:
+    """Delete the derived states kept behind block ``parent`` in every runtime's folder under
+    ``root`` (``home/derived``); how many there were."""
+    root, dropped = Path(root), 0
+    for states in list(_OPEN):  # those open in this process forget them (their memory too)
+        if states.folder.parent == root:
+            dropped += states.drop_parent(parent)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        folders = [path for path in root.iterdir() if path.is_dir() and not path.is_symlink()]
+    except OSError:
+        return 0
+    for folder in folders:
+        index = IndexLog(folder)
+        keys = [key for key, record in index.read().items() if record.parent == parent]
+        for key in keys:
+            _unlink(folder / f"{key}{SUFFIX}")
+        if keys:
+            try:
+                index.append([{"key": key, "gone": True} for key in keys])
+            except OSError as exc:
+                logger.debug("the derived states' index was not told of %d deletions: %s", len(keys), exc)
+        dropped += len(keys)
+    return dropped
 
 
 def _unlink(path: Path) -> None:

@@ -19,6 +19,7 @@ from .protocols import Catalog
 __all__ = ["SkillRecords"]
 
 _BUMP = "UPDATE catalog_state SET version = version + 1 WHERE id = 1"
+_LAST_VERSION = "skill.last_version:"  # a setting per skill name: the highest version it was ever given
 
 
 class SkillRecords:
@@ -85,6 +86,14 @@ class SkillRecords:
                 routable.add(row["block_id"])
         return group, set(group) - routable
 
+    def next_skill_version(self, name: str) -> int:
+        """The number the next version of ``name`` gets: above every version it ever had, those
+        removed (and the skill's own removal) included, so a version id is never reused."""
+        rows = self._select("SELECT MAX(version) AS top FROM skill_versions WHERE name = ?", [name])
+        held = int(rows[0]["top"]) if rows and rows[0]["top"] is not None else 0
+        given = self._select("SELECT value FROM settings WHERE key = ?", [_LAST_VERSION + name])
+        return max(held, int(given[0]["value"]) if given and str(given[0]["value"]).isdigit() else 0) + 1
+
     # -- writes ----------------------------------------------------------------------------
 
     def add_skill_version(
@@ -116,6 +125,10 @@ class SkillRecords:
                     "INSERT INTO skill_blocks (name, version, part, block_id, role, title) VALUES (?, ?, ?, ?, ?, ?)",
                     (name, version, part, block_id, role, title),
                 )
+            given = conn.execute("SELECT value FROM settings WHERE key = ?", (_LAST_VERSION + name,)).fetchone()
+            if given is None or not str(given[0]).isdigit() or int(given[0]) < version:
+                conn.execute("INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET"
+                             " value = excluded.value", (_LAST_VERSION + name, str(version)))
             conn.execute(_BUMP)
 
     def set_skill_default(self, name: str, version: int) -> None:

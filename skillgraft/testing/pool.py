@@ -15,14 +15,18 @@ __all__ = ["FakeLease", "FakePool"]
 
 
 class FakeLease:
-    """A lease of a :class:`FakePool`: one fake engine's context."""
+    """A lease of a :class:`FakePool`: one fake engine's context, for reuse scope ``scope``."""
 
-    def __init__(self, server: int, slot: int, engine: FakeEngine) -> None:
-        self.server, self.slot, self.engine = server, slot, engine
+    def __init__(self, server: int, slot: int, engine: FakeEngine, scope: str = "") -> None:
+        self.server, self.slot, self.engine, self.scope = server, slot, engine, scope
 
     def answer_slot(self, prefixes=None, deadline=None) -> AnswerContext:
-        """The fake engine's context (it answers at once: ``deadline`` is the gateway's to check)."""
-        return self.engine.context.answering(prefixes)
+        """The fake engine's context (it answers at once: ``deadline`` is the gateway's to check);
+        the cells another scope left are dropped first, as a server slot's are."""
+        if getattr(self.engine, "held_scope", "") != self.scope:
+            self.engine.reset()
+            self.engine.held_scope = self.scope
+        return self.engine.context.answering(None if prefixes is None else prefixes.scoped(self.scope))
 
     def capture(self, source) -> KVState:
         return self.engine.capture(source)
@@ -62,7 +66,7 @@ class FakePool:
 
     @contextmanager
     def lease(self, *, avoid: Sequence[int] = (), timeout_s: Optional[float] = None,
-              prompt: Optional[Sequence[int]] = None) -> Iterator[FakeLease]:
+              prompt: Optional[Sequence[int]] = None, scope: str = "") -> Iterator[FakeLease]:
         from ..gateway.pool import NoSlotError
 
         if not self._lock.acquire(timeout=self.lease_timeout_s if timeout_s is None else timeout_s):
@@ -70,7 +74,7 @@ class FakePool:
         self.leases += 1
         self.prompts.append(None if prompt is None else tuple(prompt))
         try:
-            yield FakeLease(0, 0, self.engines[0])
+            yield FakeLease(0, 0, self.engines[0], scope)
         finally:
             self._lock.release()
 

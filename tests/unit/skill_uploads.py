@@ -91,4 +91,6 @@ HOSTILE = {
     "an lzma entry that lies about its size": ([lying(zipfile.ZIP_LZMA, size=1 << 20)], 400, "invalid_zip"),
     "an entry twice in a zip": ([twice("pdf/references/a.md")], 400, "duplicate_path"),
     "a drive path in a zip": ([zipped({"pdf/SKILL.md": SKILL, "C:/x.md": b"x"})], 400, "invalid_path"),
+    "a name over 255 bytes": (files({"pdf/SKILL.md": SKILL, "pdf/" + "\u00e9" * 128 + ".md": b"x"}), 400, "invalid_path"),
+    "a name over 255 bytes in a zip": ([zipped({"pdf/SKILL.md": SKILL, "pdf/" + "x" * 256: b"x"})], 400, "invalid_path"),
 }

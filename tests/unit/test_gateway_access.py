@@ -106,7 +106,8 @@ def test_deposits_are_rate_limited_per_client():
     status, headers, read = _request(app, "POST", "/v1/skills", {"content-length": "0"})
     assert status == 429 and int(headers["retry-after"]) >= 1 and not read
     assert _request(app, "POST", "/v1/skills", {"content-length": "0"}, client="192.0.2.7")[0] == 200
-    assert _request(app, "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 200  # deletes are not deposits
+    assert _request(app, "DELETE", "/v1/skills/x", {"content-length": "0"})[0] == 429  # a delete is a write too
+    assert _request(app, "DELETE", "/v1/skills/x", {"content-length": "0"}, client="192.0.2.8")[0] == 200
 
 
 def test_fresh_addresses_of_one_host_get_no_fresh_budget():

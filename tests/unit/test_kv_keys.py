@@ -1,14 +1,13 @@
 """States found by key: chained block keys, the prefix index, the keyed lookup of derived states
-(a few reads whatever the number of states), and the migration of states kept under the old
-address."""
+(a few reads whatever the number of states), and scopes that never find each other's states."""
 
 from __future__ import annotations
 
 import random
 
-from skillgraft.kv.prefixes import BLOCK_TOKENS, PrefixIndex, chain_keys, legacy_state_key, state_key
+from skillgraft.kv.prefixes import BLOCK_TOKENS, PrefixIndex, chain_keys, reuse_scope, state_key
 from skillgraft.kv.prefixes import PrefixCache
-from skillgraft.store.derived_states import DerivedStates, encode_state
+from skillgraft.store.derived_states import DerivedStates
 from skillgraft.testing import FakeEngine
 
 
@@ -27,7 +26,25 @@ def test_a_state_key_names_the_runtime_and_every_token():
     key = state_key("rt", tokens)
     assert len(key) == 64 and key == state_key("rt", tuple(tokens))
     assert key != state_key("rt", tokens[:-1]) and key != state_key("rt", [*tokens[:-1], 99])
-    assert key != state_key("rt2", tokens) and key != legacy_state_key("rt", tokens)
+    assert key != state_key("rt2", tokens)
+    scope = reuse_scope("team-a")
+    assert key != state_key("rt", tokens, scope) and state_key("rt", tokens, scope) != state_key("rt", tokens, reuse_scope("team-b"))
+
+
+def test_a_scope_names_its_namespace_and_salt_unreadably():
+    assert reuse_scope() == "" == reuse_scope("", "")
+    scopes = {reuse_scope("a"), reuse_scope("b"), reuse_scope("a", "s"), reuse_scope("", "s"), reuse_scope("a\0", "")}
+    assert len(scopes) == 5 and all(len(s) == 32 and "a" != s for s in scopes)
+    assert reuse_scope("a", "s") == reuse_scope("a", "s") and reuse_scope("a\0s") != reuse_scope("a", "s")
+
+
+def test_the_index_finds_only_the_prompts_scope():
+    index = PrefixIndex("rt")
+    tokens = list(range(1000, 1100))
+    index.add("theirs", tokens, reuse_scope("a"))
+    assert index.candidates(tokens + [1], at_least=16) == []  # the default scope
+    assert index.candidates(tokens + [1], at_least=16, scope=reuse_scope("b")) == []
+    assert index.candidates(tokens + [1], at_least=16, scope=reuse_scope("a"))[0] == (100, "theirs")
 
 
 def test_the_index_finds_the_longest_shared_prefix_then_shorter_ones():
@@ -41,7 +58,7 @@ def test_the_index_finds_the_longest_shared_prefix_then_shorter_ones():
     assert found[0] == (150, "long") and found[1] == (70, "short") and "other" not in {k for _, k in found}
     index.remove("long")
     assert index.candidates(prompt, at_least=20) == [(70, "short")]
-    index.sync([("other", [5] * 90)])
+    index.sync([("other", [5] * 90, "")])
     assert index.candidates(prompt, at_least=20) == [] and len(index) == 1
 
 
@@ -59,13 +76,13 @@ class CountingStore:
 
     def entries(self):
         self.listed += 1
-        return [(key, state.tokens) for key, state in self.states.items()]
+        return [(key, state.tokens, "") for key, state in self.states.items()]
 
     def get(self, key):
         self.reads += 1
         return self.states.get(key)
 
-    def put(self, key, state, parent=None):
+    def put(self, key, state, parent=None, scope=""):
         self.states[key] = state
         self.generation += 1
 
@@ -92,15 +109,15 @@ def test_the_lookup_reads_one_state_of_hundreds_and_follows_the_store(tmp_path):
     assert cache.lookup(prompt).tokens == longer.tokens
 
 
-def test_states_kept_under_the_old_address_are_renamed_and_found(tmp_path):
+def test_a_cache_seen_from_another_scope_finds_nothing_and_captures_apart(tmp_path):
     engine = FakeEngine()
-    state = engine.capture(list(range(1, 100)))
-    folder = tmp_path / "derived"
-    folder.mkdir()
-    old = legacy_state_key(engine.fingerprint.id, state.tokens)
-    (folder / f"{old}.state").write_bytes(encode_state(state))
-    store = DerivedStates(folder, engine.fingerprint)
-    new = state_key(engine.fingerprint.id, state.tokens)
-    assert [key for key, _ in store.entries()] == [new] and not (folder / f"{old}.state").exists()
+    store = DerivedStates(tmp_path / "derived", engine.fingerprint)
     cache = PrefixCache(store, engine.fingerprint.id, engine.cut_state)
-    assert cache.lookup([*range(1, 100), *range(200, 220)]).payload == state.payload
+    mine, theirs = cache.scoped(reuse_scope("a")), cache.scoped(reuse_scope("b"))
+    secret = list(range(1, 120))
+    mine.keep(engine.capture(secret))
+    prompt = secret + [200 + i for i in range(20)]
+    assert mine.lookup(prompt).tokens == tuple(secret)
+    assert theirs.lookup(prompt) is None and cache.lookup(prompt) is None
+    mine.remember(secret + [300] * 20)
+    assert theirs.capture_point(prompt) == 0 and mine.capture_point(prompt) == len(secret)

@@ -13,7 +13,7 @@ from skillgraft import AnswerOptions
 from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.kv.prefixes import MIN_TAIL, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
-from skillgraft.store.derived_states import DerivedStates
+from skillgraft.store.derived_states import DerivedStates, Record
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
 from .conftest import GIT_MANUAL
@@ -139,7 +139,7 @@ def test_the_size_limit_holds_over_a_long_run(tmp_path):
     for index in range(40):
         cache.keep(engine.capture([index % 200 + 1, *range(5, 205)]))
         assert store.n_bytes <= limit and len(store) <= 3
-    assert sum(p.stat().st_size for p in (tmp_path / "derived").iterdir()) <= limit
+    assert sum(p.stat().st_size for p in (tmp_path / "derived").glob("*.state")) <= limit
     reopened = DerivedStates(tmp_path / "derived", engine.fingerprint, max_bytes=limit)
     assert len(reopened) == len(store)
     with pytest.raises(Exception):
@@ -184,7 +184,7 @@ def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path)
         memory.answer(chat("how do I squash my commits?"), OPTIONS)
         memory.answer(chat("how do I combine two commits?"), OPTIONS)  # they share "how do I" too
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)
-        ((_, tokens),) = memory.prefixes.store.entries()
+        ((_, tokens, _),) = memory.prefixes.store.entries()
         third = memory.answer(chat("squash my commits before a push"), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
         assert third.text == fresh_answer(tmp_path, chat("squash my commits before a push")).text
@@ -209,7 +209,7 @@ def test_an_apps_prefix_behind_a_new_skill_is_kept_at_its_first_request(tmp_path
         second = memory.answer(chat(bread[0]), OPTIONS)  # another skill, the same app prefix after it
         assert (first.note.block_name, second.note.block_name) == ("git-squash", "sourdough")
         assert memory.flush_derived() == 1
-        ((_, tokens),) = memory.prefixes.store.entries()
+        ((_, tokens, _),) = memory.prefixes.store.entries()
         block = memory.store.load_state(memory.get("sourdough")).state
         assert tuple(tokens[:100]) == tuple(block.tokens[:100])  # behind the sourdough block
         assert len(tokens) - block.n_tokens > len(memory.engine.tokenize(AGENT, add_bos=False)) - 2
@@ -290,7 +290,7 @@ def test_a_state_swapped_for_a_fifo_or_a_link_to_a_device_is_not_waited_on(tmp_p
     for swap in (lambda: os.mkfifo(path), lambda: path.symlink_to("/dev/zero")):
         path.unlink(missing_ok=True)
         swap()
-        store._files[path.name[:-6]] = (100, tuple(range(5, 100)))  # as the scan had found it
+        store._files[path.name[:-6]] = (100, tuple(range(5, 100)), Record("0" * 64))  # as the scan had found it
         worker = threading.Thread(target=lambda: results.append(store.get(path.name[:-6])), daemon=True)
         worker.start()
         worker.join(10)

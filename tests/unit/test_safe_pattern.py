@@ -84,6 +84,18 @@ def test_a_search_stops_at_its_step_budget_the_same_way_every_time():
     assert pattern.search("a" * 50 + "b")
 
 
+def test_a_class_of_many_ranges_counts_each_check_against_the_budget():
+    ranges = "".join(f"{chr(0x100 + 2 * i)}-{chr(0x101 + 2 * i)}" for i in range(60))
+    narrow, wide = SafePattern("[b-c]{50}x"), SafePattern(f"[{ranges}b-c]{{50}}x", ignore_case=True)
+    text = "b" * 5_000
+    assert narrow.search(text) is False  # the same automaton, one range: well under the budget
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=f"{MAX_STEPS:,} steps"):
+        wide.search(text)
+    assert time.perf_counter() - started < 5.0
+    assert wide.search("B" * 50 + "x") and not wide.search("B" * 49 + "x")
+
+
 ATOMS = ["a", "b", ".", r"\d", r"\w", r"\s", "[ab]", "[^a]", "(a|b)", "(?:ab)*", "^", "$", r"\b", "x?", "a+", "a{1,3}"]
 
 

@@ -84,8 +84,9 @@ def test_a_damaged_or_forged_published_state_is_ignored_and_removed(tmp_path, ca
     with catalog.write() as conn:  # rows whose tokens are not their key's, or absurd: never used
         for key, ids, n_bytes in ((state_key(engine.fingerprint.id, tokens[:-1]), tokens, 10),
                                   ("../../etc/passwd", tokens, 10), (state_key(engine.fingerprint.id, tokens), tokens, -1)):
-            conn.execute("INSERT INTO derived_states VALUES (?, ?, ?, ?, ?, NULL, 'x', 'x')",
-                         [key, engine.fingerprint.id, len(ids), np.asarray(ids, "<i4").tobytes(), n_bytes])
+            conn.execute("INSERT INTO derived_states (key, fingerprint_id, n_tokens, tokens, n_bytes, sha256, created_at,"
+                         " last_used) VALUES (?, ?, ?, ?, ?, ?, 'x', 'x')",
+                         [key, engine.fingerprint.id, len(ids), np.asarray(ids, "<i4").tobytes(), n_bytes, "0" * 64])
     with open_host(tmp_path, "c") as c:
         assert c.prefixes.store.entries() == []
     catalog.close()
@@ -96,7 +97,8 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
     states = [engine.capture([7, *range(10 + i, 200 + i)]) for i in range(5)]
     with open_host(tmp_path, "a") as a:
         with a.store.catalog.write() as conn:  # a row of no sense at the top: removed, and evicts nothing else
-            conn.execute("INSERT INTO derived_states VALUES ('junk', 'x', 1, x'00000000', -5, NULL, 'x', '9999')")
+            conn.execute("INSERT INTO derived_states (key, fingerprint_id, n_tokens, tokens, n_bytes, created_at, last_used)"
+                         " VALUES ('junk', 'x', 1, x'00000000', -5, 'x', '9999')")
         local = DerivedStates(tmp_path / "a" / "own", engine.fingerprint)
         one = max(len(encode_state(s)) for s in states)
         shared = SharedDerivedStates(local, a.store.catalog, a.store.storage, max_bytes=one * 3)

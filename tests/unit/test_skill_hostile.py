@@ -126,6 +126,11 @@ def test_names_made_of_control_characters(stocked, tmp_path):
     assert "has the name" in skipped_reason(stocked, tmp_path / "bad")
     write_skill(tmp_path / "bad3", "0123456789abcdef", "Looks like a block id.", "Body\n")
     assert "form of a block id" in skipped_reason(stocked, tmp_path / "bad3")
+    for number, name in enumerate(("deadbeef", "DEADBEEF", "CafE")):  # would shadow a block id's prefix
+        write_skill(tmp_path / f"hex{number}", name, "Looks like an id's prefix.", "Body\n")
+        assert "form of a block id" in skipped_reason(stocked, tmp_path / f"hex{number}")
+    write_skill(tmp_path / "sol", "solution-capital-of-france", "Looks like a solution.", "Body\n")
+    assert "verified solution's name" in skipped_reason(stocked, tmp_path / "sol")
     folder = write_skill(tmp_path / "bad2", "oddfile", "A file with an odd name.", "Body\n")
     (folder / "re\x1bf.md").write_text("text")
     report = stocked.import_skills(folder)
