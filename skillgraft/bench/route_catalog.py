@@ -14,7 +14,6 @@ Nothing here reaches the network.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -32,7 +31,7 @@ __all__ = ["bench_route_catalog", "read_catalog", "read_route_queries", "write_s
 MAX_CATALOG_BYTES = 64 << 20
 MAX_CATALOG_SKILLS = 20_000
 MAX_QUERIES = 10_000
-FAKE_N_CTX = 16_384  # the fake engine's window, in bytes (its tokens are bytes): some 4,096 tokens of prose
+FAKE_N_CTX = 16_384  # the fake engine's window to use, in bytes (its tokens are bytes): some 4,096 tokens of prose
 
 
 def _bounded_json(path, what: str):
@@ -106,12 +105,12 @@ def _ms(values: list, q: float) -> float:
     return round(1000 * float(np.percentile(values, q)), 2)
 
 
-def bench_route_catalog(queries, *, catalog=None, skills=None, limit: Optional[int] = None,
+def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Optional[int] = None,
                         embedder: Optional[str] = None, progress: Progress = None) -> dict:
-    """Import a catalog (or skill folders), calibrate on the calibrate half, report the test half."""
+    """Import a catalog (or skill folders) with ``engine`` (the fake one: routing does not
+    depend on the KV), calibrate on the calibrate half, report the test half."""
     from ..memory import SkillMemory
     from ..routing.encoders import make_embedder
-    from ..testing import FakeEngine
 
     if (catalog is None) == (skills is None):
         raise InputError("give a catalog file or a folder of skills (one of them)")
@@ -124,7 +123,7 @@ def bench_route_catalog(queries, *, catalog=None, skills=None, limit: Optional[i
             source = work / "skills"
             write_skill_folders(read_catalog(catalog, limit), source)
         home = work / "home"
-        with SkillMemory(home, engine=FakeEngine(n_ctx=FAKE_N_CTX), embedder=encoder) as memory:
+        with SkillMemory(home, engine=engine, embedder=encoder) as memory:
             started = time.perf_counter()
             report = memory.import_skills(source, progress=progress)
             import_s = time.perf_counter() - started
@@ -149,25 +148,22 @@ def bench_route_catalog(queries, *, catalog=None, skills=None, limit: Optional[i
                 started = time.perf_counter()
                 encoder.encode([query + " "])  # a text the router has not seen
                 encode_s.append(time.perf_counter() - started)
-            stored = _tree_bytes(home)
+        stored = _tree_bytes(home)  # the store closed: its write-ahead log checkpointed
         n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
-        return {
-            "kind": "route-catalog",
+        row = {
             "skills": len(names),
-            "skipped": report.skipped[:20],
-            "skipped_count": len(report.skipped),
-            "import_s": round(import_s, 1),
-            "stored_bytes_per_skill": round(stored / max(1, len(names))),
-            "embedder": encoder.name,
-            "threshold": round(calibration.threshold, 4),
-            "queries": {"in_scope": n_in, "off_topic": n_off},
             "in_scope_accuracy": round(right / n_in, 4) if n_in else None,
             "off_topic_abstained": round(abstained / n_off, 4) if n_off else None,
             "route_p50_ms": _ms(route_s, 50),
             "route_p95_ms": _ms(route_s, 95),
             "encode_p50_ms": _ms(encode_s, 50),
             "route_over_encode": round(statistics.median(route_s) / statistics.median(encode_s), 2),
-            "machine": machine(),
-            "rows": [],
-            "cpu_count": os.cpu_count(),
+            "import_s": round(import_s, 1),
+            "stored_bytes_per_skill": round(stored / max(1, len(names))),
+        }
+        return {
+            "kind": "route-catalog", **row, "rows": [row],
+            "skipped": report.skipped[:20], "skipped_count": len(report.skipped),
+            "embedder": encoder.name, "threshold": round(calibration.threshold, 4),
+            "queries": {"in_scope": n_in, "off_topic": n_off}, "machine": machine(),
         }

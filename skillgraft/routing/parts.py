@@ -20,7 +20,8 @@ REFERENCE_MARGIN = 0.1
 # File names (any suffix, any case) that carry terms of use or bookkeeping, not instructions.
 _NOT_INSTRUCTIONAL = re.compile(
     r"^(licen[cs]e|copying|copyright|notice|patents|authors|contributors|changelog|changes|history|"
-    r"code_of_conduct|security|funding|codeowners|third[_-]party[_-]notices)([._-].*)?$",
+    r"code_of_conduct|security|funding|codeowners|third[_-]party[_-]notices)"
+    r"([-.](mit|apache|bsd|gpl|lgpl|mpl|[0-9.]+|txt|md|rst|markdown))*$",
     re.IGNORECASE,
 )
 

@@ -23,11 +23,8 @@ it would embed, never mixed in.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -38,9 +35,15 @@ from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
 from .key_index import KeyIndex, key_matrix
 from .lexical import LexicalIndex
+from .ranking import (  # noqa: F401  (re-exported)
+    LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking, lexical_documents,
+    manual_key_texts, name_key,
+)
 from .near_misses import NEAR_MISS, NearMisses
 from .parts import PartCandidate, choose_part, is_instructional
-from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
+from .calibration import (  # noqa: F401  (re-exported)
+    DEFAULT_THRESHOLD, ENCODER_THRESHOLDS, THRESHOLD_SETTING, RouterCalibration, calibrate_router, evaluate_threshold, wilson_interval,
+)
 from ..core.recall import Decision, Recall  # noqa: F401
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401
 
@@ -51,86 +54,17 @@ if TYPE_CHECKING:
     from ..protocols import TextEmbedder
     from ..store.block_store import BlockStore
 
-# Chosen on the routing evaluation's calibration split (docs/routing.md).
-DEFAULT_THRESHOLD = 0.3
 DEFAULT_IN_SCOPE_TOLERANCE = 0.02
 # A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
 CENTROID_WEIGHT = 0.5
 # Besides the blocks of the nearest keys, those of the nearest centroids of this many skills are scored.
 CENTROID_CANDIDATES = 4
-# A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
-MAX_MANUAL_KEYS = 64
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|[\n\r\x85\u2028\u2029]+")  # after a stop, or a line break
 # Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
 MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.
 MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
-THRESHOLD_SETTING = "router.threshold"
-# Lexical coverage (0..1) is added to the dense score with this weight (docs/routing.md).
-LEXICAL_WEIGHT = 0.3
-# Besides the dense candidates, the entries of this many best lexical matches are scored.
-LEXICAL_CANDIDATES = 8
-# Keys that tell a skill's parts apart (heading paths, a resource's own keys): not searched for a skill.
-PART_KINDS = ("manual",)
-# Keys that only feed the lexical index (a skill's headings in one text).
-LEXICAL_ONLY_KINDS = ("headings",)
-# The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).
-SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback")
 # A conversation's earlier user turns are routed again with each turn: their vectors are kept.
 QUERY_VECTORS_KEPT = 256
-
-def name_key(name: str) -> str:
-    """The routing key a block's name gives."""
-    return name.replace("-", " ").replace("_", " ")
-
-
-def lexical_documents(rows: Iterable[dict], groups: dict) -> dict:
-    """``{owner: texts}``: an imported skill's (``groups`` maps its blocks to it) name,
-    description, headings, examples and corrections, each text once; a plain block's keys."""
-    documents: dict[str, dict] = {}
-    for row in rows:
-        owner = groups.get(row["block_id"])
-        if owner is None:
-            if row["kind"] in ("negative", NEAR_MISS):
-                continue
-            owner = row["block_id"]
-        elif row["kind"] not in SKILL_LEXICAL_KINDS:
-            continue
-        documents.setdefault(owner, {})[row["text"]] = None
-    return {owner: list(texts) for owner, texts in documents.items()}
-
-
-def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
-    """A manual's sentences as routing keys, in order: fragments under three words are dropped,
-    and a manual of more than ``limit`` sentences has neighbouring sentences joined into
-    ``limit`` keys or fewer."""
-    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
-    if len(sentences) > limit:
-        size = math.ceil(len(sentences) / limit)
-        sentences = [" ".join(sentences[i:i + size]) for i in range(0, len(sentences), size)]
-    return [s[:MAX_QUERY_CHARS] for s in sentences]
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """One query's scored blocks, best first; each block's nearest-key cosine; the nearest
-    negative's; the skills (or blocks) its near misses kept out, ``{owner: (own, near miss)}``."""
-
-    scored: list
-    nearest: dict
-    negative: float
-    kept_out: dict = field(default_factory=dict)
-
-    def vetoed(self, block_id: str) -> bool:
-        """A negative is nearer the query than ``block_id``'s nearest key."""
-        return self.negative > self.nearest.get(block_id, 1.0)
-
-    def best(self) -> tuple[Optional[str], float]:
-        """``(block_id, score)`` of the best block, or ``(None, -1.0)`` when none or vetoed."""
-        if not self.scored or self.vetoed(self.scored[0][0]):
-            return (None, -1.0)
-        return self.scored[0]
-
 
 class Router:
     """Routes queries to blocks of one store."""
@@ -290,7 +224,7 @@ class Router:
     @property
     def threshold(self) -> float:
         stored = self.store.setting(THRESHOLD_SETTING)
-        return float(stored) if stored is not None else DEFAULT_THRESHOLD
+        return float(stored) if stored is not None else ENCODER_THRESHOLDS.get(self.embedder.name, DEFAULT_THRESHOLD)
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per query, ``[(block_id, score), ...]`` best first.
@@ -461,42 +395,5 @@ class Router:
         ``in_scope_tolerance`` of the best reachable, the one abstaining on the most
         out-of-domain queries wins; ``max_false_accept`` caps the out-of-domain accept rate.
         """
-        if not in_domain:
-            raise InputError("calibration needs in-domain examples (query, block name)")
-        if not out_of_domain:
-            raise InputError(
-                "calibration needs out-of-domain examples: without them no threshold can be measured "
-                f"(the default {DEFAULT_THRESHOLD} stays in force)"
-            )
-        names = {b.name: b.id for b in self.store.blocks(include_quarantined=False)}
-        ids = set(names.values())
-        targets = []
-        in_domain = list(in_domain)
-        for number, pair in enumerate(in_domain, 1):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
-                raise InputError(f"calibration example {number} is not a (query, block name) pair: {pair!r:.80}")
-            query, ref = pair
-            target = names.get(ref, ref)
-            if target not in ids:
-                raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
-            targets.append(target)
-        in_best = [r.best() for r in self.rankings([clean_query(q) for q, _ in in_domain])]
-        # an imported skill is right whichever of its blocks is ranked first
-        targets = [self._groups.get(t, t) for t in targets]
-        in_best = [(self._groups.get(b, b) if b is not None else None, s) for b, s in in_best]
-        ood_best = np.array([r.best()[1] for r in self.rankings([clean_query(q) for q in out_of_domain])])
-        candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
-        curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
-        if max_false_accept is not None:
-            curve = [(t, s) for t, s in curve if s["false_accept"] <= max_false_accept]
-        if not curve:
-            raise RouterError(f"no threshold keeps the false-accept rate under {max_false_accept}")
-        floor = max(s["in_scope_accuracy"] for _, s in curve) - in_scope_tolerance
-        threshold, stats = max(
-            ((t, s) for t, s in curve if s["in_scope_accuracy"] >= floor - 1e-12),
-            key=lambda item: (item[1]["ood_recall"], -item[0]),
-        )
-        if save:
-            self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
-        return RouterCalibration(threshold=float(threshold), **stats)
-
+        return calibrate_router(self, in_domain, out_of_domain, in_scope_tolerance=in_scope_tolerance,
+                                max_false_accept=max_false_accept, save=save)
