@@ -47,19 +47,27 @@ def _int_list(value: str) -> list[int]:
               help="Tasks of each category, BFCL's first (skills-effect).")
 @click.option("--max-tokens", default=96, show_default=True, type=click.IntRange(1, 4096),
               help="Tokens of each answer (skills-effect).")
+@click.option("--catalog", type=click.Path(exists=True, dir_okay=False),
+              help="A catalog of skills, one JSON a line (route): routing accuracy, abstention and latency on it.")
+@click.option("--skills", "skill_root", type=click.Path(exists=True, file_okay=False),
+              help="Skill folders to route to instead of a catalog (route).")
+@click.option("--queries", "query_file", type=click.Path(exists=True, dir_okay=False),
+              help="Requests for --catalog/--skills: in_scope and off_topic, each with calibrate and test halves.")
+@click.option("--limit", type=click.IntRange(1, 100_000), help="The catalog's first N skills only (route).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @kv_type_option
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, peer_cache_mib, captured, in_process, models, categories, per_category, max_tokens, plot, kv_type,
-          as_json) -> None:
+          two_slots, peer_cache_mib, captured, in_process, models, categories, per_category, max_tokens, catalog,
+          skill_root, query_file, limit, plot, kv_type, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
     paging (first access vs warm restore vs re-prefill), positions (own, shifted and
     sequential exactness), route (flat vs HNSW search, on the encoder `--embedder` names,
-    MiniLM by default), needles (a store far larger
+    MiniLM by default; with `--catalog` or `--skills` and `--queries`, in-scope accuracy,
+    off-topic abstention and route latency over that catalog), needles (a store far larger
     than the serving window, with planted facts), server (a graft through llama-server
     vs its cold prefill and its own prompt caches), serve (the gateway under load from
     openai clients, optionally with a llama-server killed mid-load) or agent (time to first
@@ -86,6 +94,14 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             report = benchmarks.bench_paging(model, _int_list(tokens), repeats, kv_type=kv_type, progress=progress)
         elif kind == "positions":
             report = benchmarks.bench_positions(model, samples, progress=progress)
+        elif kind == "route" and (catalog or skill_root):
+            from ..bench.route_catalog import FAKE_N_CTX, bench_route_catalog
+            from ..testing import FakeEngine
+
+            if not query_file:
+                raise click.BadParameter("a catalog benchmark needs its requests", param_hint="--queries")
+            report = bench_route_catalog(query_file, FakeEngine(n_ctx=FAKE_N_CTX), catalog=catalog, skills=skill_root,
+                                         limit=limit, embedder=(ctx.obj or {}).get("embedder"), progress=progress)
         elif kind == "route":
             report = benchmarks.bench_route(_int_list(keys), progress=progress, embedder=(ctx.obj or {}).get("embedder"))
         elif kind == "server":

@@ -128,7 +128,7 @@ class SkillImports:
         warnings = list(folder.warnings)
         examples, near_misses = eval_examples(folder, warnings)
         most = part_chars(self.engine.n_ctx)
-        plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, warnings)
+        plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, notes=warnings)
         version = self.store.next_skill_version(folder.name)  # never a removed version's number
         stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)

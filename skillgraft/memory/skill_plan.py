@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Callable, Optional
 
-from ..core.section_pack import pack_sections
+from ..core.section_pack import heading_paths, pack_sections
 from ..core.skill_folder import SkillFolder
 from ..errors import InputError
 from ..routing.near_misses import NEAR_MISS
+from ..routing.parts import is_instructional
 from ..routing.router import manual_key_texts, name_key
 
 MAX_SKILL_PARTS = 96           # parts of one skill version, body and resources together (text: no KV until used)
@@ -41,7 +42,8 @@ KEY_POLICIES = ("description", "headings", "sentences")
 DEFAULT_KEY_POLICY = "headings"
 EARLIER_KEY_POLICY = "headings"  # what a version recorded before the policy was a choice was made with
 # The kinds of key an import writes (a correction's kinds are not among them).
-IMPORT_KEY_KINDS = ("name", "description", "manual", "example", NEAR_MISS)
+IMPORT_KEY_KINDS = ("name", "description", "manual", "example", NEAR_MISS, "skill", "headings")
+MAX_HEADINGS_CHARS = 2_000
 
 
 def key_policy(keys) -> str:
@@ -74,15 +76,28 @@ def prefix(folder: SkillFolder, title: str, role: str) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def skill_level_keys(folder: SkillFolder) -> list[tuple[str, list[str]]]:
+    """The keys that find the skill itself, on its first part: ``skill`` (``name: description``,
+    searched) and ``headings`` (the body's headings in one text, lexical evidence only)."""
+    titles = list(dict.fromkeys(path.split(" > ")[-1] for path, _ in heading_paths(folder.body) if path))
+    sets = [("skill", [f"{name_key(folder.name)}: {folder.description}"])]
+    if titles:
+        sets.append(("headings", ["; ".join(titles)[:MAX_HEADINGS_CHARS]]))
+    return sets
+
+
 def plan_parts(
     folder: SkillFolder, fits: Callable[[str], bool], examples=(), near_misses=(), keys: str = DEFAULT_KEY_POLICY,
-    warnings: Optional[list] = None,
+    notes: Optional[list] = None,
 ) -> list[PlannedPart]:
     """The parts of ``folder``, their body keys as the policy ``keys`` says; ``fits(text)`` says
-    whether a block of ``text`` fits the window. :class:`~skillgraft.errors.InputError` when
-    the body alone would be more than :data:`MAX_SKILL_PARTS` parts, or the policy is unknown;
-    a resource past that budget is kept with the skill's files but not routed (said in ``warnings``)."""
+    whether a block of ``text`` fits the window. Resources that are not instructional text
+    (:func:`~skillgraft.routing.parts.is_instructional`: a licence, a notice …) become no part,
+    nor do resources past :data:`MAX_SKILL_PARTS`; each is said in ``notes`` (the files stay
+    with the skill). :class:`~skillgraft.errors.InputError` when the body alone needs more than
+    :data:`MAX_SKILL_PARTS` parts, or the policy is unknown."""
     keys = key_policy(keys)
+    notes = [] if notes is None else notes
     parts: list[PlannedPart] = []
     skill_keys = [("name", [name_key(folder.name)]), ("description", [folder.description])]
     body = folder.body if folder.body.strip() else folder.description
@@ -97,6 +112,8 @@ def plan_parts(
             own += [t for t in manual_key_texts(part.text) if not t.startswith("#")]
         if own:
             sets.append(("manual", own))
+        if number == 0:
+            sets += skill_level_keys(folder)
         if number == 0 and examples:
             sets.append(("example", list(examples)))
         if number == 0 and near_misses:
@@ -104,12 +121,16 @@ def plan_parts(
         parts.append(PlannedPart("section", part.path, prefix(folder, part.path, "section") + part.text, tuple(sets), number))
     for path, text in folder.resources.items():
         room = MAX_SKILL_PARTS - len(parts)
+        if not is_instructional(path):
+            notes.append(f"{path}: kept as a file, not routed (not instructional text)")
+            continue
+        if room <= 0:
+            notes.append(f"{path}: kept as a file, not routed (the skill already has {MAX_SKILL_PARTS} parts)")
+            continue
         try:
             packed = pack_sections(text, lambda _path, body: fits(prefix(folder, path, "resource") + body), max_parts=room)
         except InputError:
-            if warnings is not None:
-                warnings.append(f"{path} is kept with the skill's files but not routed: the skill's parts would be "
-                                f"more than {MAX_SKILL_PARTS}")
+            notes.append(f"{path}: kept as a file, not routed (its parts would take the skill past {MAX_SKILL_PARTS})")
             continue
         for number, piece in enumerate(packed):
             stem = PurePosixPath(path).with_suffix("").as_posix().replace("/", " ")

@@ -7,6 +7,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..core.text_checks import clean_query
+from ..errors import InputError, RouterError
+
+# An uncalibrated store's threshold: per encoder where it was measured (the catalog benchmark's
+# calibrate half, docs/routing.md), else the earlier default.
+DEFAULT_THRESHOLD = 0.3
+ENCODER_THRESHOLDS = {"all-MiniLM-L6-v2": 0.55}
+THRESHOLD_SETTING = "router.threshold"
+
 
 @dataclass(frozen=True)
 class RouterCalibration:
@@ -59,3 +68,46 @@ def evaluate_threshold(threshold: float, in_best, targets, ood_best: np.ndarray)
         "in_domain": n_in,
         "out_of_domain": n_ood,
     }
+
+
+def calibrate_router(router, in_domain, out_of_domain, *, in_scope_tolerance: float, max_false_accept, save: bool):
+    """:meth:`~skillgraft.routing.router.Router.calibrate`: the threshold chosen on ``router``'s rankings."""
+    if not in_domain:
+        raise InputError("calibration needs in-domain examples (query, block name)")
+    if not out_of_domain:
+        raise InputError(
+            "calibration needs out-of-domain examples: without them no threshold can be measured "
+            f"(the default {DEFAULT_THRESHOLD} stays in force)"
+        )
+    names = {b.name: b.id for b in router.store.blocks(include_quarantined=False)}
+    ids = set(names.values())
+    targets = []
+    in_domain = list(in_domain)
+    for number, pair in enumerate(in_domain, 1):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
+            raise InputError(f"calibration example {number} is not a (query, block name) pair: {pair!r:.80}")
+        query, ref = pair
+        target = names.get(ref, ref)
+        if target not in ids:
+            raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
+        targets.append(target)
+    in_best = [r.best() for r in router.rankings([clean_query(q) for q, _ in in_domain])]
+    # an imported skill is right whichever of its blocks is ranked first
+    targets = [router._groups.get(t, t) for t in targets]
+    in_best = [(router._groups.get(b, b) if b is not None else None, s) for b, s in in_best]
+    ood_best = np.array([r.best()[1] for r in router.rankings([clean_query(q) for q in out_of_domain])])
+    candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
+    curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
+    if max_false_accept is not None:
+        curve = [(t, s) for t, s in curve if s["false_accept"] <= max_false_accept]
+    if not curve:
+        raise RouterError(f"no threshold keeps the false-accept rate under {max_false_accept}")
+    floor = max(s["in_scope_accuracy"] for _, s in curve) - in_scope_tolerance
+    threshold, stats = max(
+        ((t, s) for t, s in curve if s["in_scope_accuracy"] >= floor - 1e-12),
+        key=lambda item: (item[1]["ood_recall"], -item[0]),
+    )
+    if save:
+        router.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
+    return RouterCalibration(threshold=float(threshold), **stats)
+

@@ -2,6 +2,9 @@
 
 Flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys; a search of a few
 queries runs FAISS on one thread (its spinning threads cost more than they save there).
+Beside the searched keys it holds the *part keys* (what tells a skill's parts apart: heading
+paths, a resource's path and first sentences), never searched, only compared with a query once
+its skill is chosen.
 """
 
 from __future__ import annotations
@@ -31,10 +34,14 @@ class KeyIndex:
     and name only blocks the catalog has, or it is rebuilt.
     """
 
-    def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None) -> None:
+    def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None,
+                 part_vectors: Optional[np.ndarray] = None, part_block_ids: Optional[list[str]] = None) -> None:
         import faiss
 
         self.block_ids = block_ids
+        self.part_block_ids = list(part_block_ids or [])
+        self.part_vectors = (np.ascontiguousarray(part_vectors, dtype=np.float32) if self.part_block_ids
+                             else np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 384), np.float32))
         self.size = len(block_ids)
         self.blocks = sorted(set(block_ids))
         self.centroids = np.zeros((len(self.blocks), vectors.shape[1] if vectors.ndim == 2 else 384), np.float32)
@@ -80,9 +87,10 @@ class KeyIndex:
         try:
             faiss.write_index(self.index, str(parts["keys.faiss"]))
             with open(parts["keys.npz"], "xb") as handle:
-                np.savez(handle, centroids=self.centroids)
+                np.savez(handle, centroids=self.centroids, parts=self.part_vectors)
             meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
                     "block_ids": self.block_ids, "blocks": self.blocks,
+                    "part_block_ids": self.part_block_ids,
                     "sha256": {name: _file_sha256(parts[name]) for name in ("keys.faiss", "keys.npz")}}
             with open(parts["keys.json"], "x") as handle:
                 json.dump({**meta, "meta_sha256": _meta_sha256(meta)}, handle)
@@ -113,7 +121,9 @@ class KeyIndex:
             loaded.index = faiss.read_index(str(folder / "keys.faiss"))
             with np.load(folder / "keys.npz", allow_pickle=False) as arrays:
                 loaded.centroids = np.ascontiguousarray(arrays["centroids"], dtype=np.float32)
+                loaded.part_vectors = np.ascontiguousarray(arrays["parts"], dtype=np.float32)
             loaded.block_ids, loaded.blocks = list(meta["block_ids"]), list(meta["blocks"])
+            loaded.part_block_ids = list(meta["part_block_ids"])
             loaded.size, loaded.approximate = len(loaded.block_ids), bool(meta["approximate"])
             return loaded if loaded._intact(known_blocks) else None
         except Exception:  # a missing, partial, damaged or foreign cache is rebuilt, never trusted
@@ -123,12 +133,16 @@ class KeyIndex:
         """Shapes agree, every vector and centroid is finite and unit length, ids are known."""
         if not all(isinstance(b, str) for b in self.block_ids) or self.blocks != sorted(set(self.block_ids)):
             return False
-        if known_blocks is not None and not set(self.blocks) <= known_blocks:
+        if not all(isinstance(b, str) for b in self.part_block_ids):
+            return False
+        if known_blocks is not None and not set(self.blocks) | set(self.part_block_ids) <= known_blocks:
             return False
         if self.index.ntotal != self.size or self.centroids.shape != (len(self.blocks), self.index.d):
             return False
+        if self.part_vectors.shape != (len(self.part_block_ids), self.index.d):
+            return False
         vectors = self.index.reconstruct_n(0, self.size) if self.size else np.zeros((0, self.index.d), np.float32)
-        for array in (vectors, self.centroids):
+        for array in (vectors, self.centroids, self.part_vectors):
             squared_norms = np.einsum("ij,ij->i", array, array)  # NaN or inf anywhere makes its row fail
             if not np.all(np.abs(squared_norms - 1.0) < 2e-3):
                 return False

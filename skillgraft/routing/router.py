@@ -23,11 +23,8 @@ it would embed, never mixed in.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -37,8 +34,16 @@ from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
 from .key_index import KeyIndex, key_matrix
+from .lexical import LexicalIndex
+from .ranking import (  # noqa: F401  (re-exported)
+    LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking, lexical_documents,
+    manual_key_texts, name_key,
+)
 from .near_misses import NEAR_MISS, NearMisses
-from .calibration import RouterCalibration, evaluate_threshold, wilson_interval  # noqa: F401
+from .parts import PartCandidate, choose_part, is_instructional
+from .calibration import (  # noqa: F401  (re-exported)
+    DEFAULT_THRESHOLD, ENCODER_THRESHOLDS, THRESHOLD_SETTING, RouterCalibration, calibrate_router, evaluate_threshold, wilson_interval,
+)
 from ..core.recall import Decision, Recall  # noqa: F401
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401
 
@@ -49,60 +54,17 @@ if TYPE_CHECKING:
     from ..protocols import TextEmbedder
     from ..store.block_store import BlockStore
 
-# Chosen on the routing evaluation's calibration split (docs/routing.md).
-DEFAULT_THRESHOLD = 0.3
 DEFAULT_IN_SCOPE_TOLERANCE = 0.02
 # A block's score mixes its nearest key (weight 1 - w) and its key centroid (weight w).
 CENTROID_WEIGHT = 0.5
 # Besides the blocks of the nearest keys, those of the nearest centroids of this many skills are scored.
 CENTROID_CANDIDATES = 4
-# A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
-MAX_MANUAL_KEYS = 64
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|[\n\r\x85\u2028\u2029]+")  # after a stop, or a line break
 # Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
 MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.
 MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
-THRESHOLD_SETTING = "router.threshold"
 # A conversation's earlier user turns are routed again with each turn: their vectors are kept.
 QUERY_VECTORS_KEPT = 256
-
-def name_key(name: str) -> str:
-    """The routing key a block's name gives."""
-    return name.replace("-", " ").replace("_", " ")
-
-
-def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
-    """A manual's sentences as routing keys, in order: fragments under three words are dropped,
-    and a manual of more than ``limit`` sentences has neighbouring sentences joined into
-    ``limit`` keys or fewer."""
-    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
-    if len(sentences) > limit:
-        size = math.ceil(len(sentences) / limit)
-        sentences = [" ".join(sentences[i:i + size]) for i in range(0, len(sentences), size)]
-    return [s[:MAX_QUERY_CHARS] for s in sentences]
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """One query's scored blocks, best first; each block's nearest-key cosine; the nearest
-    negative's; the skills (or blocks) its near misses kept out, ``{owner: (own, near miss)}``."""
-
-    scored: list
-    nearest: dict
-    negative: float
-    kept_out: dict = field(default_factory=dict)
-
-    def vetoed(self, block_id: str) -> bool:
-        """A negative is nearer the query than ``block_id``'s nearest key."""
-        return self.negative > self.nearest.get(block_id, 1.0)
-
-    def best(self) -> tuple[Optional[str], float]:
-        """``(block_id, score)`` of the best block, or ``(None, -1.0)`` when none or vetoed."""
-        if not self.scored or self.vetoed(self.scored[0][0]):
-            return (None, -1.0)
-        return self.scored[0]
-
 
 class Router:
     """Routes queries to blocks of one store."""
@@ -117,6 +79,13 @@ class Router:
         self._version: Optional[str] = None
         self._blocks: dict[str, "Block"] = {}
         self._groups: dict[str, str] = {}  # block id -> the imported skill it belongs to
+        self._roles: dict = {}
+        self._lexical = LexicalIndex.build({})
+        self._lexical_position: dict[str, int] = {}
+        self._members: dict[str, list] = {}
+        self._position: dict[str, int] = {}
+        self._skill_blocks: dict[str, list] = {}
+        self._parts: dict[str, list] = {}
         self.cache_dir = store.home / "index"
         self.centroid_weight = CENTROID_WEIGHT
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -172,7 +141,10 @@ class Router:
             version = self.store.catalog_version()
             blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
             self._groups, hidden = self.store.skill_routing()
+            roles = self.store.skill_part_roles()
+            hidden |= {b for b, (role, _, title) in roles.items() if role == "resource" and not is_instructional(title)}
             blocks = {block_id: b for block_id, b in blocks.items() if block_id not in hidden}
+            texts = [r for r in self.store.key_texts() if r["block_id"] in blocks]
             stale = self.store.count_stale_keys(self.embedder.name)
             index = None if stale else KeyIndex.load(self.cache_dir, version, self.embedder.name, set(blocks))
             negatives = [] if stale else self.store.negative_vectors()
@@ -186,8 +158,12 @@ class Router:
             negatives = [r["vector"] for r in rows if r["kind"] == "negative"]
             near = [(r["block_id"], r["vector"]) for r in rows if r["kind"] == NEAR_MISS and r["block_id"] in blocks]
             rows = [r for r in rows if r["block_id"] in blocks and r["kind"] != NEAR_MISS]
-            vectors = key_matrix(rows, (self._record or {}).get("dimension"))
-            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in rows])
+            dimension = (self._record or {}).get("dimension")
+            searched = [r for r in rows if self._searched(r)]
+            part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
+            vectors = key_matrix(searched, dimension)
+            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched],
+                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows])
             try:
                 if version is not None and not self.store.read_only:
                     index.save(self.cache_dir, version, self.embedder.name)
@@ -200,8 +176,30 @@ class Router:
             if negatives else np.zeros((0, index.centroids.shape[1]), np.float32)
         )
         self._near_misses = NearMisses.build(index, self._groups, near)
+        self._roles = roles
+        self._lexical = LexicalIndex.build(lexical_documents(texts, self._groups))
+        self._lexical_position = {owner: i for i, owner in enumerate(self._lexical.owners)}
+        self._members = {}
+        for position, block_id in enumerate(index.blocks):
+            self._members.setdefault(self._groups.get(block_id, block_id), []).append(position)
+        self._position = {b: i for i, b in enumerate(index.blocks)}
+        self._skill_blocks = {}
+        for block_id, skill in self._groups.items():
+            if block_id in blocks:
+                self._skill_blocks.setdefault(skill, []).append(block_id)
+        self._parts = {}
+        for row, block_id in enumerate(index.part_block_ids):
+            self._parts.setdefault(block_id, []).append(row)
         self._index, self._blocks, self._version = index, blocks, version
         return index
+
+    def _searched(self, row: dict) -> bool:
+        """Whether a key is one of its entry's searched keys: a skill is found by its own words
+        (name, description, examples, corrections), a plain block by all its keys; part keys
+        and headings are not searched."""
+        if row["kind"] in PART_KINDS and row["block_id"] in self._groups:
+            return False
+        return row["kind"] not in LEXICAL_ONLY_KINDS
 
     def _repair_vectors(self, rows: list[dict], version: str) -> Optional[str]:
         """Embed again, in place, the keys of another embedder or with a malformed vector.
@@ -226,7 +224,7 @@ class Router:
     @property
     def threshold(self) -> float:
         stored = self.store.setting(THRESHOLD_SETTING)
-        return float(stored) if stored is not None else DEFAULT_THRESHOLD
+        return float(stored) if stored is not None else ENCODER_THRESHOLDS.get(self.embedder.name, DEFAULT_THRESHOLD)
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per query, ``[(block_id, score), ...]`` best first.
@@ -237,37 +235,82 @@ class Router:
         """
         return [ranking.scored for ranking in self.rankings(queries)]
 
-    def rankings(self, queries: Sequence[str]) -> list["Ranking"]:
-        """Per query, the scored blocks (as :meth:`scores`), each one's nearest-key cosine and
-        the cosine of the nearest negative (-1 when the store has none)."""
+    def rankings(self, queries: Sequence[str], accept: Optional[Callable[["Block"], bool]] = None) -> list["Ranking"]:
+        """Per query, the entries (an imported skill, or a plain block) scored best first, each
+        as the block the query would get of it; each block's nearest-key cosine and the cosine of
+        the nearest negative (-1 when the store has none).
+
+        An entry's score is its dense score (the mean of its nearest searched key's cosine and
+        its key centroid's, :data:`CENTROID_WEIGHT`) plus :data:`LEXICAL_WEIGHT` times its lexical
+        coverage (:mod:`skillgraft.routing.lexical`). The candidates are the entries of the
+        nearest keys, of the nearest centroids (until :data:`CENTROID_CANDIDATES` entries) and
+        of the :data:`LEXICAL_CANDIDATES` best lexical matches. A chosen skill gives the part
+        :func:`~skillgraft.routing.parts.choose_part` picks among those ``accept`` allows.
+        """
         index = self.index()
         if index.size == 0:
             return [Ranking([], {}, -1.0) for _ in queries]
-        vectors = self._encode_queries(list(queries))
+        queries = list(queries)
+        vectors = self._encode_queries(queries)
         sims, ids = index.search(vectors)
         centroid_sims = vectors @ index.centroids.T
+        part_sims = vectors @ index.part_vectors.T
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
-        position = {b: i for i, b in enumerate(index.blocks)}
         kept_out = self._near_misses.blocked(vectors)
         results = []
-        for row_sims, row_ids, row_centroids, negative, out in zip(sims, ids, centroid_sims, negative_sims, kept_out):
+        for row, query in enumerate(queries):
+            coverage = self._lexical.coverage(query)
             nearest: dict[str, float] = {}
-            for sim, key in zip(row_sims, row_ids):
+            for sim, key in zip(sims[row], ids[row]):
                 if key >= 0:
                     block_id = index.block_ids[key]
                     nearest[block_id] = max(nearest.get(block_id, -1.0), float(sim))
             owners: set = set()  # the nearest centroids, until 4 skills (or blocks) are among them
-            for i in np.argsort(-row_centroids):
-                nearest.setdefault(index.blocks[i], float(row_centroids[i]))
+            for i in np.argsort(-centroid_sims[row]):
+                nearest.setdefault(index.blocks[i], float(centroid_sims[row][i]))
                 owners.add(self._groups.get(index.blocks[i], index.blocks[i]))
                 if len(owners) >= CENTROID_CANDIDATES:
                     break
+            for i in np.argsort(-coverage)[:LEXICAL_CANDIDATES]:
+                if coverage[i] > 0:
+                    for position in self._members.get(self._lexical.owners[i], ()):
+                        nearest.setdefault(index.blocks[position], float(centroid_sims[row][position]))
             w = self.centroid_weight
-            scored = {b: (1 - w) * s + w * float(row_centroids[position[b]]) for b, s in nearest.items()
-                      if self._groups.get(b, b) not in out}
+            scored = {}
+            for b, s in nearest.items():
+                owner = self._groups.get(b, b)
+                if owner in kept_out[row]:
+                    continue
+                lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
+                dense = (1 - w) * s + w * float(centroid_sims[row][self._position[b]])
+                scored[b] = dense + LEXICAL_WEIGHT * float(lexical)
             ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
-            results.append(Ranking(ranked, nearest, float(negative), out))
+            ranked = self._with_parts(ranked, nearest, part_sims[row], accept)
+            results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row]))
         return results
+
+    def _with_parts(self, ranked: list, nearest: dict, part_sims: np.ndarray, accept) -> list:
+        """``ranked`` with each skill's entry turned into the part the query gets of it
+        (:func:`~skillgraft.routing.parts.choose_part`); a skill none of whose parts ``accept``
+        allows is left out. The part takes its skill's nearest-key cosine."""
+        out = []
+        for block_id, score in ranked:
+            skill = self._groups.get(block_id)
+            if skill is None:
+                out.append((block_id, score))
+                continue
+            candidates = []
+            for part in self._skill_blocks.get(skill, ()):
+                if accept is not None and not accept(self._blocks[part]):
+                    continue
+                role, number, _ = self._roles.get(part, ("section", 0, ""))
+                rows = self._parts.get(part)
+                candidates.append(PartCandidate(part, role, number, float(part_sims[rows].max()) if rows else None))
+            chosen = choose_part(candidates)
+            if chosen is not None:
+                nearest.setdefault(chosen, nearest[block_id])
+                out.append((chosen, score))
+        return out
 
     def _encode_queries(self, queries: list[str]) -> np.ndarray:
         """The encoder's vectors of ``queries``, the last :data:`QUERY_VECTORS_KEPT` kept."""
@@ -307,7 +350,7 @@ class Router:
         if len(query) > MAX_QUERY_CHARS:
             query = query[:MAX_QUERY_CHARS]
         threshold = self.threshold
-        ranking = self.rankings([query])[0]
+        ranking = self.rankings([query], accept)[0]
         ranked = [
             (block_id, score)
             for block_id, score in ranking.scored
@@ -352,42 +395,5 @@ class Router:
         ``in_scope_tolerance`` of the best reachable, the one abstaining on the most
         out-of-domain queries wins; ``max_false_accept`` caps the out-of-domain accept rate.
         """
-        if not in_domain:
-            raise InputError("calibration needs in-domain examples (query, block name)")
-        if not out_of_domain:
-            raise InputError(
-                "calibration needs out-of-domain examples: without them no threshold can be measured "
-                f"(the default {DEFAULT_THRESHOLD} stays in force)"
-            )
-        names = {b.name: b.id for b in self.store.blocks(include_quarantined=False)}
-        ids = set(names.values())
-        targets = []
-        in_domain = list(in_domain)
-        for number, pair in enumerate(in_domain, 1):
-            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
-                raise InputError(f"calibration example {number} is not a (query, block name) pair: {pair!r:.80}")
-            query, ref = pair
-            target = names.get(ref, ref)
-            if target not in ids:
-                raise InputError(f"calibration example {query!r} names an unknown block {ref!r}")
-            targets.append(target)
-        in_best = [r.best() for r in self.rankings([clean_query(q) for q, _ in in_domain])]
-        # an imported skill is right whichever of its blocks is ranked first
-        targets = [self._groups.get(t, t) for t in targets]
-        in_best = [(self._groups.get(b, b) if b is not None else None, s) for b, s in in_best]
-        ood_best = np.array([r.best()[1] for r in self.rankings([clean_query(q) for q in out_of_domain])])
-        candidates = sorted({round(s, 4) for _, s in in_best} | {round(float(s) + 1e-4, 4) for s in ood_best})
-        curve = [(t, evaluate_threshold(t, in_best, targets, ood_best)) for t in candidates]
-        if max_false_accept is not None:
-            curve = [(t, s) for t, s in curve if s["false_accept"] <= max_false_accept]
-        if not curve:
-            raise RouterError(f"no threshold keeps the false-accept rate under {max_false_accept}")
-        floor = max(s["in_scope_accuracy"] for _, s in curve) - in_scope_tolerance
-        threshold, stats = max(
-            ((t, s) for t, s in curve if s["in_scope_accuracy"] >= floor - 1e-12),
-            key=lambda item: (item[1]["ood_recall"], -item[0]),
-        )
-        if save:
-            self.store.set_setting(THRESHOLD_SETTING, repr(float(threshold)))
-        return RouterCalibration(threshold=float(threshold), **stats)
-
+        return calibrate_router(self, in_domain, out_of_domain, in_scope_tolerance=in_scope_tolerance,
+                                max_false_accept=max_false_accept, save=save)

@@ -133,6 +133,10 @@ class CatalogReads:
             return self._select("SELECT * FROM routing_keys WHERE block_id = ? ORDER BY id", [block_id])
         return self._select("SELECT * FROM routing_keys ORDER BY id")
 
+    def key_texts(self) -> list[dict]:
+        """``{block_id, kind, text}`` of every routing key, without vectors (the lexical index's source)."""
+        return self._select("SELECT block_id, kind, text FROM routing_keys ORDER BY id")
+
     def orphan_routing_keys(self) -> list[dict]:
         """``{id, block_id}`` of the routing keys whose block the catalog lacks."""
         return self._select("SELECT id, block_id FROM routing_keys WHERE block_id NOT IN (SELECT id FROM blocks)")

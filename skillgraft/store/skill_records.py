@@ -94,6 +94,14 @@ class SkillRecords:
         given = self._select("SELECT value FROM settings WHERE key = ?", [_LAST_VERSION + name])
         return max(held, int(given[0]["value"]) if given and str(given[0]["value"]).isdigit() else 0) + 1
 
+    def skill_part_roles(self) -> dict:
+        """``{block_id: (role, part, title)}`` of the parts of every skill's default version."""
+        rows = self._select(
+            "SELECT b.block_id, b.role, b.part, b.title FROM skill_blocks b"
+            " JOIN skills s ON s.name = b.name AND s.default_version = b.version"
+        )
+        return {row["block_id"]: (row["role"], int(row["part"]), row["title"]) for row in rows}
+
     # -- writes ----------------------------------------------------------------------------
 
     def add_skill_version(

@@ -1,0 +1,169 @@
+"""The catalog routing benchmark behind ``skillgraft bench route --catalog FILE`` (or ``--skills``).
+
+A catalog file holds one skill a line (JSONL: ``name``, ``description``, ``headings``,
+``first_lines``; ``benchmarks/data/skill_catalog.jsonl`` is one, built from public collections):
+each line becomes a skill folder whose ``SKILL.md`` has that frontmatter and a body of those
+lines and headings. ``--skills`` takes real skill folders instead. They are imported into a
+temporary store (the fake engine captures the KV: routing does not depend on it; the real
+encoder embeds the keys), the abstain threshold is calibrated on the queries' ``calibrate``
+half, and the ``test`` half is routed one query at a time: in-scope accuracy (the right skill,
+not abstained), off-topic abstention, and each route's wall time beside one query encoding.
+Nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..core.progress import Progress
+from ..errors import InputError
+from .runs import machine
+
+__all__ = ["bench_route_catalog", "read_catalog", "read_route_queries", "write_skill_folders"]
+
+MAX_CATALOG_BYTES = 64 << 20
+MAX_CATALOG_SKILLS = 20_000
+MAX_QUERIES = 10_000
+FAKE_N_CTX = 16_384  # the fake engine's window to use, in bytes (its tokens are bytes): some 4,096 tokens of prose
+
+
+def _bounded_json(path, what: str):
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_CATALOG_BYTES:
+            raise InputError(f"the {what} {path} has {size} bytes (at most {MAX_CATALOG_BYTES})")
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the {what} {path}: {exc}") from None
+
+
+def read_catalog(path, limit: Optional[int] = None) -> list[dict]:
+    """The skills of a catalog file (JSONL), checked: each a name, a description, lists of
+    headings and first lines (strings); the first ``limit`` of them."""
+    rows = []
+    for number, line in enumerate(_bounded_json(path, "catalog").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"catalog line {number} is not JSON: {exc}") from None
+        ok = isinstance(row, dict) and all(isinstance(row.get(k), str) and row[k].strip() for k in ("name", "description"))
+        ok = ok and all(isinstance(row.get(k, []), list) and all(isinstance(t, str) for t in row.get(k, []))
+                        for k in ("headings", "first_lines"))
+        if not ok:
+            raise InputError(f"catalog line {number} needs a name and a description (strings) and lists of strings "
+                             "as headings and first_lines")
+        rows.append(row)
+        if len(rows) > MAX_CATALOG_SKILLS:
+            raise InputError(f"the catalog has more than {MAX_CATALOG_SKILLS} skills")
+    if not rows:
+        raise InputError(f"the catalog {path} holds no skill")
+    return rows[:limit] if limit else rows
+
+
+def read_route_queries(path) -> dict:
+    """``{"in_scope": {"calibrate": [(query, skill)], "test": [...]}, "off_topic": {"calibrate": [query], "test": [...]}}``."""
+    try:
+        data = json.loads(_bounded_json(path, "query file"))
+        parsed = {
+            "in_scope": {half: [(str(q), str(s)) for q, s in data["in_scope"][half]] for half in ("calibrate", "test")},
+            "off_topic": {half: [str(q) for q in data["off_topic"][half]] for half in ("calibrate", "test")},
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"the query file {path} needs in_scope and off_topic, each with calibrate and test halves "
+                         f"([query, skill] pairs; queries): {exc!r:.120}") from None
+    if sum(len(v) for part in parsed.values() for v in part.values()) > MAX_QUERIES:
+        raise InputError(f"the query file {path} has more than {MAX_QUERIES} queries")
+    return parsed
+
+
+def write_skill_folders(rows: list[dict], root: Path) -> None:
+    """One folder a catalog skill under ``root``: frontmatter name and description, a body of
+    its first lines and headings."""
+    for number, row in enumerate(rows):
+        folder = root / f"{number:05d}"
+        folder.mkdir(parents=True)
+        body = "\n\n".join([*row.get("first_lines", []), *row.get("headings", [])])
+        text = f"---\nname: {json.dumps(row['name'])}\ndescription: {json.dumps(row['description'])}\n---\n\n{body}\n"
+        (folder / "SKILL.md").write_text(text, encoding="utf-8")
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _ms(values: list, q: float) -> float:
+    return round(1000 * float(np.percentile(values, q)), 2)
+
+
+def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Optional[int] = None,
+                        embedder: Optional[str] = None, progress: Progress = None) -> dict:
+    """Import a catalog (or skill folders) with ``engine`` (the fake one: routing does not
+    depend on the KV), calibrate on the calibrate half, report the test half."""
+    from ..memory import SkillMemory
+    from ..routing.encoders import make_embedder
+
+    if (catalog is None) == (skills is None):
+        raise InputError("give a catalog file or a folder of skills (one of them)")
+    asked = read_route_queries(queries)
+    encoder = make_embedder(embedder or "minilm")
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        source = skills
+        if catalog is not None:
+            source = work / "skills"
+            write_skill_folders(read_catalog(catalog, limit), source)
+        home = work / "home"
+        with SkillMemory(home, engine=engine, embedder=encoder) as memory:
+            started = time.perf_counter()
+            report = memory.import_skills(source, progress=progress)
+            import_s = time.perf_counter() - started
+            names = set(memory.store.skill_names())
+            unknown = sorted({s for half in asked["in_scope"].values() for _, s in half} - names)
+            if unknown:
+                raise InputError(f"queries name skills the catalog does not hold: {unknown[:5]}")
+            calibration = memory.calibrate(asked["in_scope"]["calibrate"], asked["off_topic"]["calibrate"])
+            encoder.encode(["warm-up"])
+            encode_s, route_s, right, abstained = [], [], 0, 0
+            for query, skill in asked["in_scope"]["test"]:
+                started = time.perf_counter()
+                recall = memory.route(query)
+                route_s.append(time.perf_counter() - started)
+                right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
+            for query in asked["off_topic"]["test"]:
+                started = time.perf_counter()
+                recall = memory.route(query)
+                route_s.append(time.perf_counter() - started)
+                abstained += recall.decision == "abstain"
+            for query in [q for q, _ in asked["in_scope"]["test"]] + asked["off_topic"]["test"]:
+                started = time.perf_counter()
+                encoder.encode([query + " "])  # a text the router has not seen
+                encode_s.append(time.perf_counter() - started)
+        stored = _tree_bytes(home)  # the store closed: its write-ahead log checkpointed
+        n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
+        row = {
+            "skills": len(names),
+            "in_scope_accuracy": round(right / n_in, 4) if n_in else None,
+            "off_topic_abstained": round(abstained / n_off, 4) if n_off else None,
+            "route_p50_ms": _ms(route_s, 50),
+            "route_p95_ms": _ms(route_s, 95),
+            "encode_p50_ms": _ms(encode_s, 50),
+            "route_over_encode": round(statistics.median(route_s) / statistics.median(encode_s), 2),
+            "import_s": round(import_s, 1),
+            "stored_bytes_per_skill": round(stored / max(1, len(names))),
+        }
+        return {
+            "kind": "route-catalog", **row, "rows": [row],
+            "skipped": report.skipped[:20], "skipped_count": len(report.skipped),
+            "embedder": encoder.name, "threshold": round(calibration.threshold, 4),
+            "queries": {"in_scope": n_in, "off_topic": n_off}, "machine": machine(),
+        }
