@@ -24,7 +24,6 @@ import numpy as np
 
 from ..core.progress import Progress
 from ..errors import InputError
-from .runs import machine
 
 __all__ = ["bench_route_catalog", "read_catalog", "read_route_queries", "write_skill_folders"]
 
@@ -165,5 +164,11 @@ def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Op
             "kind": "route-catalog", **row, "rows": [row],
             "skipped": report.skipped[:20], "skipped_count": len(report.skipped),
             "embedder": encoder.name, "threshold": round(calibration.threshold, 4),
-            "queries": {"in_scope": n_in, "off_topic": n_off}, "machine": machine(),
+            "queries": {"in_scope": n_in, "off_topic": n_off}, "machine": _machine(),
         }
+
+
+def _machine() -> dict:
+    from .runs import machine  # loads the model runtime: only when a benchmark reports
+
+    return machine()

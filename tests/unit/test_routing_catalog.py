@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from skillgraft.bench.route_catalog import read_catalog, read_route_queries, write_skill_folders
 from skillgraft.core.skill_folder import read_skill_folder
 from skillgraft.errors import InputError
 from skillgraft.routing.lexical import LexicalIndex, terms
@@ -75,6 +74,8 @@ def test_a_skill_is_found_by_its_words_and_gives_its_body(fake_memory, tmp_path)
 
 
 def test_the_catalog_file_is_checked(tmp_path):
+    from skillgraft.bench.route_catalog import read_catalog
+
     good = {"name": "a-skill", "description": "Does a thing.", "headings": ["# Use"], "first_lines": ["First."]}
     path = tmp_path / "c.jsonl"
     path.write_text(json.dumps(good) + "\n\n")
@@ -88,6 +89,8 @@ def test_the_catalog_file_is_checked(tmp_path):
 
 
 def test_catalog_lines_become_skill_folders_the_reader_takes(tmp_path):
+    from skillgraft.bench.route_catalog import write_skill_folders
+
     rows = [{"name": "quote-skill", "description": 'Says "hi": twice.\nThen stops.', "headings": ["# Use", "## More"],
              "first_lines": ["Line one."]}]
     write_skill_folders(rows, tmp_path)
@@ -97,6 +100,8 @@ def test_catalog_lines_become_skill_folders_the_reader_takes(tmp_path):
 
 
 def test_the_query_file_is_checked(tmp_path):
+    from skillgraft.bench.route_catalog import read_route_queries
+
     path = tmp_path / "q.json"
     path.write_text(json.dumps({"in_scope": {"calibrate": [["q", "s"]], "test": []},
                                 "off_topic": {"calibrate": ["hi"], "test": ["yo"]}}))
