@@ -50,7 +50,7 @@ def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
 def _render_import(data: dict) -> str:
     lines = [f"imported {len(data['imported'])}, unchanged {len(data['unchanged'])}, skipped {len(data['skipped'])}"]
     for item in data["imported"]:
-        lines.append(f"imported   {item['name']} v{item['version']}: {len(item['blocks'])} blocks ({item['reused']} reused)")
+        lines.append(f"imported   {item['name']} v{item['version']}: {len(item['blocks'])} parts ({item['reused']} reused)")
         lines += [f"  warning  {w}" for w in item["warnings"]]
     lines += [f"unchanged  {item['name']} v{item['version']}" for item in data["unchanged"]]
     lines += [f"skipped    {item['folder']}: {item['reason']}" for item in data["skipped"]]

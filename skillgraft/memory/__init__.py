@@ -8,10 +8,11 @@ from .answer_evals import EvalAnswer, EvalOutcome, SkillAnswerEval
 from .facade import Generation, SkillMemory, generation_of
 from .skill_evals import SkillTriggerScore
 from .skill_import import ImportedSkill, SkillImportReport
-from .skills import SkillExport, SkillPart, SkillRecord
+from .skills import SkillExport, SkillPart, SkillRecord, SkillWarmReport
 from .upkeep import RecaptureReport
 
 __all__ = [
     "EvalAnswer", "EvalOutcome", "Generation", "ImportedSkill", "RecaptureReport", "SkillAnswerEval", "SkillExport",
-    "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore", "generation_of",
+    "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore", "SkillWarmReport",
+    "generation_of",
 ]

@@ -13,7 +13,14 @@ from ..errors import InputError, RouterError
 # An uncalibrated store's threshold: per encoder where it was measured (the catalog benchmark's
 # calibrate half, docs/routing.md), else the earlier default.
 DEFAULT_THRESHOLD = 0.3
-ENCODER_THRESHOLDS = {"all-MiniLM-L6-v2": 0.55}
+ENCODER_THRESHOLDS = {"all-minilm-l6-v2": 0.55}
+
+
+def encoder_threshold(name: str) -> float:
+    """The default abstain threshold for vectors of the encoder ``name`` (the model's own name,
+    however it is served: ``all-MiniLM-L6-v2``, ``openai:all-minilm-l6-v2``, a folder path)."""
+    model = name.rsplit(":", 1)[-1].rstrip("/").rsplit("/", 1)[-1].lower()
+    return ENCODER_THRESHOLDS.get(model, DEFAULT_THRESHOLD)
 THRESHOLD_SETTING = "router.threshold"
 
 

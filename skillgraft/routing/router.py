@@ -42,7 +42,7 @@ from .ranking import (  # noqa: F401  (re-exported)
 from .near_misses import NEAR_MISS, NearMisses
 from .parts import PartCandidate, choose_part, is_instructional
 from .calibration import (  # noqa: F401  (re-exported)
-    DEFAULT_THRESHOLD, ENCODER_THRESHOLDS, THRESHOLD_SETTING, RouterCalibration, calibrate_router, evaluate_threshold, wilson_interval,
+    DEFAULT_THRESHOLD, ENCODER_THRESHOLDS, THRESHOLD_SETTING, encoder_threshold, RouterCalibration, calibrate_router, evaluate_threshold, wilson_interval,
 )
 from ..core.recall import Decision, Recall  # noqa: F401
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401
@@ -224,7 +224,7 @@ class Router:
     @property
     def threshold(self) -> float:
         stored = self.store.setting(THRESHOLD_SETTING)
-        return float(stored) if stored is not None else ENCODER_THRESHOLDS.get(self.embedder.name, DEFAULT_THRESHOLD)
+        return float(stored) if stored is not None else encoder_threshold(self.embedder.name)
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per query, ``[(block_id, score), ...]`` best first.

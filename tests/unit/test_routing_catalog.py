@@ -109,3 +109,12 @@ def test_the_query_file_is_checked(tmp_path):
     path.write_text(json.dumps({"in_scope": []}))
     with pytest.raises(InputError):
         read_route_queries(path)
+
+
+def test_the_default_threshold_follows_the_encoders_model_however_it_is_served():
+    from skillgraft.routing.calibration import DEFAULT_THRESHOLD, ENCODER_THRESHOLDS, encoder_threshold
+
+    minilm = ENCODER_THRESHOLDS["all-minilm-l6-v2"]
+    assert encoder_threshold("all-MiniLM-L6-v2") == encoder_threshold("openai:all-minilm-l6-v2") == minilm
+    assert encoder_threshold("/models/all-MiniLM-L6-v2/") == minilm
+    assert encoder_threshold("all-mpnet-base-v2") == encoder_threshold("fake") == DEFAULT_THRESHOLD
