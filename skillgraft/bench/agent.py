@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import agent_data as data
+from .agent_texts import Texts
 from ..core.progress import Progress
 from .agent_rows import recorder, request_row as _row
 
@@ -67,21 +68,6 @@ CONVERSATION = (  # "conversation": (user turn, the fixed assistant reply after 
 )
 
 
-class Texts:
-    """The prompts of one run: full size, or (quick) the first line of each app's rules and of
-    two of its tools, and the first three lines of each manual."""
-
-    def __init__(self, quick: bool) -> None:
-        def app(rules: str, tools: tuple) -> str:
-            return data.agent_system(rules, tools[:2], lines=1) if quick else data.agent_system(rules, tools)
-
-        self.agent = app(data.RULES, tuple(range(len(data.TOOLS))))
-        self.agent_questions = data.AGENT_QUESTIONS + data.AGENT_MORE_QUESTIONS[: 2 if quick else None]
-        self.manuals = {name: (data.manual_text(name, lines=3 if quick else 0), list(examples))
-                        for name, (_, examples) in data.MANUALS.items()}
-        self.apps = [(app(rules, tools), manual, questions) for (rules, tools), manual, questions in data.APPS]
-
-
 def _user(text: str) -> dict:
     return {"role": "user", "content": text}
 
@@ -98,8 +84,9 @@ class GatewaySystem:
 
     name = "skillgraft"
 
-    def __init__(self, workdir: Path, model: Optional[str], manuals: dict, slots: int = 1, captured: bool = False) -> None:
-        self.workdir, self.model_arg, self.manuals, self.captured = workdir, model, manuals, captured
+    def __init__(self, workdir: Path, model: Optional[str], manuals: dict, slots: int = 1, captured: bool = False,
+                 settle: Optional[Callable] = None) -> None:
+        self.workdir, self.model_arg, self.manuals, self.captured, self.settle = workdir, model, manuals, captured, settle
         self.starts: list[float] = []
         self.stocked: list[float] = []
         self.exit_codes: list[int] = []
@@ -109,6 +96,14 @@ class GatewaySystem:
     def _open(self, slots: int, manuals: dict) -> None:
         self.slots, self.home = slots, self.workdir / f"store-{slots}-slots"
         self.homes.append(self.home)
+        if self.settle is not None:  # the store's settings, before the gateway reads them
+            from ..store import BlockStore
+
+            store = BlockStore(self.home)
+            try:
+                self.settle(store)
+            finally:
+                store.close()
         self._start()
         started = time.perf_counter()
         try:
@@ -281,7 +276,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     setup: dict = {}
     done = False
     try:  # on a failure the folder stays, with the gateway's logs
-        gateway = GatewaySystem(workdir, model, texts.manuals, captured=captured)
+        gateway = GatewaySystem(workdir, model, texts.manuals, captured=captured, settle=texts.settle_threshold)
         try:
             _scenarios(gateway, texts, repeats, record, two_slots)
         finally:

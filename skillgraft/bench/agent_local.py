@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import agent_data as data
-from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, Texts, _user
+from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, _user
+from .agent_texts import Texts
 from .agent_rows import recorder, request_row as _row
 from ..kv.prefixes import common_prefix
 from ..core.progress import Progress
@@ -53,10 +54,12 @@ class MemorySystem:
 
     name = "skillgraft"
 
-    def __init__(self, home: Path, model: Optional[str], manual: tuple[str, list]) -> None:
+    def __init__(self, home: Path, model: Optional[str], manual: tuple[str, list], settle=None) -> None:
         from ..memory import SkillMemory
 
         self.memory = SkillMemory(home, model=model)
+        if settle is not None:
+            settle(self.memory.store)
         text, examples = manual
         self.memory.add_manual(AGENT_MANUAL, text, examples=examples)
 
@@ -168,7 +171,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-local-"))
     try:
-        ours = MemorySystem(workdir / "store", model, manual)
+        ours = MemorySystem(workdir / "store", model, manual, settle=texts.settle_threshold)
         try:
             _scenarios(ours, texts, record)
         finally:

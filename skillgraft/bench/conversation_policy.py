@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import agent_data as data
-from .agent import MAX_TOKENS, Texts
+from .agent import MAX_TOKENS
+from .agent_texts import Texts
 
 TURNS = 3
 PAIRS = (("postgres-backup", "disk-full"), ("tls-renewal", "dns-change"), ("k8s-crashloop", "ssh-access"))
