@@ -62,6 +62,7 @@ from .plan import ImportPlan, Planner, SkippedBlock
 from .corrections import export_corrections, import_corrections
 from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle_parts
 from .skills import check_skill_files, export_skills, import_skills_of, parse_skills
+from .texts import export_texts, parse_texts
 from ..errors import BundleError, SkillgraftError, StoreError
 from ..store.ledger import LedgerEvent
 from ..routing.router import manual_key_texts, name_key
@@ -133,6 +134,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
     path = Path(path)
     _, skill_blocks = export_skills(store, lambda name, data: None) if store.skill_names() else ([], set())
     blocks = [b for b in store.blocks(include_quarantined=False) if b.id not in skill_blocks]
+    texts, blocks = [b for b in blocks if b.text_only], [b for b in blocks if not b.text_only]
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -162,6 +164,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
                     _add_bytes(tar, row["file"], payload)
                     if progress:
                         progress(done, len(blocks))
+                manifest["texts"] = export_texts(store, texts)
                 manifest["corrections"] = export_corrections(store, {b.id for b in blocks})
                 manifest["skills"], _ = export_skills(store, lambda name, data: _add_bytes(tar, name, data))
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
@@ -173,7 +176,7 @@ def export_bundle(store: "BlockStore", path: Union[str, Path], progress: Progres
         if isinstance(exc, OSError):
             raise StoreError(f"cannot write the bundle {path}: {exc.strerror or exc}") from exc
         raise
-    return ExportReport(str(path), len(blocks), path.stat().st_size, len(manifest["skills"]))
+    return ExportReport(str(path), len(blocks) + len(texts), path.stat().st_size, len(manifest["skills"]))
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -214,6 +217,7 @@ def import_bundle(
         with tar:
             rows, corrections, manifest, members = read_bundle_parts(tar)
             skills = parse_skills(manifest.get("skills", []), members)  # checked before any deposit
+            texts = parse_texts(manifest.get("texts"))
             check_skill_files(tar, members, skills)
             planner = Planner(memory, tar, allow_foreign, trust_payloads)
             total = len(rows)
@@ -225,6 +229,9 @@ def import_bundle(
             imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
                                 (corrections, f"import:{path.name}"))
             skill_reports = import_skills_of(memory, tar, members, skills, f"bundle:{path.name}")
+            imported += [ImportedBlock(block.id, block.id, block.name, "manual", "text") for block in (
+                memory.add_manual(t.name, t.text, description=t.description, examples=list(t.examples), capture=False)
+                for t in texts)]
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
         memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))

@@ -1,0 +1,66 @@
+"""Text manuals in a bundle: manuals stored as text (no payload, ``add_manual(capture=False)``)
+that belong to no imported skill travel in the manifest's ``texts`` list — name, text,
+description and example keys — and are stored as text again on import, after every field is
+checked (:func:`parse_texts`), so an import makes no model run for them either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.blocks import Block
+from ..core.sha import ID_LIKE
+from ..errors import BundleError
+from .reader import MAX_BLOCKS, MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS
+from ..routing.router import MAX_EXAMPLES
+
+__all__ = ["TextManual", "export_texts", "parse_texts"]
+
+
+@dataclass(frozen=True)
+class TextManual:
+    """One checked entry of a bundle's ``texts``."""
+
+    name: str
+    text: str
+    description: str
+    examples: tuple[str, ...]
+
+
+def export_texts(store, blocks: list[Block]) -> list[dict]:
+    """The ``texts`` entries of ``blocks`` (text blocks)."""
+    return [{"name": block.name, "text": block.source, "description": block.description,
+             "examples": [k["text"] for k in store.routing_keys(block.id) if k["kind"] == "example"]}
+            for block in blocks]
+
+
+def _string(entry: dict, key: str, where: str, limit: int) -> str:
+    value = entry.get(key, "" if key == "description" else None)
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise BundleError(f"{where}: {key!r} must be text of at most {limit} characters without NUL")
+    return value
+
+
+def parse_texts(raw) -> list[TextManual]:
+    """The manifest's ``texts`` checked (:class:`BundleError` for anything malformed)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_BLOCKS:
+        raise BundleError(f"the bundle's texts must be a list of at most {MAX_BLOCKS}")
+    manuals, names = [], set()
+    for index, entry in enumerate(raw):
+        where = f"bundle text #{index}"
+        if not isinstance(entry, dict):
+            raise BundleError(f"{where} is not an object")
+        name = _string(entry, "name", where, MAX_NAME_CHARS)
+        if not name.strip() or name != name.strip() or ID_LIKE.fullmatch(name) or name in names:
+            raise BundleError(f"{where}: its name {name!r} is empty, padded, id-like or repeated")
+        text = _string(entry, "text", where, MAX_TEXT_CHARS)
+        if not text.strip():
+            raise BundleError(f"{where}: its text is empty")
+        examples = entry.get("examples", [])
+        if not isinstance(examples, list) or len(examples) > MAX_EXAMPLES:
+            raise BundleError(f"{where}: examples must be a list of at most {MAX_EXAMPLES}")
+        checked = tuple(_string({"example": e}, "example", where, MAX_KEY_CHARS) for e in examples)
+        names.add(name)
+        manuals.append(TextManual(name, text, _string(entry, "description", where, MAX_KEY_CHARS), checked))
+    return manuals
