@@ -203,3 +203,26 @@ def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tm
         largest = max(parts, key=lambda b: len(memory.get(b).source))
         answer = memory.answer(chat, AnswerOptions(max_tokens=4, format=options.format), block=largest)
         assert answer.note.decision in ("graft", "fallback") and answer.end.prompt_tokens + 4 <= smollm2.n_ctx
+
+
+def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path, smollm2, embedder):
+    """``warm_skills`` on the embedded model: the state it keeps serves the app's next request
+    (restored, not prefilled), and that answer is the one a plain prefill of the same chat gives."""
+    from skillgraft.core.answer import AnswerOptions
+    from skillgraft.memory import SkillMemory
+
+    shutil.copytree(COLLECTION / "regex-crafting", tmp_path / "skills" / "regex-crafting")
+    system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
+    with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
+        memory.import_skills(tmp_path / "skills")
+        report = memory.warm_skills(["regex-crafting"], system=system)
+        assert report.warmed and not report.left_out
+        first = report.warmed[0]
+        block = memory.get(first["block_id"])
+        memory.answer([("user", "hello")], AnswerOptions(max_tokens=2), route=False)  # the cells turn elsewhere
+        chat = [("system", system), ("user", "Write a regex for an ISO date.")]
+        answer = memory.answer(chat, AnswerOptions(max_tokens=6), block=block.id)
+        assert answer.note.reused_from == "derived" and answer.note.cache_n >= first["tokens"]
+        plain = memory.answer([("system", system), ("system", block.source), chat[1]], AnswerOptions(max_tokens=6),
+                              route=False)
+        assert [s.token for s in plain.end.steps] == [s.token for s in answer.end.steps]
