@@ -25,7 +25,7 @@ from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
-from ..kv.context import IDLE_CAPTURE_S, AnswerContext
+from ..kv.context import IDLE_CAPTURE_S, KEEPER, AnswerContext
 from ..kv.prefixes import common_prefix
 
 if TYPE_CHECKING:
@@ -229,6 +229,8 @@ class ServerPool:
                     logger.warning("the derived states pending on slot %d of server %d were not kept: %s", slot, server, exc)
                 finally:
                     self._free.put((server, slot))
+        if not idle_s:  # asked for all of them: those being kept off the answers' path too
+            KEEPER.drain()
         return kept
 
     def _take_exact(self, server: int, slot: int, wait_s: float) -> bool:

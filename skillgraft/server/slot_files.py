@@ -34,15 +34,16 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 @dataclass(frozen=True)
 class SlotFile:
-    """A parsed slot file: the tokens it carries and the sequence state after them."""
+    """A parsed slot file: the tokens it carries and the sequence state after them (a view of
+    the file's bytes, not a copy: a saved slot's state is tens of megabytes)."""
 
     tokens: tuple[int, ...]
-    state: bytes
+    state: memoryview
     packed: bool
 
     def to_payload(self, seq_id: int = 0) -> bytes:
         """The block payload these bytes stand for (preamble for ``seq_id`` + state)."""
-        return _PREAMBLE.pack(STATE_MAGIC, seq_id) + self.state
+        return b"".join((_PREAMBLE.pack(STATE_MAGIC, seq_id), self.state))
 
 
 def _check_tokens(tokens: Sequence[int]) -> list[int]:
@@ -109,4 +110,4 @@ def parse_slot_file(data: bytes, *, max_tokens: int = 1 << 20) -> SlotFile:
     words = struct.unpack_from(f"<{n_words}i", data, _HEADER.size)
     tokens, packed = _unpack_token_words(words)
     _check_tokens(tokens)
-    return SlotFile(tokens=tuple(tokens), state=data[state_at:], packed=packed)
+    return SlotFile(tokens=tuple(tokens), state=memoryview(data)[state_at:], packed=packed)
