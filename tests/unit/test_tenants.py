@@ -207,6 +207,18 @@ def test_the_skills_api_lists_gets_and_deletes_within_the_namespace(http):
     assert sid not in ids(KEY_A)
 
 
+def test_namespace_keys_on_a_shared_store_are_refused_at_start(tmp_path):
+    from skillgraft.gateway.runner import GatewayConfig, serve
+
+    keys = tmp_path / "keys"
+    keys.write_text(f"team-a {KEY_A}\nadmin {DEPOSIT_KEY}\n")
+    keys.chmod(0o600)
+    config = GatewayConfig(tmp_path / "home", keys_file=str(keys), catalog="postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(ConfigError, match="shared store"):
+        serve(config)
+    assert not (tmp_path / "home").exists()
+
+
 # -- the CLI and MCP ------------------------------------------------------------------------------
 
 
@@ -220,6 +232,8 @@ def test_the_cli_namespace_option(runner, tenants):
         assert "sourdough" in {row["name"] for row in json.loads(result.output)["rows"]}
     team_b = runner.invoke(cli, ["--home", home, "--namespace", "team-b", "list", "--json"])
     assert "sourdough" not in team_b.output and "git-squash" in team_b.output
+    shown = runner.invoke(cli, ["--home", home, "--namespace", "team-b", "show", "git-squash", "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.output)["routing_keys"], shown.output  # read from the base
     refused = runner.invoke(cli, ["--home", home, "--namespace", "team-a", "rm", "git-squash"])
     assert refused.exit_code == 1 and "shared base" in refused.output
     hostile = runner.invoke(cli, ["--home", home, "--namespace", "../../etc", "list"])
