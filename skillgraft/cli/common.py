@@ -260,16 +260,18 @@ def namespace_store(ctx: click.Context, home: Path) -> Path:
     """The store folder of the namespace the options name (``home`` for ``default``)."""
     from ..memory.namespaces import namespace_home
 
-    obj = ctx.obj or {}
-    return namespace_home(home, obj.get("namespace"), obj.get("catalog"), obj.get("blocks"))
+    return namespace_home(home, (ctx.obj or {}).get("namespace"))
 
 
 def open_store(ctx: click.Context):
     """The block store of the namespace the options name (its own: never the base it reads)."""
+    from ..memory.namespaces import namespace_backends
     from ..store.block_store import BlockStore
 
     obj = ctx.obj or {}
-    store = BlockStore(namespace_store(ctx, store_home(ctx)), catalog=obj.get("catalog"), blocks=obj.get("blocks"))
+    home = store_home(ctx)
+    catalog, blocks = namespace_backends(obj.get("namespace"), obj.get("catalog"), obj.get("blocks"))
+    store = BlockStore(namespace_store(ctx, home), catalog=catalog, blocks=blocks)
     ctx.call_on_close(store.close)
     return store
 

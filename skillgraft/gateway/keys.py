@@ -70,11 +70,6 @@ class ApiKeys:
         return bool(self._keys)
 
     @property
-    def namespaces(self) -> set[str]:
-        """The namespaces the keys stand for (``default`` for the admin keys)."""
-        return {principal.namespace for principal in self._keys.values()}
-
-    @property
     def tenants(self) -> bool:
         """Whether some key stands for a namespace of its own (a non-admin key)."""
         return any(not principal.admin for principal in self._keys.values())

@@ -72,7 +72,6 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
     """Serve until interrupted (SIGINT/SIGTERM). ``ready(url, server_pids)`` is called once
     the servers are up and the gateway listens."""
     from ..web.serving import LOOPBACK_HOSTS
-    from ..memory.namespaces import namespace_home
     from .app import create_app
     from ..web.http_guard import protocol_class
     from .pool import ServerPool
@@ -80,8 +79,6 @@ def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], N
 
     config.check()
     keys = config.keys()  # a bad key file stops the start before the servers do
-    for namespace in keys.namespaces:  # so does a namespace the store cannot keep apart
-        namespace_home(config.home, namespace, config.catalog, config.blocks)
     waits = {} if config.slot_wait_s is None else {"lease_timeout_s": config.slot_wait_s}
     pool = ServerPool(config.n_servers, config.n_slots, model=config.model, settings=config.settings, **waits)
     try:

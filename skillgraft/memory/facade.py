@@ -38,7 +38,7 @@ from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
-from .namespaces import better_recall, check_namespace, namespace_home
+from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
 from .skill_import import SkillImports
@@ -134,12 +134,11 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
             embedder = choose_embedder(embedder)  # checked before the store is opened
         self.namespace = check_namespace(namespace)
         home = Path(home or default_home()).expanduser()
-        own_home = namespace_home(home, self.namespace, catalog, blocks)
-        self.base: Optional[BlockStore] = None  # the home's store, read-only, for a namespace's memory
-        if own_home != home and (home / "catalog.db").is_file():
-            self.base = BlockStore(home, read_only=True)
+        own_home = namespace_home(home, self.namespace)
+        self.base: Optional[BlockStore] = open_base(home, self.namespace, catalog, blocks)  # None but for a namespace
         try:
-            self.store = BlockStore(own_home, read_only=read_only, catalog=catalog, blocks=blocks)
+            own_catalog, own_blocks = namespace_backends(self.namespace, catalog, blocks, read_only=bool(read_only))
+            self.store = BlockStore(own_home, read_only=read_only, catalog=own_catalog, blocks=own_blocks)
         except BaseException:
             self._close_base()
             raise

@@ -17,7 +17,7 @@ from skillgraft.gateway.app import create_app
 from skillgraft.gateway.keys import ApiKeys, Principal
 from skillgraft.gateway.service import Gateway
 from skillgraft.memory import SkillMemory
-from skillgraft.memory.namespaces import better_recall, namespace_home
+from skillgraft.memory.namespaces import better_recall, catalog_schema, namespace_backends, namespace_home
 from skillgraft.core.recall import Recall
 from skillgraft.testing import FakePool
 
@@ -124,8 +124,11 @@ def test_a_name_that_is_no_namespace_is_refused_and_creates_nothing(opened, tmp_
 def test_a_namespace_lies_in_its_home(tmp_path):
     assert namespace_home(tmp_path, "team-a") == tmp_path / "namespaces" / "team-a"
     assert namespace_home(tmp_path, None) == namespace_home(tmp_path, "default") == tmp_path
-    with pytest.raises(ConfigError, match="shared store"):
-        namespace_home(tmp_path, "team-a", "postgresql://db/skills")
+    assert namespace_backends("team-a", None, "s3://bucket/skills/") == (None, "s3://bucket/skills/namespaces/team-a")
+    assert namespace_backends("default", "postgresql://db/x", "s3://b/p") == ("postgresql://db/x", "s3://b/p")
+    assert catalog_schema("team-a") != catalog_schema("team-b") and len(catalog_schema("x" * 64)) <= 63
+    with pytest.raises(ConfigError, match="one catalog object"):
+        namespace_backends("team-a", object(), None)
 
 
 def test_the_better_decision_wins_own_first_on_a_tie():
@@ -205,18 +208,6 @@ def test_the_skills_api_lists_gets_and_deletes_within_the_namespace(http):
         assert call(http, method, f"/v1/skills/{sid}", KEY_B).status_code == 404
     assert call(http, "DELETE", f"/v1/skills/{sid}", KEY_A).status_code == 200
     assert sid not in ids(KEY_A)
-
-
-def test_namespace_keys_on_a_shared_store_are_refused_at_start(tmp_path):
-    from skillgraft.gateway.runner import GatewayConfig, serve
-
-    keys = tmp_path / "keys"
-    keys.write_text(f"team-a {KEY_A}\nadmin {DEPOSIT_KEY}\n")
-    keys.chmod(0o600)
-    config = GatewayConfig(tmp_path / "home", keys_file=str(keys), catalog="postgresql://nobody@127.0.0.1:1/none")
-    with pytest.raises(ConfigError, match="shared store"):
-        serve(config)
-    assert not (tmp_path / "home").exists()
 
 
 # -- the CLI and MCP ------------------------------------------------------------------------------
