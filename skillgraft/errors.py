@@ -47,9 +47,9 @@ __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "RestoreRejectedError", "RouterError", "ServerBuildError",
-    "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError", "SkillgraftError",
-    "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "RestoreRejectedError", "RouterError",
+    "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
+    "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 

@@ -234,7 +234,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                 seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
             ))
         n = body.n or 1
-        tenant = tenant_of(request)  # the memory of the key's namespace
+        tenant = await tenant_of(request)  # the memory of the key's namespace
         prepared = await in_thread(lambda: tenant.prepare(body.chat(), options.format, route=body.route()))
         scope = principal_of(request).scope(body.cache_salt())
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -268,12 +268,13 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return ClosingStream(relay(pump, first, sse, failed), pump, media_type="text/event-stream",
                              headers=decision_headers(first))
 
-    def tenant_of(request: Request) -> Gateway:
-        """The gateway of the namespace of the key ``request`` gave (:meth:`Gateway.tenant`)."""
-        return gateway.tenant(principal_of(request).namespace)
+    async def tenant_of(request: Request) -> Gateway:
+        """The gateway of the namespace of the key ``request`` gave (:meth:`Gateway.tenant`),
+        opened off the event loop on its namespace's first request."""
+        return await in_thread(gateway.tenant, principal_of(request).namespace)
 
     async def deposit(skill: NewSkill, request: Request) -> dict:
-        tenant = tenant_of(request)
+        tenant = await tenant_of(request)
         if skill.kind == "manual":
             block = await holding_slot(
                 lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
@@ -294,7 +295,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     async def list_skills(request: Request, kind: Optional[str] = None):
         if kind not in (None, "manual", "solution"):
             raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
-        blocks = await in_thread(tenant_of(request).list_skills, kind)
+        blocks = await in_thread((await tenant_of(request)).list_skills, kind)
         return {"object": "list", "data": [served(block) for block in blocks]}
 
     @app.post("/v1/skillgraft/skills", status_code=201)
@@ -306,7 +307,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")
     async def delete_skill(ref: str, request: Request):
-        block = await in_thread(tenant_of(request).delete_skill, ref)
+        block = await in_thread((await tenant_of(request)).delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
     mount_inspector(app, GatewaySource(gateway), api_key=keys.inspector_key())

@@ -171,12 +171,12 @@ async def _uploaded(request: Request) -> tuple[list[tuple[str, bytes]], dict]:
 
 def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slot, deposit) -> None:
     """Add the OpenAI Skills API's routes to ``app``, each over the skills of the request's
-    namespace (``tenant_of(request)``: its gateway); ``deposit`` takes skillgraft's own JSON
+    namespace (``await tenant_of(request)``: its gateway); ``deposit`` takes skillgraft's own JSON
     deposit (a :class:`~skillgraft.gateway.schemas.NewSkill`, and the request). Registered
     before skillgraft's ``/v1/skills/{ref}`` routes: a path with a skill id is OpenAI's."""
 
-    def shelf_of(request: Request) -> SkillShelf:
-        return SkillShelf(tenant_of(request))
+    async def shelf_of(request: Request) -> SkillShelf:
+        return SkillShelf(await tenant_of(request))
 
     def name_of(shelf: SkillShelf, sid: str) -> str:
         for name in shelf.names():
@@ -204,14 +204,14 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
                 raise ApiError(400, f"the body is not JSON ({exc})") from None
             return JSONResponse(jsonable_encoder(await deposit(skill, request)), status_code=201)
         parts, _ = await _uploaded(request)
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         name, _ = await holding_slot(add, shelf, parts, None, True)
         return await in_thread(lambda: skill_object(shelf.versions(name)))
 
     @app.get("/v1/skills")
     async def list_skills(request: Request, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
                           order: str = "desc"):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
 
         def listed() -> list[dict]:
             return [skill_object(shelf.versions(name)) for name in shelf.names()]
@@ -221,30 +221,30 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
 
     @app.get("/v1/skills/{sid:skill_id}")
     async def retrieve_skill(request: Request, sid: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         return await in_thread(described, shelf, sid)
 
     @app.post("/v1/skills/{sid:skill_id}")
     async def update_skill(request: Request, sid: str, body: UpdateSkill):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         version = _version_number(body.default_version, "default_version")
         await in_thread(lambda: shelf.set_default(name_of(shelf, sid), version))
         return await in_thread(described, shelf, sid)
 
     @app.delete("/v1/skills/{sid:skill_id}")
     async def delete_skill(request: Request, sid: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         await in_thread(lambda: shelf.remove(name_of(shelf, sid)))
         return {"id": sid, "object": "skill.deleted", "deleted": True}
 
     @app.get("/v1/skills/{sid:skill_id}/content")
     async def skill_content(request: Request, sid: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         return await in_thread(lambda: _content(shelf, name_of(shelf, sid), None))
 
     @app.post("/v1/skills/{sid:skill_id}/versions")
     async def create_version(request: Request, sid: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         name = await in_thread(name_of, shelf, sid)
         parts, fields = await _uploaded(request)
         default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
@@ -254,7 +254,7 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     @app.get("/v1/skills/{sid:skill_id}/versions")
     async def list_versions(request: Request, sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
                             order: str = "desc"):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         records = await in_thread(lambda: shelf.versions(name_of(shelf, sid)))
         items = [version_object(record) for record in records]
         if after is not None and after.isascii() and after.isdigit() and len(after) <= 18 and records:
@@ -263,13 +263,13 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
 
     @app.get("/v1/skills/{sid:skill_id}/versions/{version}")
     async def retrieve_version(request: Request, sid: str, version: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
         return version_object(await in_thread(lambda: shelf.skill(name_of(shelf, sid), number)))
 
     @app.delete("/v1/skills/{sid:skill_id}/versions/{version}")
     async def delete_version(request: Request, sid: str, version: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
         name = await in_thread(name_of, shelf, sid)
         await in_thread(shelf.remove, name, number)
@@ -278,7 +278,7 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
 
     @app.get("/v1/skills/{sid:skill_id}/versions/{version}/content")
     async def version_content(request: Request, sid: str, version: str):
-        shelf = shelf_of(request)
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
         return await in_thread(lambda: _content(shelf, name_of(shelf, sid), number))
 

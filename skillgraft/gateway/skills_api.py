@@ -54,18 +54,18 @@ def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
 
 def register_skill_routes(app: FastAPI, tenant_of, in_thread: Callable[..., Awaitable]) -> None:
     """Add the skills API's reading routes to ``app``, each over the request's namespace
-    (``tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and
+    (``await tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and
     turns its errors into the app's error responses."""
 
     @app.post("/v1/skillgraft/skills/recall")
     @app.post("/v1/skills/recall")
     async def recall_skill(body: RecallRequest, request: Request):
-        found = await in_thread(tenant_of(request).recall_skill, body.query)
+        found = await in_thread((await tenant_of(request)).recall_skill, body.query)
         reply = {"object": "skill.recall", **found.model_dump(mode="json")}
         return JSONResponse(reply, headers=decision_headers(found))
 
     @app.get("/v1/skillgraft/skills/{ref:path}")
     @app.get("/v1/skills/{ref:path}")
     async def get_skill(ref: str, request: Request):
-        skill = await in_thread(tenant_of(request).read_skill, ref)
+        skill = await in_thread((await tenant_of(request)).read_skill, ref)
         return {"object": "skill", **skill.model_dump()}

@@ -95,6 +95,15 @@ def test_the_base_is_read_only_to_a_namespace(tenants):
     assert a.delete("git-squash").name == "git-squash" and "git-squash" in names(base) | names(a)
 
 
+def test_a_namespaces_corrections_are_its_own_and_never_point_into_the_base(tenants):
+    base, a, b = tenants
+    with pytest.raises(SharedBaseError):
+        a.feedback("knead the dough please", "git-squash")
+    assert a.feedback("knead the dough please", "sourdough").kind == "feedback"
+    assert [row["block_id"] for row in a.store.corrections()] == [a.get("sourdough").id]
+    assert base.store.corrections() == [] == b.store.corrections()
+
+
 def test_deleting_a_namespaces_skill_deletes_its_states_and_nothing_of_the_base(tenants, tmp_path):
     base, a, _ = tenants
     block = a.get("sourdough")
