@@ -14,6 +14,7 @@ The tree::
     │   ├── FormatError                tools or a response format that cannot be honoured
     │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
     │   │   └── SkillUploadError       an uploaded skill (files or a zip) refused unread
+    │   ├── NamespaceError             a namespace name that cannot name a memory
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -27,6 +28,7 @@ The tree::
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
+    │   ├── SharedBaseError            a namespace asked to change the shared base it only reads
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
@@ -45,9 +47,9 @@ __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "ModelPartError", "NameTakenError", "RestoreRejectedError", "RouterError", "ServerBuildError",
-    "ServerError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError", "SkillgraftError",
-    "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "RestoreRejectedError", "RouterError",
+    "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
+    "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 
@@ -176,6 +178,16 @@ class SkillUploadError(SkillFolderError):
         return self.code in self.SIZE_CODES
 
 
+class NamespaceError(InputError):
+    """A namespace name that cannot name a memory (``namespace``: the name given)."""
+
+    def __init__(self, namespace: object) -> None:
+        self.namespace = namespace
+        shown = repr(namespace) if len(repr(namespace)) <= 80 else repr(namespace)[:77] + "..."
+        super().__init__(f"namespace {shown} is not a namespace name: 1-64 of a-z 0-9 . _ - (opening with a letter "
+                         "or digit)")
+
+
 class SlotFileError(InputError):
     """A slot file or block payload does not have the layout the conversion needs."""
 
@@ -292,6 +304,14 @@ class DuplicateBlockError(StoreError):
             f"the text of {asked_name!r} is already stored as block {block_id} named {name!r}: "
             f"rename that block or use it"
         )
+
+
+class SharedBaseError(StoreError):
+    """``ref`` is the shared base's, which namespace ``namespace`` reads but never changes."""
+
+    def __init__(self, ref: str, namespace: str) -> None:
+        self.ref, self.namespace = ref, namespace
+        super().__init__(f"{ref!r} belongs to the shared base, which namespace {namespace!r} can read but not change")
 
 
 class BundleError(StoreError):

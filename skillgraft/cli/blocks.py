@@ -131,7 +131,7 @@ def show(ctx, ref, as_json) -> None:
     """
     memory = open_memory(ctx)
     block = memory.get(ref)
-    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store.routing_keys(block.id)]
+    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store_of(block).routing_keys(block.id)]
     emit({**block.summary(), "routing_keys": keys}, as_json, _render_block)
 
 

@@ -8,6 +8,7 @@ from typing import Optional
 
 import click
 
+from ..errors import ConfigError
 from .common import model_option, store_home
 
 create_option = click.option(
@@ -81,6 +82,8 @@ def serve_command(ctx, host, port, servers, slots, api_key, keys_file, gate, no_
     from ..web.http_guard import HttpLimits
 
     _serve_extra()
+    if (ctx.obj or {}).get("namespace"):
+        raise ConfigError("serve takes each request's namespace from its key (--keys), not --namespace")
     config = GatewayConfig(
         home=store_home(ctx, create=create), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
         api_key=api_key, keys_file=keys_file, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
@@ -118,7 +121,7 @@ def ui_command(ctx, host, port, model) -> None:
 
     obj = ctx.obj or {}
     serve_inspector(store_home(ctx), host=host, port=port, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-                    model=model, ready=ready)
+                    model=model, ready=ready, namespace=obj.get("namespace"))
 
 
 @click.command("mcp")
@@ -143,4 +146,4 @@ def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, create: b
     obj = ctx.obj or {}
     run_stdio(store_home(ctx, create=create), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
               deposits=DepositPolicy(allow_deposits, None, deposits_per_minute), log_level=log_level.upper(),
-              embedder=obj.get("embedder"))
+              embedder=obj.get("embedder"), namespace=obj.get("namespace"))
