@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..core.answer import AnswerEnd, AnswerNote, AnswerOptions
+from ..core.measures import FirstText
 from ..core.progress import Progress
 from ..errors import ContextOverflowError, NameTakenError, SkillgraftError
 from .bfcl_tasks import CATEGORIES, BfclChecker, BfclTask, load_tasks
@@ -74,19 +75,19 @@ class SkillLibrary:
 def _ask(memory, messages, options: AnswerOptions, *, route: bool) -> tuple[str, AnswerNote, AnswerEnd, float, float, tuple]:
     """One streamed answer: text, note, end, seconds to the first text and in all, and the
     tokens the answer was prompted with (rendered again once it is timed)."""
-    started, first, text, note, end = time.perf_counter(), None, "", None, None
+    started, text, note, end = time.perf_counter(), "", None, None
     recall = memory.plan(messages).recall if route else None
-    for event in memory.stream(messages, options, recall=recall, route=route):
+    events = FirstText(memory.stream(messages, options, recall=recall, route=route), started)
+    for event in events:
         if isinstance(event, AnswerNote):
             note = event
         elif isinstance(event, AnswerEnd):
             end = event
         else:
-            first = first if first is not None else time.perf_counter() - started
             text += event
     total = time.perf_counter() - started
     prompt = memory.pipeline().prompt(memory.plan(messages, recall=recall, route=route), options)
-    return text, note, end, first if first is not None else total, total, prompt.tokens if prompt else ()
+    return text, note, end, events.seconds if events.seconds is not None else total, total, prompt.tokens if prompt else ()
 
 
 def _pasted(base: str, document: Optional[str]) -> list[tuple[str, str]]:

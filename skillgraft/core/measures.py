@@ -5,10 +5,11 @@ answer the mean prompt tokens, the median time to the first token and the median
 from __future__ import annotations
 
 import math
+import time
 from statistics import fmean, median
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
-__all__ = ["Z95", "answer_costs", "pass_rate", "wilson"]
+__all__ = ["Z95", "FirstText", "answer_costs", "pass_rate", "wilson"]
 
 Z95 = 1.959963984540054
 
@@ -38,3 +39,17 @@ def answer_costs(prompt_tokens: Sequence[int], ttft_s: Sequence[float], total_s:
         "ttft_s": median(ttft_s) if ttft_s else None,
         "total_s": median(total_s) if total_s else None,
     }
+
+
+class FirstText:
+    """An answer's events passed through unchanged; ``seconds`` is when the first text delta
+    (a non-empty ``str`` event) came, counted from ``started`` (a :func:`time.perf_counter`)."""
+
+    def __init__(self, events: Iterable, started: float) -> None:
+        self.events, self.started, self.seconds = events, started, None
+
+    def __iter__(self) -> Iterator:
+        for event in self.events:
+            if self.seconds is None and isinstance(event, str) and event:
+                self.seconds = time.perf_counter() - self.started
+            yield event
