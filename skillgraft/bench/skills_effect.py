@@ -14,7 +14,8 @@ store, answered greedily under five conditions, the same tasks for each:
 The skills are stored as text, so a routed skill takes the place a pasted document does (a
 system turn after the app's own, :func:`~skillgraft.core.chat_layout.skill_prompt`): where
 routing grafts a task's one needed document, the routed and the pasted prompts are the same
-tokens, and their answers are compared (:func:`.skills_effect_report.exactness`).
+tokens, and their answers are compared (:func:`.skills_effect_report.exactness`). Every answer
+starts on an empty context, so no condition reuses the cells another one's answer left.
 
 Each answer is checked by BFCL's AST checker; prompt tokens, time to the first streamed token
 and total time are measured per answer (:mod:`.skills_effect_report` makes the tables).
@@ -73,8 +74,11 @@ class SkillLibrary:
 
 
 def _ask(memory, messages, options: AnswerOptions, *, route: bool) -> tuple[str, AnswerNote, AnswerEnd, float, float, tuple]:
-    """One streamed answer: text, note, end, seconds to the first text and in all, and the
-    tokens the answer was prompted with (rendered again once it is timed)."""
+    """One streamed answer on a context that holds nothing (it reuses only the prefix states
+    earlier answers kept, never the cells the last one left): text, note, end, seconds to the
+    first text and in all, and the tokens the answer was prompted with (rendered again once it
+    is timed)."""
+    memory.engine.reset()
     started, text, note, end = time.perf_counter(), "", None, None
     recall = memory.plan(messages).recall if route else None
     events = FirstText(memory.stream(messages, options, recall=recall, route=route), started)

@@ -99,7 +99,9 @@ def test_every_condition_on_the_fake(se, report):
     assert {r["category"] for r in report["per_category"]} == {t.category for t in tasks}
     decisions = report["routed_decisions"]["fake"]
     assert decisions["tasks"] == len(tasks) and decisions["graft_on_a_needed_skill"] <= decisions.get("graft", 0)
-    assert "prompt" not in report["runs"][0] and report["runs"][0]["reused_from"] in ("", "slot", "derived", "block")
+    assert "prompt" not in report["runs"][0]
+    # every answer starts on an empty context: it reuses prefix states, never the last answer's cells
+    assert {r["reused_from"] for r in report["runs"]} <= {"", "derived"} and any(r["reused_tokens"] for r in report["runs"])
 
 
 def test_a_routed_text_skill_is_the_pasted_document_token_for_token(se, report):
