@@ -144,11 +144,21 @@ def test_the_cli_answers_a_skills_evals_with_and_without_it(runner, home, tmp_pa
         for run in (grafted, plain):
             assert 0 < run["generated_tokens"] <= 24 and run["generate_s"] > 0 and run["prefill_s"] > 0
             assert len(run["results"]) == len(item["checks"]) and run["checked"] <= len(item["checks"])
+            assert 0 < run["ttft_s"] <= run["total_s"]
     summary = report["summary"]
     assert summary["with_skill"]["checks"] == summary["without_skill"]["checks"] == 3
     assert summary["delta"]["prompt_tokens"] > report["block_tokens"] - 40 and summary["unchecked"] == 9
-    text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8"])
+    assert summary["with_skill"]["evals"]["n"] == summary["without_skill"]["evals"]["n"] == 2  # evals 1 and 3 checked
+    # any chat GGUF by path: here the embedded model's file under another name
+    from skillgraft.engine.models import resolve_model
+
+    (tmp_path / "models").mkdir()
+    by_path = tmp_path / "models" / "my-model.gguf"
+    by_path.symlink_to(resolve_model("smollm2-135m")[1])
+    text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8",
+                               "--model", str(by_path)])
     assert text.exit_code == 0 and "with     graft" in text.output and "without  abstain" in text.output
+    assert f"answered by {by_path} with block" in text.output and "median first token" in text.output
 
 
 AGENT_PROMPT = (

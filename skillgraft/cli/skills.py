@@ -191,9 +191,11 @@ def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as
 
     By default only the held-out part (about 40 % of the queries, chosen by a hash of each
     query) is routed: the other part's positive queries are the skill's example keys. Each
-    evals.json prompt is answered twice at temperature 0 (the skill's first block grafted, by
-    name; then no skill): tokens, time and the pass rate of the machine-checkable assertions
-    (contains, not_contains, regex); natural-language ones are counted as unchecked.
+    evals.json prompt is answered twice at temperature 0 by --model (a name or a GGUF path;
+    the skill's first block grafted, by name; then no skill): the evals passed (every
+    machine-checkable assertion of one passes: contains, not_contains, regex) with a 95 %
+    interval, the checks passed, prompt tokens, time to the first token and total time;
+    natural-language assertions are counted as unchecked.
     """
     memory = open_memory(ctx, model)
     scores = memory.eval_skills(name, held_out_only=not all_queries)
@@ -201,7 +203,7 @@ def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as
     if not no_answers:
         with Activity("answer evals", f"loading {memory.model}", unit="answer") as progress:
             answers = memory.eval_answers(name, max_tokens=max_tokens, limit=limit, progress=progress)
-    data = {"skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
+    data = {"model": memory.model, "skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
     emit(data, as_json, lambda d: _render_eval(d, all_queries, no_answers))
 
 
@@ -211,13 +213,14 @@ def _render_eval(d: dict, all_queries: bool, no_answers: bool) -> str:
         f"({s['positives']} positive, {s['negatives']} negative queries)" for s in d["skills"]
     ] or ["no skill has eval queries" + ("" if all_queries else " in its held-out part")]
     if not no_answers:
-        lines += [line for skill in d["answers"] for line in _render_answers(skill)] or ["no skill has evals/evals.json"]
+        lines += [line for skill in d["answers"] for line in _render_answers(skill, d["model"])] \
+            or ["no skill has evals/evals.json"]
     return "\n".join(lines)
 
 
-def _render_answers(skill: dict) -> list[str]:
+def _render_answers(skill: dict, model: str) -> list[str]:
     summary = skill["summary"]
-    lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered with block "
+    lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered by {model} with block "
                  f"{skill['block_id']} ({skill['block_tokens']} tok) and without, up to {skill['max_tokens']} new tokens"]
     for e in skill["evals"]:
         lines.append(f"  eval {e['id'] if e['id'] is not None else '#' + str(e['index'])}: checks {len(e['checks'])}, "
@@ -230,14 +233,17 @@ def _render_answers(skill: dict) -> list[str]:
             passed = f"{r['passed']}/{r['checked']} passed" if r["checked"] else "no checks"
             lines.append(f"    {label:8} {r['decision']:8} prompt {r['prompt_tokens']:>5} tok ({r['reused_tokens']} reused)"
                          f"  generated {r['generated_tokens']:>4} tok  prefill {r['prefill_s']:.3f} s"
-                         f"  generate {r['generate_s']:.3f} s  {passed}")
+                         f"  generate {r['generate_s']:.3f} s  first token {r['ttft_s']:.3f} s"
+                         f"  total {r['total_s']:.3f} s  {passed}")
         lines += [f"    file {f['status']:8} {f['path']}" + (f": {f['reason']}" if f["status"] != "present" else "")
                   for f in e["files"]]
         lines += [f"    invalid {i['reason']}" for i in e["invalid"]]
     for label, side in (("with", summary["with_skill"]), ("without", summary["without_skill"])):
-        lines.append(f"  {label:8} pass rate {_share(side['pass_rate'])} ({side['passed']}/{side['checks']} checks)"
-                     f"  mean prompt {_tokens(side['prompt_tokens'])} tok  mean generated {_tokens(side['generated_tokens'])}"
-                     f" tok  {side['total_s']:.2f} s" + (f"  errors {side['errors']}" if side["errors"] else ""))
+        evals = side["evals"]
+        lines.append(f"  {label:8} evals passed {evals['passed']}/{evals['n']} {_interval(evals)}"
+                     f"  checks {side['passed']}/{side['checks']}  mean prompt {_tokens(side['prompt_tokens'])} tok"
+                     f"  median first token {_seconds(side['ttft_s'])}  median total {_seconds(side['total_s'])}"
+                     + (f"  errors {side['errors']}" if side["errors"] else ""))
     lines.append(f"  unchecked (natural language) {summary['unchecked']}"
                  + (f", invalid {summary['invalid']}" if summary["invalid"] else ""))
     lines += [f"  skipped eval {s['id'] if s['id'] is not None else '#' + str(s['index'])}: {s['reason']}"
@@ -250,6 +256,17 @@ def _render_answers(skill: dict) -> list[str]:
 
 def _tokens(value) -> str:
     return "n/a" if value is None else f"{value:.0f}"
+
+
+def _seconds(value) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
+
+
+def _interval(rate: dict) -> str:
+    """A pass rate and its 95 % interval, in percent."""
+    if rate["pass_rate"] is None:
+        return "(n/a)"
+    return f"({100 * rate['pass_rate']:.0f} %, 95 % CI {100 * rate['ci_low']:.0f}-{100 * rate['ci_high']:.0f})"
 
 
 def _share(value) -> str:
