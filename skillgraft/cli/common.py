@@ -215,6 +215,11 @@ json_option = click.option(
 model_option = click.option(
     "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b) or a GGUF path."
 )
+derived_option = click.option(
+    "--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
+    help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
+         "($SKILLGRAFT_DERIVED_MIB).",
+)
 kv_type_option = click.option(
     "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,
     help="KV cache type of keys and values (default $SKILLGRAFT_KV_TYPE or f16; q8_0 turns flash attention on).",
@@ -241,15 +246,21 @@ def store_home(ctx: click.Context, *, create: bool = False) -> Path:
     return home
 
 
-def open_memory(ctx: click.Context, model: Optional[str] = None):
-    """The SkillMemory of the store the options name, closed with the command."""
+def open_memory(ctx: click.Context, model: Optional[str] = None, derived_mib: Optional[int] = None):
+    """The SkillMemory of the store the options name (``derived_mib``: its derived states'
+    budget, :data:`derived_option`), closed with the command."""
     from ..memory import SkillMemory
 
     obj = ctx.obj or {}
     memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-                              embedder=obj.get("embedder"))
+                              embedder=obj.get("embedder"), derived_bytes=mib_bytes(derived_mib))
     ctx.call_on_close(memory.close)
     return memory
+
+
+def mib_bytes(mib: Optional[int]) -> Optional[int]:
+    """``--derived-mib`` in bytes (None: the memory's default)."""
+    return None if mib is None else mib << 20
 
 
 def open_store(ctx: click.Context):
