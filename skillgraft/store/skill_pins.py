@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
+from ..errors import StoreError
 from .catalog import migration, utc_now
 from .protocols import Catalog
 
@@ -28,16 +29,24 @@ class SkillPins:
 
     def pinned_skills(self) -> list[str]:
         """The names of the pinned skills, by name."""
-        return [row["name"] for row in self._select("SELECT name FROM skill_pins ORDER BY name")]
+        return [row["name"] for row in self._pin_rows("SELECT name FROM skill_pins ORDER BY name")]
 
     def pinned_blocks(self) -> frozenset:
         """The blocks of every pinned skill's default version: the parents of the derived
         states the cache keeps whatever its budget."""
-        rows = self._select(
+        rows = self._pin_rows(
             "SELECT b.block_id FROM skill_pins p JOIN skills s ON s.name = p.name"
             " JOIN skill_blocks b ON b.name = s.name AND b.version = s.default_version"
         )
         return frozenset(row["block_id"] for row in rows)
+
+    def _pin_rows(self, sql: str) -> list[dict]:
+        try:
+            return self._select(sql)
+        except StoreError:
+            if self.read_only:  # a catalog older than the pins, opened read-only: none
+                return []
+            raise
 
     def set_skill_pin(self, name: str, pinned: bool) -> bool:
         """Pin skill ``name`` (or unpin it); whether that changed anything."""

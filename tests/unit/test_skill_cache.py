@@ -213,3 +213,11 @@ def test_the_inspector_shows_what_is_cached_by_skill(tmp_path):
         rows = page.text.split('<table class="list" id="cached">')[1].split("</table>")[0]
         pdf = next(row for row in rows.split("<tr>") if "<td>pdf</td>" in row)
         assert "pinned" in pdf and "git-squash" in rows and "KV states kept" in page.text
+
+
+def test_a_read_only_store_older_than_the_pins_shows_none(tmp_path):
+    with _memory(tmp_path) as memory:
+        memory.pin_skill("pdf")
+        memory.store.catalog.execute("DROP TABLE skill_pins")  # as a catalog made before pins were
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), read_only=True) as memory:
+        assert memory.store.pinned_skills() == [] and not any(row.pinned for row in memory.skill_cache().skills)
