@@ -12,6 +12,7 @@ The tree::
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
+    │   ├── PinBudgetError             pinned skill states would outgrow the cache's budget
     │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
     │   │   └── SkillUploadError       an uploaded skill (files or a zip) refused unread
     │   ├── NamespaceError             a namespace name that cannot name a memory
@@ -47,9 +48,9 @@ __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "RestoreRejectedError", "RouterError",
-    "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
-    "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError", "RestoreRejectedError",
+    "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError",
+    "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 
@@ -145,6 +146,16 @@ class FormatError(InputError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class PinBudgetError(InputError):
+    """Pinning skill ``name`` would keep ``pinned_bytes`` of states the cache never evicts,
+    more than its ``budget`` (bytes a runtime's derived states may take)."""
+
+    def __init__(self, name: str, pinned_bytes: int, budget: int) -> None:
+        self.name, self.pinned_bytes, self.budget = name, pinned_bytes, budget
+        super().__init__(f"pinning skill {name!r} would keep {pinned_bytes} bytes of pinned states, over the cache's "
+                         f"budget of {budget} bytes: unpin another skill or raise the budget")
 
 
 class SkillFolderError(InputError):

@@ -145,7 +145,7 @@ def _render_block(data: dict) -> str:
 
 @click.command()
 @click.argument("ref")
-@click.option("--file", "-f", "file", type=click.Path(dir_okay=False), help="New text, re-captured (- reads standard input).")
+@click.option("--file", "-f", "file", type=click.Path(dir_okay=False), help="New text, re-captured; a manual stored as text stays text (- reads standard input).")
 @click.option("--example", "-e", "examples", multiple=True, help="Replaces the example queries (repeat for several).")
 @click.option("--description", "-d", default=None, help="Replaces the description.")
 @model_option

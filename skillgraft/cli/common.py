@@ -218,6 +218,11 @@ json_option = click.option(
 model_option = click.option(
     "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b) or a GGUF path."
 )
+derived_option = click.option(
+    "--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
+    help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
+         "($SKILLGRAFT_DERIVED_MIB).",
+)
 kv_type_option = click.option(
     "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,
     help="KV cache type of keys and values (default $SKILLGRAFT_KV_TYPE or f16; q8_0 turns flash attention on).",
@@ -245,13 +250,15 @@ def store_home(ctx: click.Context, *, create: bool = False) -> Path:
     return home
 
 
-def open_memory(ctx: click.Context, model: Optional[str] = None):
-    """The SkillMemory of the store the options name, closed with the command."""
+def open_memory(ctx: click.Context, model: Optional[str] = None, derived_mib: Optional[int] = None):
+    """The SkillMemory of the store the options name (``derived_mib``: its derived states'
+    budget, :data:`derived_option`), closed with the command."""
     from ..memory import SkillMemory
 
     obj = ctx.obj or {}
     memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-                              embedder=obj.get("embedder"), namespace=obj.get("namespace"))
+                              embedder=obj.get("embedder"), namespace=obj.get("namespace"),
+                              derived_bytes=mib_bytes(derived_mib))
     ctx.call_on_close(memory.close)
     return memory
 
@@ -261,6 +268,11 @@ def namespace_store(ctx: click.Context, home: Path) -> Path:
     from ..memory.namespaces import namespace_home
 
     return namespace_home(home, (ctx.obj or {}).get("namespace"))
+
+
+def mib_bytes(mib: Optional[int]) -> Optional[int]:
+    """``--derived-mib`` in bytes (None: the memory's default)."""
+    return None if mib is None else mib << 20
 
 
 def open_store(ctx: click.Context):

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
-from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
+from .common import Activity, SkillgraftGroup, derived_option, emit, json_option, model_option, open_memory
 from .blocks import skill_change_hint
 
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
@@ -42,7 +42,7 @@ def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
     of it is stored.
     """
     memory = open_memory(ctx, model)
-    with Activity("import skills", f"loading {memory.model}", unit="skill") as progress:
+    with Activity("import skills", f"loading {memory.model}", unit="part") as progress:
         report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys)
     emit(report.as_dict(), as_json, _render_import)
 
@@ -105,23 +105,24 @@ def _render_skill(d: dict) -> str:
 def update_skill(ctx, name, model, as_json) -> None:
     """Read skill NAME's folder again: a changed folder becomes a new, default version."""
     memory = open_memory(ctx, model)
-    with Activity(f"update {name}", f"loading {memory.model}", unit="skill") as progress:
+    with Activity(f"update {name}", f"loading {memory.model}", unit="part") as progress:
         report = memory.update_skill(name, progress=progress)
     emit(report.as_dict(), as_json, _render_import)
 
 
 @skills.command("warm")
 @click.argument("names", nargs=-1, required=True)
-@click.option("--system", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A file holding the app's system prompt the skills are used behind (default: none).")
+@click.option("--system", "--prefix", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A file holding the app's system prompt (its prefix) the skills are used behind (default: none).")
+@derived_option
 @model_option
 @json_option
 @click.pass_context
-def warm_skills(ctx, names, system_file, model, as_json) -> None:
+def warm_skills(ctx, names, system_file, derived_mib, model, as_json) -> None:
     """Capture the KV state of skills NAMES now, as their first use would (interrupt it and run
     it again: what is kept is skipped)."""
     system = Path(system_file).read_text(encoding="utf-8") if system_file else None
-    memory = open_memory(ctx, model)
+    memory = open_memory(ctx, model, derived_mib)
     with Activity(f"warm {' '.join(names)}", f"loading {memory.model}", unit="part") as progress:
         report = memory.warm_skills(list(names), system=system, progress=progress)
     emit(report.as_dict(), as_json, _render_warm)
@@ -130,6 +131,44 @@ def warm_skills(ctx, names, system_file, model, as_json) -> None:
 def _render_warm(data: dict) -> str:
     lines = [f"warmed {len(data['warmed'])} part(s), {len(data['kept'])} kept already, {len(data['left_out'])} left out"]
     lines += [f"  left out {p['skill']} {p['title'] or '(top)'}: {p['reason']}" for p in data["left_out"]]
+    return "\n".join(lines)
+
+
+@skills.command("pin")
+@click.argument("name")
+@derived_option
+@json_option
+@click.pass_context
+def pin_skill(ctx, name, derived_mib, as_json) -> None:
+    """Keep skill NAME's KV states whatever the cache's LRU order (refused when the pinned
+    states would outgrow the cache's budget)."""
+    emit(open_memory(ctx, derived_mib=derived_mib).pin_skill(name).as_dict(), as_json, _render_cache)
+
+
+@skills.command("unpin")
+@click.argument("name")
+@derived_option
+@json_option
+@click.pass_context
+def unpin_skill(ctx, name, derived_mib, as_json) -> None:
+    """Let skill NAME's KV states be evicted again, oldest use first."""
+    emit(open_memory(ctx, derived_mib=derived_mib).unpin_skill(name).as_dict(), as_json, _render_cache)
+
+
+@skills.command("cache")
+@derived_option
+@json_option
+@click.pass_context
+def cache(ctx, derived_mib, as_json) -> None:
+    """Which skills have KV states kept, their bytes, pins, the budget and how much is used."""
+    emit(open_memory(ctx, derived_mib=derived_mib).skill_cache().as_dict(), as_json, _render_cache)
+
+
+def _render_cache(data: dict) -> str:
+    lines = [f"used {data['used']:,} B of a {data['budget']:,} B budget a runtime, {data['pinned_bytes']:,} B pinned"]
+    lines += [f"{s['name']:24} {s['states']:>4} states {s['n_bytes']:>14,} B{'  pinned' if s['pinned'] else ''}"
+              for s in data["skills"]]
+    lines.append(f"{'(no skill)':24} {data['other_states']:>4} states {data['other_bytes']:>14,} B")
     return "\n".join(lines)
 
 

@@ -179,6 +179,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         return self._engine.settle_derived() if self._engine is not None else 0
 
     def close(self) -> None:
+        self.stop_warming()
         self.flush_derived()  # the derived states the context still holds reach the store
         if self._engine is not None and self._owns_engine:
             self._engine.close()
