@@ -271,7 +271,9 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
     async def tenant_of(request: Request) -> Gateway:
         """The gateway of the namespace of the key ``request`` gave (:meth:`Gateway.tenant`),
         opened off the event loop on its namespace's first request."""
-        return await in_thread(gateway.tenant, principal_of(request).namespace)
+        namespace = principal_of(request).namespace
+        opened = gateway.opened_tenant(namespace)
+        return opened if opened is not None else await in_thread(gateway.tenant, namespace)
 
     async def deposit(skill: NewSkill, request: Request) -> dict:
         tenant = await tenant_of(request)

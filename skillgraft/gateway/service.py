@@ -119,6 +119,10 @@ class Gateway:
                 found = self._tenants[namespace] = Gateway(namespace=namespace, **self._tenant_options)
             return found
 
+    def opened_tenant(self, namespace: str) -> Optional["Gateway"]:
+        """The gateway of ``namespace`` if it is open already (None: :meth:`tenant` opens it)."""
+        return self if namespace == self.namespace else self._tenants.get(namespace)
+
     def close(self) -> None:
         self.pool.settle_captures()  # the derived states the slots still hold reach the store
         with self._tenants_lock:
