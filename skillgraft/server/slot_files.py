@@ -72,9 +72,10 @@ def payload_state(payload: bytes) -> bytes:
 def slot_file_from_block(tokens: Sequence[int], payload: bytes) -> bytes:
     """The slot file for a block: header, its tokens as a plain list, then its state."""
     checked = _check_tokens(tokens)
-    state = payload_state(payload)
+    payload_state(payload[: _PREAMBLE.size + 1])  # its preamble checked; the state is not copied for it
     words = struct.pack(f"<{len(checked)}i", *checked)
-    return _HEADER.pack(SLOT_FILE_MAGIC, SLOT_FILE_VERSION, len(checked)) + words + state
+    header = _HEADER.pack(SLOT_FILE_MAGIC, SLOT_FILE_VERSION, len(checked))
+    return b"".join((header, words, memoryview(payload)[_PREAMBLE.size:]))  # one copy of tens of megabytes
 
 
 def _unpack_token_words(words: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
