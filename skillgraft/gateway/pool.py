@@ -63,6 +63,10 @@ class Lease:
         return self.engine.context(self.slot).answering(
             None if prefixes is None else prefixes.scoped(self.scope), deadline)
 
+    def forget_cells(self) -> None:
+        """What the leased slot holds is unknown from now on: its next prompt is evaluated afresh."""
+        self.engine.forget_held(self.slot)
+
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
         return self.engine.capture(source, slot=self.slot)

@@ -33,7 +33,7 @@ from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S, Deadline
 from ..core.pipeline import AnswerPipeline, Event, Prompt, collect_choices
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
-from ..errors import DeadlineError, ServerError
+from ..errors import DeadlineError, ServerError, SlotReuseError
 from ..memory import SkillMemory
 from ..memory.namespaces import DEFAULT_NAMESPACE, check_namespace
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
@@ -203,6 +203,12 @@ class Gateway:
                     return
                 except DeadlineError:
                     raise
+                except SlotReuseError as exc:  # the slot did not hold what it was asked to reuse
+                    if sent or round_ == 1:
+                        raise
+                    logger.warning("slot %d of server %d did not reuse what it was asked (%s): answered again, "
+                                   "evaluated afresh", lease.slot, lease.server, exc)
+                    lease.forget_cells()
                 except ServerError as exc:
                     if sent or round_ == 1 or not _server_died(lease, generation):
                         raise
