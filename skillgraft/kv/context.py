@@ -21,8 +21,9 @@ for that context and made only when it is due:
 
 - before the context's cells are replaced or cut below the prefix (the next prompt that does
   not continue it, a restore, a capture, an erase): the prefix's cells are saved first, and
-  the state is cut, hashed and written by :data:`KEEPER`, off the answer's path (until then
-  it is simply not found: a prompt that needs it meanwhile evaluates it);
+  the state is hashed and written by :data:`KEEPER` while that prompt is evaluated, off the
+  answer's path (the next prompt's lookup waits for what is still being written, usually
+  nothing by then);
 - when the context has been idle a while (the gateway's pool does this for its slots);
 - when the memory or the gateway closes.
 
@@ -236,6 +237,8 @@ class AnswerContext:
         require_fits(self.backend, len(prompt) + 1, "the prompt plus one answer token")
         prefixes = self.prefixes
         surely, at_most = self.backend.held_cells(prompt)
+        if prefixes is not None:
+            KEEPER.drain()  # the states handed over while the last prompt was evaluated are found
         derived = prefixes.lookup(prompt) if prefixes else None
         capture_at = 0
         if prefixes is not None:

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from skillgraft import AnswerOptions
+from skillgraft.kv.context import KEEPER
 from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.kv.prefixes import MIN_TAIL, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
@@ -98,6 +99,7 @@ def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_re
         memory.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: pending
         assert len(memory.prefixes.store) == 0 and len(memory.engine.context.pending) == 1  # the context holds it
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)  # another app
+        KEEPER.drain()  # (handed over before the cells went, written off the answer's path)
         assert len(memory.prefixes.store) == 1 and len(memory.engine.context.pending) == 0  # kept before it went
         third = memory.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
@@ -184,6 +186,7 @@ def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path)
         memory.answer(chat("how do I squash my commits?"), OPTIONS)
         memory.answer(chat("how do I combine two commits?"), OPTIONS)  # they share "how do I" too
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)
+        KEEPER.drain()
         ((_, tokens, _),) = memory.prefixes.store.entries()
         third = memory.answer(chat("squash my commits before a push"), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
@@ -236,6 +239,7 @@ def test_every_new_skill_behind_one_app_keeps_its_prefix_whatever_the_blocks_len
         kept = []
         for name in ("git-squash", "sourdough", "dockerfile", "git-squash", "sourdough", "dockerfile"):
             answer = memory.answer(chat(f"a question about {name}, please"), OPTIONS, block=name)
+            KEEPER.drain()  # (a state handed over is written off the answer's path)
             kept.append((answer.note.reused_from, len(memory.prefixes.store)))
         # Each request behind a block the app has not used yet keeps its derived state (once the
         # context turns to the next block), the long block's too (its prompt is longer than the one it
