@@ -298,14 +298,15 @@ class Router:
                 if accept is None or block_id not in self._blocks or accept(self._blocks[block_id]):
                     out.append((block_id, score))
                 continue
-            candidates = []
-            for part in self._skill_blocks.get(skill, ()):
-                if accept is not None and not accept(self._blocks[part]):
-                    continue
+            parts = [part for part in self._skill_blocks.get(skill, ()) if accept is None or accept(self._blocks[part])]
+            rows = [self._parts.get(part, []) for part in parts]
+            flat = [r for own in rows for r in own]  # all the skill's part keys meet the query at once
+            sims = (self._index.part_vectors[flat] @ vector).tolist() if flat else []
+            candidates, at = [], 0
+            for part, own in zip(parts, rows):
                 role, number, _ = self._roles.get(part, ("section", 0, ""))
-                rows = self._parts.get(part)
-                cosine = float((self._index.part_vectors[rows] @ vector).max()) if rows else None
-                candidates.append(PartCandidate(part, role, number, cosine))
+                candidates.append(PartCandidate(part, role, number, max(sims[at:at + len(own)]) if own else None))
+                at += len(own)
             chosen = choose_part(candidates)
             if chosen is not None:
                 nearest.setdefault(chosen, nearest[block_id])
