@@ -154,29 +154,27 @@ def _ms(values: list, q: float) -> float:
 
 
 def _timed_routes(memory, encoder, asked) -> dict:
-    """Route the test half once each (right in scope, abstained off topic), then encode each
-    query once more and route it again (its vector kept: the route without the encoding), timed."""
+    """Route each test request once (right in scope, abstained off topic); beside each, encode it
+    once more and route it again (its vector kept: the route without the encoding), all timed
+    in turn, so that the three see the same load."""
     encoder.encode(["warm-up"])
     memory.route("a warm-up request")
-    encode_s, route_s, right, abstained = [], [], 0, 0
-    for query, skill in asked["in_scope"]["test"]:
+    route_s, encode_s, searched_s, right, abstained = [], [], [], 0, 0
+    requests = [*asked["in_scope"]["test"], *((q, None) for q in asked["off_topic"]["test"])]
+    for query, skill in requests:
         started = time.perf_counter()
         recall = memory.route(query)
         route_s.append(time.perf_counter() - started)
-        right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
-    for query in asked["off_topic"]["test"]:
-        started = time.perf_counter()
-        recall = memory.route(query)
-        route_s.append(time.perf_counter() - started)
-        abstained += recall.decision == "abstain"
-    searched_s = []
-    for query in [q for q, _ in asked["in_scope"]["test"]] + asked["off_topic"]["test"]:
         started = time.perf_counter()
         encoder.encode([query + " "])  # a text the router has not seen
         encode_s.append(time.perf_counter() - started)
         started = time.perf_counter()
-        memory.route(query)  # its vector kept from the timed route: the route without the encoding
+        memory.route(query)
         searched_s.append(time.perf_counter() - started)
+        if skill is None:
+            abstained += recall.decision == "abstain"
+        else:
+            right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
     n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
     return {
         "skills": len(memory.store.skill_names()),
