@@ -43,9 +43,9 @@ _COPY_MARK = re.compile(r"[- ]copy[0-9]+\b")
 
 
 class CopyingEncoder:
-    """An encoder that encodes texts with ``encoder`` and remembers them, and gives a copy's
-    text (one with ``-copyK`` in it) its original's vector moved by a seeded random step of
-    length :data:`COPY_STEP`; it records itself as ``encoder`` does."""
+    """An encoder that encodes every text with ``encoder``, except a copy's (one with ``-copyK``
+    in it): that gets its original's vector, remembered, moved by a seeded random step of length
+    :data:`COPY_STEP`. It records itself as ``encoder`` does."""
 
     def __init__(self, encoder, seed: int = 0) -> None:
         self.encoder = encoder
@@ -59,11 +59,12 @@ class CopyingEncoder:
     def encode(self, texts) -> np.ndarray:
         texts = list(texts)
         originals = [_COPY_MARK.sub("", t) for t in texts]
-        missing = list(dict.fromkeys(o for o in originals if o not in self._seen))
-        if missing:
-            self._seen.update(zip(missing, np.asarray(self.encoder.encode(missing), dtype=np.float32)))
+        copied = np.array([t != o for t, o in zip(texts, originals)], dtype=bool)
+        # every text that is not a copy is encoded for real (a query above all), as is a copy's unseen original
+        fresh = list(dict.fromkeys(o for o, c in zip(originals, copied) if not c or o not in self._seen))
+        if fresh:
+            self._seen.update(zip(fresh, np.asarray(self.encoder.encode(fresh), dtype=np.float32)))
         vectors = np.stack([self._seen[o] for o in originals]) if texts else np.zeros((0, 0), np.float32)
-        copied = np.array([t != o for t, o in zip(texts, originals)])
         if copied.any():
             step = self._rng.standard_normal((int(copied.sum()), vectors.shape[1])).astype(np.float32)
             step *= COPY_STEP / np.linalg.norm(step, axis=1, keepdims=True)

@@ -132,3 +132,6 @@ def test_copies_of_a_catalog_take_their_originals_vectors_moved_a_small_step(fak
     assert np.allclose(original, fake_embedder.encode(["pdf: Fill pdf forms."])[0], atol=1e-6)
     assert abs(float(np.linalg.norm(copy)) - 1.0) < 1e-5 and 0.0 < 1.0 - float(copy @ original) < COPY_STEP ** 2
     assert copying.record() == fake_embedder.record() and copying.name == fake_embedder.name
+    encoded = fake_embedder.encoded
+    copying.encode(["pdf: Fill pdf forms.", "pdf-copy3: Fill pdf forms."])  # a text that is no copy is encoded again
+    assert fake_embedder.encoded == encoded + 1
