@@ -12,8 +12,10 @@ The tree::
     ├── InputError                     bad user input (empty text, bad bytes, bad file)
     │   ├── ContextOverflowError       text does not fit the context window
     │   ├── FormatError                tools or a response format that cannot be honoured
+    │   ├── PinBudgetError             pinned skill states would outgrow the cache's budget
     │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
     │   │   └── SkillUploadError       an uploaded skill (files or a zip) refused unread
+    │   ├── NamespaceError             a namespace name that cannot name a memory
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -27,6 +29,7 @@ The tree::
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
+    │   ├── SharedBaseError            a namespace asked to change the shared base it only reads
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
@@ -45,9 +48,9 @@ __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "ModelPartError", "NameTakenError", "RestoreRejectedError", "RouterError", "ServerBuildError",
-    "ServerError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError", "SkillgraftError",
-    "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError", "RestoreRejectedError",
+    "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError",
+    "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 
@@ -145,6 +148,16 @@ class FormatError(InputError):
         super().__init__(f"{field}: {message}")
 
 
+class PinBudgetError(InputError):
+    """Pinning skill ``name`` would keep ``pinned_bytes`` of states the cache never evicts,
+    more than its ``budget`` (bytes a runtime's derived states may take)."""
+
+    def __init__(self, name: str, pinned_bytes: int, budget: int) -> None:
+        self.name, self.pinned_bytes, self.budget = name, pinned_bytes, budget
+        super().__init__(f"pinning skill {name!r} would keep {pinned_bytes} bytes of pinned states, over the cache's "
+                         f"budget of {budget} bytes: unpin another skill or raise the budget")
+
+
 class SkillFolderError(InputError):
     """An Agent Skills folder (a ``SKILL.md`` and its files) cannot be imported as it is.
 
@@ -174,6 +187,16 @@ class SkillUploadError(SkillFolderError):
     @property
     def too_large(self) -> bool:
         return self.code in self.SIZE_CODES
+
+
+class NamespaceError(InputError):
+    """A namespace name that cannot name a memory (``namespace``: the name given)."""
+
+    def __init__(self, namespace: object) -> None:
+        self.namespace = namespace
+        shown = repr(namespace) if len(repr(namespace)) <= 80 else repr(namespace)[:77] + "..."
+        super().__init__(f"namespace {shown} is not a namespace name: 1-64 of a-z 0-9 . _ - (opening with a letter "
+                         "or digit)")
 
 
 class SlotFileError(InputError):
@@ -292,6 +315,14 @@ class DuplicateBlockError(StoreError):
             f"the text of {asked_name!r} is already stored as block {block_id} named {name!r}: "
             f"rename that block or use it"
         )
+
+
+class SharedBaseError(StoreError):
+    """``ref`` is the shared base's, which namespace ``namespace`` reads but never changes."""
+
+    def __init__(self, ref: str, namespace: str) -> None:
+        self.ref, self.namespace = ref, namespace
+        super().__init__(f"{ref!r} belongs to the shared base, which namespace {namespace!r} can read but not change")
 
 
 class BundleError(StoreError):

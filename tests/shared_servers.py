@@ -119,6 +119,18 @@ class PostgresServer:
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         _wait_port(self.port, self.process, 60, self.log)
+        self._wait_accepting(60)
+
+    def _wait_accepting(self, timeout_s: float) -> None:
+        """Listening is not accepting: a restarted server answers "the database system is
+        starting up" while it recovers (seen on busy cores). ``pg_isready`` says when it accepts."""
+        deadline = time.monotonic() + timeout_s
+        while subprocess.run([str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port), "-t", "2"],
+                             capture_output=True, timeout=30).returncode != 0:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"not accepting connections after {timeout_s:.0f} s: "
+                                   f"{self.log.read_text(errors='replace')[-800:]}")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """A fast shutdown (SIGINT), by the PID this object started."""

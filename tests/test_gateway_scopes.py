@@ -55,3 +55,76 @@ def test_another_namespace_cannot_probe_a_system_prompt(tmp_path):
         assert wrong["cache_n"] < 40 and own["cache_n"] > 100  # B's own earlier probe at most; A reuses its own
     finally:
         assert gateway.stop() == 0
+
+
+DEPOSIT_KEY = "the-deposit-key-0003"
+GIT = ("Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick and "
+       "change the others to squash, then push with git push --force-with-lease.")
+BREAD = ("Skill manual: baking sourdough bread. Feed the starter, mix flour and water, rest, add salt, fold every "
+         "half hour, shape, proof overnight in the fridge and bake covered at 250 C.")
+KETTLE = "Skill manual: descaling a kettle. Fill it with water and citric acid, boil, let it stand an hour, rinse twice."
+
+
+def test_two_namespaces_have_their_own_memories_over_one_base(tmp_path):
+    """Through a real gateway on SQLite: each key's namespace deposits, lists, routes, reads and
+    deletes its own skills; both read the base the deposit key published; neither reaches the other's."""
+    import httpx
+    from skillgraft.bench.serve import GatewayProcess
+
+    _require_server()
+    keys = tmp_path / "keys"
+    keys.write_text(f"team-a {KEY_A}\nteam-b {KEY_B}\n")
+    keys.chmod(0o600)
+    home = tmp_path / "store"
+    gateway = GatewayProcess(home, servers=1, model="smollm2-135m", log_path=tmp_path / "gateway.log",
+                             extra_args=["--create", "--keys", str(keys), "--allow-deposits", "--deposit-key", DEPOSIT_KEY])
+    try:
+        http = httpx.Client(base_url=gateway.url, timeout=300)
+
+        def call(method: str, path: str, key: str, **body) -> httpx.Response:
+            return http.request(method, path, headers={"Authorization": f"Bearer {key}"}, **body)
+
+        def deposit(key: str, name: str, text: str, example: str) -> dict:
+            reply = call("POST", "/v1/skillgraft/skills", key,
+                         json={"kind": "manual", "name": name, "text": text, "examples": [example]})
+            assert reply.status_code == 201, reply.text
+            return reply.json()
+
+        def names(key: str) -> set[str]:
+            return {skill["name"] for skill in call("GET", "/v1/skillgraft/skills", key).json()["data"]}
+
+        def routed(key: str, query: str) -> dict:
+            body = {"model": "smollm2-135m", "max_tokens": 4, "temperature": 0,
+                    "messages": [{"role": "system", "content": "You are a terse assistant."},
+                                 {"role": "user", "content": query}]}
+            reply = call("POST", "/v1/chat/completions", key, json=body)
+            assert reply.status_code == 200, reply.text
+            return reply.json()["skillgraft"]
+
+        deposit(DEPOSIT_KEY, "git-squash", GIT, "how do I squash my last commits?")
+        bread = deposit(KEY_A, "sourdough", BREAD, "how do I bake sourdough bread?")
+        deposit(KEY_B, "kettle", KETTLE, "how do I descale my kettle?")
+        assert names(KEY_A) == {"git-squash", "sourdough"} and names(KEY_B) == {"git-squash", "kettle"}
+        assert routed(KEY_A, "How do I bake sourdough bread at home?")["block_name"] == "sourdough"
+        assert routed(KEY_B, "How do I bake sourdough bread at home?")["block_name"] != "sourdough"
+        assert routed(KEY_B, "How do I squash my last three commits?")["block_name"] == "git-squash"
+        assert call("GET", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
+        assert call("DELETE", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
+        assert call("DELETE", "/v1/skillgraft/skills/git-squash", KEY_A).status_code == 403
+        own = home / "namespaces" / "team-a"
+        assert (own / "blocks" / f"{bread['sha256']}.kv").is_file()
+        assert call("DELETE", "/v1/skillgraft/skills/sourdough", KEY_A).status_code == 200
+        assert names(KEY_A) == {"git-squash"} and not list((own / "blocks").glob("*.kv"))
+        assert "sourdough" not in {b.name for b in _blocks(home)} and "kettle" not in {b.name for b in _blocks(home)}
+    finally:
+        assert gateway.stop() == 0
+
+
+def _blocks(home):
+    from skillgraft.store.block_store import BlockStore
+
+    store = BlockStore(home, read_only=True)
+    try:
+        return store.blocks()
+    finally:
+        store.close()

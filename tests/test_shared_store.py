@@ -19,7 +19,7 @@ import pytest
 from .shared_servers import PASSWORD, S3_SECRET, PostgresServer, S3Server, start
 from .unit.test_prefix_reuse import OPTIONS, QUESTIONS, chat
 
-from skillgraft.errors import BlockIntegrityError, StoreError
+from skillgraft.errors import BlockIntegrityError, BlockNotFoundError, SharedBaseError, StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
@@ -444,3 +444,30 @@ def test_a_real_models_derived_state_restored_on_another_host_answers_as_a_prefi
         fresh = c.answer(chat(QUESTIONS[4]), OPTIONS)
         assert fresh.note.reused_from != "derived"
         assert [s.token for s in third.end.steps] == [s.token for s in fresh.end.steps]
+
+
+def test_namespaces_of_a_shared_store_keep_apart_on_every_host_and_read_one_base(tmp_path, shared, s3):
+    """Each namespace's catalog is a schema of its own and its blocks a prefix of their own: on
+    two hosts, team-a's skill is team-a's alone, both namespaces read the base, and deleting
+    team-a's skill deletes its object in the bucket."""
+    with host(tmp_path, "a", shared) as base:
+        base.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
+    bread = "Skill manual: baking sourdough bread. Feed the starter, fold, proof overnight, bake covered."
+    with host(tmp_path, "a", shared, namespace="team-a") as a:
+        block = a.add_manual("sourdough", bread, examples=["how do I bake sourdough bread?"])
+    prefix = f"namespaces/team-a/{block.sha256}.kv"
+    assert prefix in bucket_keys(s3, shared["blocks"])
+    with host(tmp_path, "b", shared, namespace="team-a") as a_on_b, \
+            host(tmp_path, "b", shared, namespace="team-b") as team_b, host(tmp_path, "b", shared) as base_on_b:
+        assert {x.name for x in a_on_b.list()} == {"sourdough", "git-squash"}
+        assert {x.name for x in team_b.list()} == {"git-squash"} == {x.name for x in base_on_b.list()}
+        assert a_on_b.recall("how do I bake sourdough bread?").block_id == block.id
+        assert team_b.recall("how do I bake sourdough bread?").block_id != block.id
+        with pytest.raises(BlockNotFoundError):
+            team_b.get("sourdough")
+        with pytest.raises(SharedBaseError):
+            a_on_b.delete("git-squash")
+        a_on_b.delete("sourdough")
+    assert prefix not in bucket_keys(s3, shared["blocks"])
+    with host(tmp_path, "a", shared, namespace="team-a") as a:
+        assert {x.name for x in a.list()} == {"git-squash"}

@@ -144,11 +144,21 @@ def test_the_cli_answers_a_skills_evals_with_and_without_it(runner, home, tmp_pa
         for run in (grafted, plain):
             assert 0 < run["generated_tokens"] <= 24 and run["generate_s"] > 0 and run["prefill_s"] > 0
             assert len(run["results"]) == len(item["checks"]) and run["checked"] <= len(item["checks"])
+            assert 0 < run["ttft_s"] <= run["total_s"]
     summary = report["summary"]
     assert summary["with_skill"]["checks"] == summary["without_skill"]["checks"] == 3
     assert summary["delta"]["prompt_tokens"] > report["block_tokens"] - 40 and summary["unchecked"] == 9
-    text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8"])
+    assert summary["with_skill"]["evals"]["n"] == summary["without_skill"]["evals"]["n"] == 2  # evals 1 and 3 checked
+    # any chat GGUF by path: here the embedded model's file under another name
+    from skillgraft.engine.models import resolve_model
+
+    (tmp_path / "models").mkdir()
+    by_path = tmp_path / "models" / "my-model.gguf"
+    by_path.symlink_to(resolve_model("smollm2-135m")[1])
+    text = runner.invoke(cli, ["skills", "eval", "sql-migration-review", "--limit", "1", "--max-tokens", "8",
+                               "--model", str(by_path)])
     assert text.exit_code == 0 and "with     graft" in text.output and "without  abstain" in text.output
+    assert f"answered by {by_path} with block" in text.output and "median first token" in text.output
 
 
 AGENT_PROMPT = (
@@ -226,3 +236,29 @@ def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path,
         plain = memory.answer([("system", system), ("system", block.source), chat[1]], AnswerOptions(max_tokens=6),
                               route=False)
         assert [s.token for s in plain.end.steps] == [s.token for s in answer.end.steps]
+
+
+def test_a_pinned_skills_states_outlive_eviction_on_the_model(tmp_path, smollm2, embedder):
+    """A pinned skill's states stay when the budget is reached; another skill's state that does
+    not fit beside them is not kept (and said so), and the pinned state still serves its app."""
+    from skillgraft.core.answer import AnswerOptions
+    from skillgraft.memory import SkillMemory
+
+    pdf_skill(tmp_path / "skills")
+    git_skill(tmp_path / "skills")
+    system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
+    with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
+        memory.import_skills(tmp_path / "skills")
+        warmed = memory.warm_skills(["pdf"], system=system).warmed
+        pinned = memory.pin_skill("pdf").pinned_bytes
+        assert warmed and pinned > 0
+    budget = pinned + (1 << 20)  # less than any state of a skill behind this prompt
+    with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder, derived_bytes=budget) as memory:
+        report = memory.warm_skills(["git-squash"], system=system)
+        assert not report.warmed and "pinned" in report.left_out[0]["reason"]
+        cache = memory.skill_cache()
+        pdf = next(row for row in cache.skills if row.name == "pdf")
+        assert pdf.pinned and pdf.n_bytes == pinned and cache.used <= budget
+        chat = [("system", system), ("user", "How do I merge two PDF files?")]
+        answer = memory.answer(chat, AnswerOptions(max_tokens=4), block=warmed[0]["block_id"])
+        assert answer.note.reused_from == "derived" and answer.note.cache_n >= warmed[0]["tokens"]

@@ -2,7 +2,11 @@
 
 Both systems run the same model with the same llama-server binary and pinned flags, one slot,
 one token per request (``max_tokens`` 1, so a request's time is its prefill), greedy, one
-request at a time; one system runs all its requests while the other is stopped.
+request at a time. Both are up throughout and take turns, segment by segment (a scenario, or one
+round or restart of it), the one going first alternating, so a machine that drifts slower or
+faster during the run weighs on both alike; after its turn the gateway is left idle
+:data:`SETTLE_S` seconds, so its idle work (saving the prefix states still pending on its slot)
+never runs beside the other's timed requests. Within a segment requests go back to back.
 
 - ``skillgraft``: ``skillgraft serve`` over a fresh store holding the manuals. The app sends its
   system prompt and chat; the gateway grafts the routed manual in front of them and continues
@@ -28,18 +32,19 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from . import agent_data as data
 from .agent_texts import Texts
 from ..core.progress import Progress
-from .agent_rows import recorder, request_row as _row
+from .agent_rows import recorder, request_row as _row, take_turns
 
 MAX_TOKENS = 1
 ROUNDS = 3
 REQUEST_TIMEOUT_S = 600.0
 AGENT_MANUAL = "tide-rollback"
 RESTART_TARGET = 20.0
+SETTLE_S = 4.0  # > IDLE_CAPTURE_S + the pool's supervision period + one save (2 s with --quick)
 
 CONVERSATION = (  # "conversation": (user turn, the fixed assistant reply after it); all route to tide-rollback
     ("Checkout started failing right after this morning's release. How do I roll it back?",
@@ -222,8 +227,9 @@ class LlamaServerSystem:
         self.engine.close()
 
 
-def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None], two_slots: bool) -> None:
-    """Every scenario on ``system``, in order; each request's result goes to ``record``."""
+def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None], two_slots: bool) -> Iterator[str]:
+    """Every scenario on ``system``, in order; each request's result goes to ``record``. Yields
+    the name of each segment (a scenario, or one round or restart of it) once it is done."""
 
     def ask(scenario: str, round_: int, prompt: str, turns: list, manual: str) -> None:
         result = system.ask(prompt, turns, manual)
@@ -232,23 +238,28 @@ def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None
 
     for i, question in enumerate(texts.agent_questions):
         ask("agent", i + 1, texts.agent, [_user(question)], AGENT_MANUAL)
+    yield "agent"
     for i in range(repeats):
         system.restart()
         ask("restart", i + 1, texts.agent, [_user(data.RESTART_QUESTIONS[i % len(data.RESTART_QUESTIONS)])], AGENT_MANUAL)
+        yield f"restart {i + 1}"
     for r in range(ROUNDS):
         for name in data.SKILL_QUESTIONS:
             ask("six skills", r + 1, texts.agent, [_user(data.SKILL_QUESTIONS[name][r])], name)
+        yield f"six skills, round {r + 1}"
     turns: list = []
     for i, (question, reply) in enumerate(CONVERSATION):
         turns.append(_user(question))
         ask("conversation", i + 1, texts.agent, list(turns), AGENT_MANUAL)
         turns.append({"role": "assistant", "content": reply})
+    yield "conversation"
     for slots, scenario in ((1, "three apps"), (2, "three apps, 2 slots"))[: 1 + two_slots]:
         if slots > 1:
             system.reopen(slots, {manual: texts.manuals[manual] for _, manual, _ in texts.apps})
         for r in range(ROUNDS):
             for prompt, manual, questions in texts.apps:
                 ask(scenario, r + 1, prompt, [_user(questions[r])], manual)
+            yield f"{scenario}, round {r + 1}"
 
 
 def requests_per_system(repeats: int, two_slots: bool = False, quick: bool = False) -> int:
@@ -278,20 +289,20 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     try:  # on a failure the folder stays, with the gateway's logs
         gateway = GatewaySystem(workdir, model, texts.manuals, captured=captured, settle=texts.settle_threshold)
         try:
-            _scenarios(gateway, texts, repeats, record, two_slots)
+            server = LlamaServerSystem(model, texts.manuals, cache_mib=peer_cache_mib)
+            try:
+                take_turns([(_scenarios(gateway, texts, repeats, record, two_slots), 2.0 if quick else SETTLE_S),
+                            (_scenarios(server, texts, repeats, record, two_slots), 0.0)])
+                sizes = _sizes(server.engine, texts)
+                build = server.engine.server.build
+            finally:
+                server.stop()
         finally:
             gateway.stop()
-        _add_stages(records, gateway.stages())
+        _add_stages([row for row in records if row["system"] == gateway.name], gateway.stages())
         setup["gateway_start_s"] = [round(s, 3) for s in gateway.starts]
         setup["stock_s"] = [round(s, 3) for s in gateway.stocked]
         setup["gateway_exit_codes"] = gateway.exit_codes
-        server = LlamaServerSystem(model, texts.manuals, cache_mib=peer_cache_mib)
-        try:
-            _scenarios(server, texts, repeats, record, two_slots)
-            sizes = _sizes(server.engine, texts)
-            build = server.engine.server.build
-        finally:
-            server.stop()
         setup["llama_server_start_s"] = [round(s, 3) for s in server.starts]
         done = True
     finally:

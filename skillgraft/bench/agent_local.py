@@ -2,15 +2,17 @@
 against llama-cpp-python's own ``Llama`` on the same prompts.
 
 - ``skillgraft``: a :class:`~skillgraft.memory.SkillMemory` over a fresh store holding the
-  manual, its in-process engine; the app sends its system prompt and chat, the memory grafts
-  the routed manual in front and continues what its context or a derived state holds.
+  manual (stored as text), its in-process engine; the app sends its system prompt and chat,
+  the memory places the routed manual after the app's system prompt, as a second system turn
+  (the tokens the pasted manual makes), and continues what its context or a derived state holds.
 - ``Llama``: ``create_chat_completion`` on one ``Llama`` (same model, threads, context and
   batch sizes, no extra buffer types, as the engine), which keeps its last prompt and
   evaluates only what follows the longest common prefix; the manual pasted as a second
   system message, as in the server benchmark.
 
 One token per request (``max_tokens`` 1: a request's time is its prefill), greedy, one
-request at a time; every skillgraft request first, then every ``Llama`` request. Scenarios:
+request at a time; the two take turns scenario by scenario, the one going first alternating
+(:func:`~.agent_rows.take_turns`). Scenarios:
 ``agent`` (six questions on one manual), ``conversation`` (eight turns, fixed replies),
 ``tool loop`` (three questions with two tools, each asked twice as an agent loop does: the
 question, then the chat with the model's tool call and the tool's result; both held to the
@@ -25,12 +27,12 @@ import tempfile
 from collections import Counter
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from . import agent_data as data
 from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, _user
 from .agent_texts import Texts
-from .agent_rows import recorder, request_row as _row
+from .agent_rows import recorder, request_row as _row, take_turns
 from ..kv.prefixes import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
@@ -61,7 +63,7 @@ class MemorySystem:
         if settle is not None:
             settle(self.memory.store)
         text, examples = manual
-        self.memory.add_manual(AGENT_MANUAL, text, examples=examples)
+        self.memory.add_manual(AGENT_MANUAL, text, examples=examples, capture=False)
 
     def ask(self, system: str, turns: list, tools: bool) -> dict:
         from ..core.answer import AnswerOptions
@@ -135,23 +137,28 @@ class LlamaSystem:
         self.llama.close()
 
 
-def _scenarios(system, texts: Texts, record: Callable[[dict], None]) -> None:
+def _scenarios(system, texts: Texts, record: Callable[[dict], None]) -> Iterator[str]:
+    """Every scenario on ``system``, in order, yielding once each is done."""
+
     def ask(scenario: str, round_: int, turns: list, tools: bool = False) -> None:
         result = system.ask(texts.agent, turns, tools)
         record({"system": system.name, "scenario": scenario, "round": round_, "question": turns[-1]["content"], **result})
 
     for i, question in enumerate(texts.agent_questions):
         ask("agent", i + 1, [_user(question)])
+    yield "agent"
     turns: list = []
     for i, (question, reply) in enumerate(CONVERSATION):
         turns.append(_user(question))
         ask("conversation", i + 1, list(turns))
         turns.append({"role": "assistant", "content": reply})
+    yield "conversation"
     for i, question in enumerate(LOOP_QUESTIONS):
         first = [_user(question)]
         ask("tool loop", 2 * i + 1, first, tools=True)
         ask("tool loop", 2 * i + 2, [*first, {"role": "assistant", "content": tool_calls_turn([LOOP_CALL])},
                                       _user(tool_result_turn(LOOP_CALL[0], LOOP_RESULT))], tools=True)
+    yield "tool loop"
 
 
 def requests_per_system(quick: bool = False) -> int:
@@ -173,14 +180,13 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     try:
         ours = MemorySystem(workdir / "store", model, manual, settle=texts.settle_threshold)
         try:
-            _scenarios(ours, texts, record)
+            theirs = LlamaSystem(model, manual[0])
+            try:
+                take_turns([(_scenarios(ours, texts, record), 0.0), (_scenarios(theirs, texts, record), 0.0)])
+            finally:
+                theirs.close()
         finally:
             ours.close()
-        theirs = LlamaSystem(model, manual[0])
-        try:
-            _scenarios(theirs, texts, record)
-        finally:
-            theirs.close()
         policies = bench_policies(workdir, model, texts, record)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

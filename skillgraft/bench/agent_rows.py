@@ -4,7 +4,8 @@ with progress, and one table row per scenario and measure."""
 from __future__ import annotations
 
 import statistics
-from typing import Callable
+import time
+from typing import Callable, Iterator, Sequence
 
 from ..core.progress import Progress
 
@@ -19,6 +20,22 @@ def recorder(total: int, progress: Progress) -> tuple[list[dict], Callable[[dict
             progress(len(records), total)
 
     return records, record
+
+
+def take_turns(runs: Sequence[tuple[Iterator, float]]) -> None:
+    """Run the systems' scenarios side by side: each ``(segments, pause_s)`` runs a segment in
+    turn (the iterator yields once a segment is done) and then idles ``pause_s`` seconds; the
+    one going first alternates from round to round, so a machine that drifts slower or faster
+    during a run weighs on every system alike."""
+    order = list(runs)
+    while order:
+        for run in list(order):
+            segments, pause_s = run
+            if next(segments, None) is None:
+                order.remove(run)
+            elif pause_s:
+                time.sleep(pause_s)
+        order.reverse()
 
 
 def request_row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:

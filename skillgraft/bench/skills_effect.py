@@ -4,11 +4,18 @@ BFCL's single-turn Python tasks (:mod:`.bfcl_tasks`), each function document a s
 store, answered greedily under five conditions, the same tasks for each:
 
 - ``none``: BFCL's system prompt with no function listed;
-- ``pasted``: the documents the task needs pasted after it (BFCL's own prompt for them);
+- ``pasted``: the documents the task needs pasted after it, as a system turn of their own
+  (BFCL's own listing of them);
 - ``routed``: the memory's own choice for the question (graft, or abstain where it abstains);
 - ``listing``: the model first picks one document from every skill's name and description,
   then that document is pasted;
 - ``all``: every document pasted, where they fit the window.
+
+The skills are stored as text, so a routed skill takes the place a pasted document does (a
+system turn after the app's own, :func:`~skillgraft.core.chat_layout.skill_prompt`): where
+routing grafts a task's one needed document, the routed and the pasted prompts are the same
+tokens, and their answers are compared (:func:`.skills_effect_report.exactness`). Every answer
+starts on an empty context, so no condition reuses the cells another one's answer left.
 
 Each answer is checked by BFCL's AST checker; prompt tokens, time to the first streamed token
 and total time are measured per answer (:mod:`.skills_effect_report` makes the tables).
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..core.answer import AnswerEnd, AnswerNote, AnswerOptions
+from ..core.measures import FirstText
 from ..core.progress import Progress
 from ..errors import ContextOverflowError, NameTakenError, SkillgraftError
 from .bfcl_tasks import CATEGORIES, BfclChecker, BfclTask, load_tasks
@@ -65,19 +73,30 @@ class SkillLibrary:
         return min(found)[2] if found else None
 
 
-def _ask(memory, messages, options: AnswerOptions, *, route: bool) -> tuple[str, AnswerNote, AnswerEnd, float, float]:
-    """One streamed answer: text, note, end, seconds to the first text and in all."""
-    started, first, text, note, end = time.perf_counter(), None, "", None, None
-    for event in memory.stream(messages, options, route=route):
+def _ask(memory, messages, options: AnswerOptions, *, route: bool) -> tuple[str, AnswerNote, AnswerEnd, float, float, tuple]:
+    """One streamed answer on a context that holds nothing (it reuses only the prefix states
+    earlier answers kept, never the cells the last one left): text, note, end, seconds to the
+    first text and in all, and the tokens the answer was prompted with (rendered again once it
+    is timed)."""
+    memory.engine.reset()
+    started, text, note, end = time.perf_counter(), "", None, None
+    recall = memory.plan(messages).recall if route else None
+    events = FirstText(memory.stream(messages, options, recall=recall, route=route), started)
+    for event in events:
         if isinstance(event, AnswerNote):
             note = event
         elif isinstance(event, AnswerEnd):
             end = event
         else:
-            first = first if first is not None else time.perf_counter() - started
             text += event
     total = time.perf_counter() - started
-    return text, note, end, first if first is not None else total, total
+    prompt = memory.pipeline().prompt(memory.plan(messages, recall=recall, route=route), options)
+    return text, note, end, events.seconds if events.seconds is not None else total, total, prompt.tokens if prompt else ()
+
+
+def _pasted(base: str, document: Optional[str]) -> list[tuple[str, str]]:
+    """The app's system turn, then ``document`` as a system turn of its own (where a routed skill goes)."""
+    return [("system", base)] + ([("system", document)] if document else [])
 
 
 def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclChecker, library: SkillLibrary,
@@ -87,7 +106,7 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
     name in ``blocks``)."""
     options = AnswerOptions(max_tokens=max_tokens, temperature=0.0)
     base = checker.instructions()
-    every = checker.system_prompt([f for f, _ in library.documents.values()]).rstrip()
+    every = checker.tool_document([f for f, _ in library.documents.values()])
     choice = AnswerOptions(max_tokens=CHOICE_SLACK + max(len(memory.engine.tokenize(n, add_bos=False)) for n in library.documents))
     runs = []
     for task in tasks:
@@ -96,24 +115,25 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
             run = TaskRun(model, condition, task.id, task.category, needed)
             try:
                 prompt_tokens = ttft = total = 0.0
-                system, route = base, False
+                document, route = None, False
                 if condition == "pasted":
-                    system = checker.system_prompt(task.needed()).rstrip()
+                    document = checker.tool_document(task.needed())
                 elif condition == "all":
-                    system = every
+                    document = every
                 elif condition == "routed":
                     route = True
                 elif condition == "listing":
                     prompt = LISTING_PROMPT.format(listing=library.listing())
                     chat = [("system", prompt), ("user", task.question)]
-                    text, _, end, _, total = _ask(memory, chat, choice, route=False)
+                    text, _, end, _, total, _ = _ask(memory, chat, choice, route=False)
                     run.chosen = library.chosen(text)
                     prompt_tokens, ttft = end.prompt_tokens, total
                     if run.chosen is not None:
-                        system = checker.system_prompt([library.documents[run.chosen][0]]).rstrip()
-                chat = [("system", system), *((r, c) for r, c in task.messages if r != "system")]
-                text, note, end, first, whole = _ask(memory, chat, options, route=route)
+                        document = library.documents[run.chosen][1]
+                chat = [*_pasted(base, document), *((r, c) for r, c in task.messages if r != "system")]
+                text, note, end, first, whole, run.prompt = _ask(memory, chat, options, route=route)
                 run.text, run.decision, run.block = text, note.decision, blocks.get(note.block_id or "")
+                run.reused_tokens, run.reused_from = note.cache_n, note.reused_from
                 run.prompt_tokens, run.ttft_s, run.total_s = int(prompt_tokens + end.prompt_tokens), ttft + first, total + whole
                 run.passed, run.error_type = checker.check(task, text)
             except ContextOverflowError as exc:
@@ -128,7 +148,8 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
 def bench_skills_effect(models: Sequence[str], *, categories: Sequence[str] = CATEGORIES, per_category: int = 5,
                         conditions: Sequence[str] = CONDITIONS, max_tokens: int = 96, progress: Progress = None,
                         open_memory: Optional[Callable] = None) -> dict:
-    """The benchmark on each model, each in a fresh temporary store holding the tasks' documents.
+    """The benchmark on each model, each in a fresh temporary store holding the tasks' documents
+    as text skills.
 
     ``open_memory(home, model)`` opens the memory (default: :meth:`SkillMemory.open` with
     the default embedder)."""
@@ -152,7 +173,8 @@ def bench_skills_effect(models: Sequence[str], *, categories: Sequence[str] = CA
         with tempfile.TemporaryDirectory(prefix="skills-effect-") as folder, open_memory(Path(folder) / "store", model) as memory:
             blocks = {}
             for name, (function, document) in library.documents.items():
-                blocks[memory.add_manual(name, document, description=function.get("description", "")).id] = name
+                block = memory.add_manual(name, document, description=function.get("description", ""), capture=False)
+                blocks[block.id] = name
             runs += run_conditions(memory, model, tasks, checker, library, blocks, conditions=tuple(conditions),
                                    max_tokens=max_tokens, tick=tick)
     return {

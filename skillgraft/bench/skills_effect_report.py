@@ -1,24 +1,28 @@
-"""The skills-effect benchmark's tables: pass rates with Wilson intervals, tokens and times, per
-condition, per category and per skill, and the tasks a skill made worse."""
+"""The skills-effect benchmark's tables: pass rates with Wilson intervals, tokens and times
+(:mod:`skillgraft.core.measures`), per condition, per category and per skill; the tasks a skill
+made worse; and the exactness of the routed skill against its pasted document."""
 
 from __future__ import annotations
 
-import math
+import os
 from collections import Counter
-from dataclasses import asdict, dataclass
-from statistics import fmean, median
+from dataclasses import asdict, dataclass, field
 from typing import Iterable, Optional
 
-__all__ = ["TaskRun", "summarize", "wilson"]
+from ..core.measures import answer_costs, pass_rate
+from ..kv.prefix_keys import common_prefix
 
-Z95 = 1.959963984540054
+__all__ = ["TaskRun", "exactness", "summarize"]
 
 
 @dataclass
 class TaskRun:
     """One task answered under one condition. ``skills`` are the documents the task needs;
     ``decision`` and ``block`` what the memory did (routed), ``chosen`` what the model picked
-    (listing); ``fits`` is False where the prompt did not fit the window (not answered)."""
+    (listing); ``fits`` is False where the prompt did not fit the window (not answered).
+    ``prompt`` holds the tokens the answer was prompted with, ``reused_tokens`` how many of them
+    the context reused (from ``reused_from``) rather than evaluated; the tokens stay out of
+    :meth:`as_dict`."""
 
     model: str
     condition: str
@@ -36,32 +40,22 @@ class TaskRun:
     chosen: Optional[str] = None
     fits: bool = True
     error: str = ""
+    reused_tokens: int = 0
+    reused_from: str = ""
+    prompt: tuple[int, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "skills": list(self.skills)}
-
-
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[Optional[float], Optional[float]]:
-    """The Wilson score interval of a pass rate (95 % by default); (None, None) for no trials."""
-    if n <= 0:
-        return None, None
-    rate = passed / n
-    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+        data = asdict(self)
+        del data["prompt"]
+        return {**data, "skills": list(self.skills)}
 
 
 def _cell(runs: list[TaskRun]) -> dict:
     answered = [r for r in runs if r.fits and not r.error]
-    passed = sum(r.passed for r in answered)
-    low, high = wilson(passed, len(answered))
     return {
-        "n": len(answered), "passed": passed, "pass_rate": passed / len(answered) if answered else None,
-        "ci_low": low, "ci_high": high, "not_fitting": sum(not r.fits for r in runs),
+        **pass_rate(r.passed for r in answered), "not_fitting": sum(not r.fits for r in runs),
         "errors": sum(bool(r.error) for r in runs if r.fits),
-        "prompt_tokens": fmean(r.prompt_tokens for r in answered) if answered else None,
-        "ttft_s": median(r.ttft_s for r in answered) if answered else None,
-        "total_s": median(r.total_s for r in answered) if answered else None,
+        **answer_costs([r.prompt_tokens for r in answered], [r.ttft_s for r in answered], [r.total_s for r in answered]),
     }
 
 
@@ -74,9 +68,9 @@ def _group(runs: Iterable[TaskRun], key) -> dict:
 
 
 def summarize(runs: list[TaskRun], conditions: tuple[str, ...]) -> dict:
-    """Rows per model and condition, per category and per skill; the routed decisions, and how
-    often a graft of the one needed skill answered as its pasted document did; the tasks a
-    condition failed although the model passed them with no skill."""
+    """Rows per model and condition, per category and per skill; the routed decisions; the
+    routed answers against the pasted ones (:func:`exactness`); the tasks a condition failed
+    although the model passed them with no skill."""
     rows = [{"model": m, "condition": c, **_cell(rs)}
             for (m, c), rs in _group(runs, lambda r: [(r.model, r.condition)]).items()]
     per_category = [{"model": m, "category": cat, "condition": c, **_cell(rs)}
@@ -97,10 +91,46 @@ def summarize(runs: list[TaskRun], conditions: tuple[str, ...]) -> dict:
             "graft_on_a_needed_skill": sum(r.decision == "graft" and r.block in r.skills for r in rs)}
         for m, rs in _group(routed, lambda r: [r.model]).items()
     }
-    pasted = {(r.model, r.task_id): r.text for r in runs if r.condition == "pasted" and r.fits and not r.error}
-    alike = [(r.model, r.text == pasted[(r.model, r.task_id)]) for r in routed
-             if r.decision == "graft" and (r.block,) == r.skills and (r.model, r.task_id) in pasted]
-    same = {m: {"compared": sum(1 for k, _ in alike if k == m), "same_text": sum(1 for k, e in alike if k == m and e)}
-            for m in {m for m, _ in alike}}
     return {"rows": rows, "per_category": per_category, "per_skill": per_skill, "worse": worse,
-            "routed_decisions": decisions, "routed_same_as_pasted": same}
+            "routed_decisions": decisions, "exactness": exactness(runs)}
+
+
+def exactness(runs: list[TaskRun]) -> dict:
+    """Per task where routing grafted a document the task needs: whether its answer is the
+    pasted one's (``identical``), whether the two prompts were the same tokens
+    (``same_prompt``), and ``why`` they differ where they do; the counts per model."""
+    pasted = {(r.model, r.task_id): r for r in runs if r.condition == "pasted" and r.fits and not r.error}
+    tasks = []
+    for run in runs:
+        other = pasted.get((run.model, run.task_id))
+        if run.condition != "routed" or run.decision != "graft" or run.block not in run.skills or other is None \
+                or run.error:
+            continue
+        same_prompt = bool(run.prompt) and run.prompt == other.prompt
+        identical = run.text == other.text
+        tasks.append({"model": run.model, "task_id": run.task_id, "skill": run.block, "same_prompt": same_prompt,
+                      "identical": identical, "why": "" if identical else _why_different(run, other, same_prompt)})
+    models = {}
+    for row in tasks:
+        counts = models.setdefault(row["model"], {"compared": 0, "same_prompt": 0, "identical": 0,
+                                                  "identical_where_same_prompt": 0})
+        counts["compared"] += 1
+        counts["same_prompt"] += row["same_prompt"]
+        counts["identical"] += row["identical"]
+        counts["identical_where_same_prompt"] += row["same_prompt"] and row["identical"]
+    return {"models": models, "tasks": tasks}
+
+
+def _why_different(routed: TaskRun, pasted: TaskRun, same_prompt: bool) -> str:
+    """Why a routed answer is not the pasted one's text."""
+    parted = len(os.path.commonprefix([routed.text, pasted.text]))
+    answers = f"the answers part at character {parted}"
+    if same_prompt:
+        return (f"the same {len(routed.prompt)} prompt tokens, evaluated otherwise: routed reused "
+                f"{routed.reused_tokens} cells ({routed.reused_from or 'none'}), pasted {pasted.reused_tokens} "
+                f"({pasted.reused_from or 'none'}); {answers}")
+    if len(routed.skills) > 1:
+        return f"the task needs {len(routed.skills)} documents and the graft holds one: other prompts; {answers}"
+    at = common_prefix(routed.prompt, pasted.prompt)
+    return (f"other prompts: routed {len(routed.prompt)} tokens, pasted {len(pasted.prompt)}, "
+            f"the same up to token {at}; {answers}")

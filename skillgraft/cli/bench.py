@@ -142,7 +142,8 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
 
 
 def _render_skills_effect(report: dict) -> str:
-    """Per model and condition: pass rate [95 % interval], tokens and times; then what got worse."""
+    """Per model and condition: pass rate [95 % interval], tokens and times; then the routed
+    answers against the pasted ones, and what got worse."""
     pct = lambda v: "   -" if v is None else f"{100 * v:4.0f}"  # noqa: E731
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     lines = [f"{'model':20} {'condition':10} {'passed':>8} {'rate %':>6} {'95% CI':>11} {'prompt tok':>10} "
@@ -152,6 +153,12 @@ def _render_skills_effect(report: dict) -> str:
               f"{num(r['ttft_s'], '.2f'):>7} {num(r['total_s'], '.2f'):>7} {r['not_fitting']:>6}" for r in report["rows"]]
     for model, decisions in report["routed_decisions"].items():
         lines.append(f"routed on {model}: " + ", ".join(f"{k} {v}" for k, v in decisions.items()))
+    for model, counts in report["exactness"]["models"].items():
+        lines.append(f"routed = pasted on {model}: {counts['identical']}/{counts['compared']} grafts of a needed "
+                     f"document answered as pasted; {counts['identical_where_same_prompt']}/{counts['same_prompt']} "
+                     f"of those on the same prompt tokens")
+    lines += [f"routed != pasted: {t['model']} {t['task_id']}: {t['why']}"
+              for t in report["exactness"]["tasks"] if not t["identical"]]
     lines += [f"worse than no skill: {w['model']} {w['task_id']} under {w['condition']}" for w in report["worse"]]
     return "\n".join(lines)
 

@@ -131,7 +131,7 @@ def show(ctx, ref, as_json) -> None:
     """
     memory = open_memory(ctx)
     block = memory.get(ref)
-    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store.routing_keys(block.id)]
+    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store_of(block).routing_keys(block.id)]
     emit({**block.summary(), "routing_keys": keys}, as_json, _render_block)
 
 
@@ -145,7 +145,7 @@ def _render_block(data: dict) -> str:
 
 @click.command()
 @click.argument("ref")
-@click.option("--file", "-f", "file", type=click.Path(dir_okay=False), help="New text, re-captured (- reads standard input).")
+@click.option("--file", "-f", "file", type=click.Path(dir_okay=False), help="New text, re-captured; a manual stored as text stays text (- reads standard input).")
 @click.option("--example", "-e", "examples", multiple=True, help="Replaces the example queries (repeat for several).")
 @click.option("--description", "-d", default=None, help="Replaces the description.")
 @model_option

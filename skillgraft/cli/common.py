@@ -19,6 +19,8 @@ from ..errors import SkillgraftError, StoreError
 # (serve and mcp create one only when given --create).
 ADDING_COMMANDS = frozenset({"add-manual", "add-solution", "import", "solve", "calibrate"})
 HOME_HELP = "Store folder (default $SKILLGRAFT_HOME or ~/.skillgraft)."
+NAMESPACE_HELP = ("The namespace whose memory to use: its own store in the home, over the home's store as a "
+                  "read-only base (default $SKILLGRAFT_NAMESPACE, else default: the home's store).")
 DEBUG_HELP = "Show tracebacks for errors."
 # The most a text file given to a command (a manual, a method, a list of queries) may hold.
 MAX_TEXT_FILE_BYTES = 16 << 20
@@ -36,9 +38,10 @@ def _remember(key: str) -> Callable:
 
 
 def _shared_options() -> list[click.Option]:
-    """``--home`` and ``--debug`` for every command, so they also work after its name."""
+    """``--home``, ``--namespace`` and ``--debug`` for every command, so they also work after its name."""
     return [
         click.Option(["--home"], type=click.Path(file_okay=False), expose_value=False, callback=_remember("home"), help=HOME_HELP),
+        click.Option(["--namespace"], expose_value=False, callback=_remember("namespace"), help=NAMESPACE_HELP),
         click.Option(["--debug"], is_flag=True, expose_value=False, callback=_remember("debug"), help=DEBUG_HELP),
     ]
 
@@ -215,6 +218,11 @@ json_option = click.option(
 model_option = click.option(
     "--model", "-m", default=None, help="Embedded model name (smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b) or a GGUF path."
 )
+derived_option = click.option(
+    "--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
+    help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
+         "($SKILLGRAFT_DERIVED_MIB).",
+)
 kv_type_option = click.option(
     "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,
     help="KV cache type of keys and values (default $SKILLGRAFT_KV_TYPE or f16; q8_0 turns flash attention on).",
@@ -232,7 +240,8 @@ def store_home(ctx: click.Context, *, create: bool = False) -> Path:
 
     shared = catalog_url((ctx.obj or {}).get("catalog")) is not None
     adds = create or ctx.command.name in ADDING_COMMANDS
-    if not adds and not shared and not (home / "catalog.db").is_file():
+    own = namespace_store(ctx, home)
+    if not adds and not shared and not (home / "catalog.db").is_file() and not (own / "catalog.db").is_file():
         raise StoreError(
             f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
             f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store, "
@@ -241,22 +250,40 @@ def store_home(ctx: click.Context, *, create: bool = False) -> Path:
     return home
 
 
-def open_memory(ctx: click.Context, model: Optional[str] = None):
-    """The SkillMemory of the store the options name, closed with the command."""
+def open_memory(ctx: click.Context, model: Optional[str] = None, derived_mib: Optional[int] = None):
+    """The SkillMemory of the store the options name (``derived_mib``: its derived states'
+    budget, :data:`derived_option`), closed with the command."""
     from ..memory import SkillMemory
 
     obj = ctx.obj or {}
     memory = SkillMemory.open(store_home(ctx), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-                              embedder=obj.get("embedder"))
+                              embedder=obj.get("embedder"), namespace=obj.get("namespace"),
+                              derived_bytes=mib_bytes(derived_mib))
     ctx.call_on_close(memory.close)
     return memory
 
 
+def namespace_store(ctx: click.Context, home: Path) -> Path:
+    """The store folder of the namespace the options name (``home`` for ``default``)."""
+    from ..memory.namespaces import namespace_home
+
+    return namespace_home(home, (ctx.obj or {}).get("namespace"))
+
+
+def mib_bytes(mib: Optional[int]) -> Optional[int]:
+    """``--derived-mib`` in bytes (None: the memory's default)."""
+    return None if mib is None else mib << 20
+
+
 def open_store(ctx: click.Context):
+    """The block store of the namespace the options name (its own: never the base it reads)."""
+    from ..memory.namespaces import namespace_backends
     from ..store.block_store import BlockStore
 
     obj = ctx.obj or {}
-    store = BlockStore(store_home(ctx), catalog=obj.get("catalog"), blocks=obj.get("blocks"))
+    home = store_home(ctx)
+    catalog, blocks = namespace_backends(obj.get("namespace"), obj.get("catalog"), obj.get("blocks"))
+    store = BlockStore(namespace_store(ctx, home), catalog=catalog, blocks=blocks)
     ctx.call_on_close(store.close)
     return store
 

@@ -8,7 +8,8 @@ from typing import Optional
 
 import click
 
-from .common import model_option, store_home
+from ..errors import ConfigError
+from .common import derived_option, mib_bytes, model_option, store_home
 
 create_option = click.option(
     "--create", is_flag=True, help="Create the store when --home holds none (otherwise a missing store is an error)."
@@ -59,9 +60,7 @@ def _serve_extra() -> None:
               help="Seconds an answer (all its choices) may generate once it has a slot; then it is stopped (504).")
 @click.option("--request-timeout", default=240.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a chat request may take in all, waiting for a slot included; then it is stopped (504).")
-@click.option("--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
-              help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
-                   "($SKILLGRAFT_DERIVED_MIB).")
+@derived_option
 @click.option("--conversations", type=click.Choice(["switch", "keep"]), default="switch", show_default=True,
               help="A later user turn routed to another block: switch to it (the conversation is prefilled behind it "
                    "once), or keep the conversation's block while it scores above the threshold.")
@@ -81,12 +80,14 @@ def serve_command(ctx, host, port, servers, slots, api_key, keys_file, gate, no_
     from ..web.http_guard import HttpLimits
 
     _serve_extra()
+    if (ctx.obj or {}).get("namespace"):
+        raise ConfigError("serve takes each request's namespace from its key (--keys), not --namespace")
     config = GatewayConfig(
         home=store_home(ctx, create=create), host=host, port=port, n_servers=servers, n_slots=slots, model=model,
         api_key=api_key, keys_file=keys_file, gate="advisory" if no_gate else gate, catalog=(ctx.obj or {}).get("catalog"), blocks=(ctx.obj or {}).get("blocks"),
         deposits=DepositPolicy(allow_deposits, deposit_key, deposits_per_minute),
         http=HttpLimits(header_timeout, body_timeout, max_connections, max_client_connections), slot_wait_s=slot_wait,
-        embedder=(ctx.obj or {}).get("embedder"), derived_bytes=None if derived_mib is None else derived_mib << 20,
+        embedder=(ctx.obj or {}).get("embedder"), derived_bytes=mib_bytes(derived_mib),
         conversations=conversations, generation_timeout_s=generation_timeout, request_timeout_s=request_timeout,
     )
 
@@ -118,7 +119,7 @@ def ui_command(ctx, host, port, model) -> None:
 
     obj = ctx.obj or {}
     serve_inspector(store_home(ctx), host=host, port=port, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
-                    model=model, ready=ready)
+                    model=model, ready=ready, namespace=obj.get("namespace"))
 
 
 @click.command("mcp")
@@ -143,4 +144,4 @@ def mcp_command(ctx, allow_deposits: bool, deposits_per_minute: float, create: b
     obj = ctx.obj or {}
     run_stdio(store_home(ctx, create=create), model=model, catalog=obj.get("catalog"), blocks=obj.get("blocks"),
               deposits=DepositPolicy(allow_deposits, None, deposits_per_minute), log_level=log_level.upper(),
-              embedder=obj.get("embedder"))
+              embedder=obj.get("embedder"), namespace=obj.get("namespace"))

@@ -18,7 +18,7 @@ from typing import Optional
 
 import click
 
-from .common import DEBUG_HELP, HOME_HELP, Activity, SkillgraftGroup
+from .common import DEBUG_HELP, HOME_HELP, NAMESPACE_HELP, Activity, SkillgraftGroup
 
 __all__ = ["Activity", "cli"]  # the group, and what tests use from here
 
@@ -32,6 +32,8 @@ __all__ = ["Activity", "cli"]  # the group, and what tests use from here
     type=click.Path(file_okay=False),
     help=HOME_HELP[:-1] + "; also accepted after the command name, where it wins.",
 )
+@click.option("--namespace", envvar="SKILLGRAFT_NAMESPACE", default=None,
+              help=NAMESPACE_HELP[:-1] + "; also accepted after the command name, where it wins.")
 @click.option("--catalog", envvar="SKILLGRAFT_CATALOG", default=None,
               help="A shared catalog, postgresql://… (default $SKILLGRAFT_CATALOG, else SQLite in the home).")
 @click.option("--blocks", envvar="SKILLGRAFT_BLOCKS", default=None,
@@ -40,14 +42,15 @@ __all__ = ["Activity", "cli"]  # the group, and what tests use from here
               help="Text encoder: minilm, mpnet, a model folder or an http(s):// embeddings endpoint "
                    "(default $SKILLGRAFT_EMBEDDER, else the store's own, else minilm).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, home: Optional[str], catalog: Optional[str], blocks: Optional[str],
-        embedder: Optional[str]) -> None:
+def cli(ctx: click.Context, debug: bool, home: Optional[str], namespace: Optional[str], catalog: Optional[str],
+        blocks: Optional[str], embedder: Optional[str]) -> None:
     """skillgraft: a verified memory of skills for a frozen local language model.
 
     Skill manuals and verified solutions are prefilled once, their KV state is captured
     byte-exactly into block files and grafted back into fresh contexts on demand.
     """
-    ctx.obj = {"home": home, "debug": debug, "catalog": catalog, "blocks": blocks, "embedder": embedder}
+    ctx.obj = {"home": home, "debug": debug, "namespace": namespace, "catalog": catalog, "blocks": blocks,
+               "embedder": embedder}
 
 
 def _register_commands() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
-from .common import Activity, SkillgraftGroup, emit, json_option, model_option, open_memory
+from .common import Activity, SkillgraftGroup, derived_option, emit, json_option, model_option, open_memory
 from .blocks import skill_change_hint
 
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
@@ -42,7 +42,7 @@ def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
     of it is stored.
     """
     memory = open_memory(ctx, model)
-    with Activity("import skills", f"loading {memory.model}", unit="skill") as progress:
+    with Activity("import skills", f"loading {memory.model}", unit="part") as progress:
         report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys)
     emit(report.as_dict(), as_json, _render_import)
 
@@ -105,23 +105,24 @@ def _render_skill(d: dict) -> str:
 def update_skill(ctx, name, model, as_json) -> None:
     """Read skill NAME's folder again: a changed folder becomes a new, default version."""
     memory = open_memory(ctx, model)
-    with Activity(f"update {name}", f"loading {memory.model}", unit="skill") as progress:
+    with Activity(f"update {name}", f"loading {memory.model}", unit="part") as progress:
         report = memory.update_skill(name, progress=progress)
     emit(report.as_dict(), as_json, _render_import)
 
 
 @skills.command("warm")
 @click.argument("names", nargs=-1, required=True)
-@click.option("--system", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A file holding the app's system prompt the skills are used behind (default: none).")
+@click.option("--system", "--prefix", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A file holding the app's system prompt (its prefix) the skills are used behind (default: none).")
+@derived_option
 @model_option
 @json_option
 @click.pass_context
-def warm_skills(ctx, names, system_file, model, as_json) -> None:
+def warm_skills(ctx, names, system_file, derived_mib, model, as_json) -> None:
     """Capture the KV state of skills NAMES now, as their first use would (interrupt it and run
     it again: what is kept is skipped)."""
     system = Path(system_file).read_text(encoding="utf-8") if system_file else None
-    memory = open_memory(ctx, model)
+    memory = open_memory(ctx, model, derived_mib)
     with Activity(f"warm {' '.join(names)}", f"loading {memory.model}", unit="part") as progress:
         report = memory.warm_skills(list(names), system=system, progress=progress)
     emit(report.as_dict(), as_json, _render_warm)
@@ -130,6 +131,44 @@ def warm_skills(ctx, names, system_file, model, as_json) -> None:
 def _render_warm(data: dict) -> str:
     lines = [f"warmed {len(data['warmed'])} part(s), {len(data['kept'])} kept already, {len(data['left_out'])} left out"]
     lines += [f"  left out {p['skill']} {p['title'] or '(top)'}: {p['reason']}" for p in data["left_out"]]
+    return "\n".join(lines)
+
+
+@skills.command("pin")
+@click.argument("name")
+@derived_option
+@json_option
+@click.pass_context
+def pin_skill(ctx, name, derived_mib, as_json) -> None:
+    """Keep skill NAME's KV states whatever the cache's LRU order (refused when the pinned
+    states would outgrow the cache's budget)."""
+    emit(open_memory(ctx, derived_mib=derived_mib).pin_skill(name).as_dict(), as_json, _render_cache)
+
+
+@skills.command("unpin")
+@click.argument("name")
+@derived_option
+@json_option
+@click.pass_context
+def unpin_skill(ctx, name, derived_mib, as_json) -> None:
+    """Let skill NAME's KV states be evicted again, oldest use first."""
+    emit(open_memory(ctx, derived_mib=derived_mib).unpin_skill(name).as_dict(), as_json, _render_cache)
+
+
+@skills.command("cache")
+@derived_option
+@json_option
+@click.pass_context
+def cache(ctx, derived_mib, as_json) -> None:
+    """Which skills have KV states kept, their bytes, pins, the budget and how much is used."""
+    emit(open_memory(ctx, derived_mib=derived_mib).skill_cache().as_dict(), as_json, _render_cache)
+
+
+def _render_cache(data: dict) -> str:
+    lines = [f"used {data['used']:,} B of a {data['budget']:,} B budget a runtime, {data['pinned_bytes']:,} B pinned"]
+    lines += [f"{s['name']:24} {s['states']:>4} states {s['n_bytes']:>14,} B{'  pinned' if s['pinned'] else ''}"
+              for s in data["skills"]]
+    lines.append(f"{'(no skill)':24} {data['other_states']:>4} states {data['other_bytes']:>14,} B")
     return "\n".join(lines)
 
 
@@ -191,9 +230,11 @@ def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as
 
     By default only the held-out part (about 40 % of the queries, chosen by a hash of each
     query) is routed: the other part's positive queries are the skill's example keys. Each
-    evals.json prompt is answered twice at temperature 0 (the skill's first block grafted, by
-    name; then no skill): tokens, time and the pass rate of the machine-checkable assertions
-    (contains, not_contains, regex); natural-language ones are counted as unchecked.
+    evals.json prompt is answered twice at temperature 0 by --model (a name or a GGUF path;
+    the skill's first block grafted, by name; then no skill): the evals passed (every
+    machine-checkable assertion of one passes: contains, not_contains, regex) with a 95 %
+    interval, the checks passed, prompt tokens, time to the first token and total time;
+    natural-language assertions are counted as unchecked.
     """
     memory = open_memory(ctx, model)
     scores = memory.eval_skills(name, held_out_only=not all_queries)
@@ -201,7 +242,7 @@ def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as
     if not no_answers:
         with Activity("answer evals", f"loading {memory.model}", unit="answer") as progress:
             answers = memory.eval_answers(name, max_tokens=max_tokens, limit=limit, progress=progress)
-    data = {"skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
+    data = {"model": memory.model, "skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
     emit(data, as_json, lambda d: _render_eval(d, all_queries, no_answers))
 
 
@@ -211,13 +252,14 @@ def _render_eval(d: dict, all_queries: bool, no_answers: bool) -> str:
         f"({s['positives']} positive, {s['negatives']} negative queries)" for s in d["skills"]
     ] or ["no skill has eval queries" + ("" if all_queries else " in its held-out part")]
     if not no_answers:
-        lines += [line for skill in d["answers"] for line in _render_answers(skill)] or ["no skill has evals/evals.json"]
+        lines += [line for skill in d["answers"] for line in _render_answers(skill, d["model"])] \
+            or ["no skill has evals/evals.json"]
     return "\n".join(lines)
 
 
-def _render_answers(skill: dict) -> list[str]:
+def _render_answers(skill: dict, model: str) -> list[str]:
     summary = skill["summary"]
-    lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered with block "
+    lines = ["", f"{skill['name']} v{skill['version']}: {len(skill['evals'])} evals answered by {model} with block "
                  f"{skill['block_id']} ({skill['block_tokens']} tok) and without, up to {skill['max_tokens']} new tokens"]
     for e in skill["evals"]:
         lines.append(f"  eval {e['id'] if e['id'] is not None else '#' + str(e['index'])}: checks {len(e['checks'])}, "
@@ -230,14 +272,17 @@ def _render_answers(skill: dict) -> list[str]:
             passed = f"{r['passed']}/{r['checked']} passed" if r["checked"] else "no checks"
             lines.append(f"    {label:8} {r['decision']:8} prompt {r['prompt_tokens']:>5} tok ({r['reused_tokens']} reused)"
                          f"  generated {r['generated_tokens']:>4} tok  prefill {r['prefill_s']:.3f} s"
-                         f"  generate {r['generate_s']:.3f} s  {passed}")
+                         f"  generate {r['generate_s']:.3f} s  first token {r['ttft_s']:.3f} s"
+                         f"  total {r['total_s']:.3f} s  {passed}")
         lines += [f"    file {f['status']:8} {f['path']}" + (f": {f['reason']}" if f["status"] != "present" else "")
                   for f in e["files"]]
         lines += [f"    invalid {i['reason']}" for i in e["invalid"]]
     for label, side in (("with", summary["with_skill"]), ("without", summary["without_skill"])):
-        lines.append(f"  {label:8} pass rate {_share(side['pass_rate'])} ({side['passed']}/{side['checks']} checks)"
-                     f"  mean prompt {_tokens(side['prompt_tokens'])} tok  mean generated {_tokens(side['generated_tokens'])}"
-                     f" tok  {side['total_s']:.2f} s" + (f"  errors {side['errors']}" if side["errors"] else ""))
+        evals = side["evals"]
+        lines.append(f"  {label:8} evals passed {evals['passed']}/{evals['n']} {_interval(evals)}"
+                     f"  checks {side['passed']}/{side['checks']}  mean prompt {_tokens(side['prompt_tokens'])} tok"
+                     f"  median first token {_seconds(side['ttft_s'])}  median total {_seconds(side['total_s'])}"
+                     + (f"  errors {side['errors']}" if side["errors"] else ""))
     lines.append(f"  unchecked (natural language) {summary['unchecked']}"
                  + (f", invalid {summary['invalid']}" if summary["invalid"] else ""))
     lines += [f"  skipped eval {s['id'] if s['id'] is not None else '#' + str(s['index'])}: {s['reason']}"
@@ -250,6 +295,17 @@ def _render_answers(skill: dict) -> list[str]:
 
 def _tokens(value) -> str:
     return "n/a" if value is None else f"{value:.0f}"
+
+
+def _seconds(value) -> str:
+    return "n/a" if value is None else f"{value:.2f} s"
+
+
+def _interval(rate: dict) -> str:
+    """A pass rate and its 95 % interval, in percent."""
+    if rate["pass_rate"] is None:
+        return "(n/a)"
+    return f"({100 * rate['pass_rate']:.0f} %, 95 % CI {100 * rate['ci_low']:.0f}-{100 * rate['ci_high']:.0f})"
 
 
 def _share(value) -> str:

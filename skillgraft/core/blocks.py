@@ -56,6 +56,14 @@ def tokens_sha256(tokens) -> str:
     return hashlib.sha256(tokens_to_bytes(tokens)).hexdigest()
 
 
+def text_block(source: str, *, name: str, created_at: str, kind: "BlockKind" = "manual", **fields) -> "Block":
+    """A text block of ``source``: no captured state (its cells are made on first use)."""
+    sha256 = text_sha256(source)
+    return Block(id=block_id_for(sha256), sha256=sha256, name=name, kind=kind, source=source, tokens=(),
+                 tokens_sha256=tokens_sha256(()), n_tokens=0, n_bytes=0, fingerprint_id=TEXT_RUNTIME,
+                 created_at=created_at, **fields)
+
+
 class Block(BaseModel):
     """A catalogued block. Solutions also carry their verified question and answer."""
 

@@ -38,9 +38,9 @@ HANDED = {"exact": "exact", "graft": "text", "abstain": "abstain"}
 class Memory(Protocol):
     """What these functions use of a :class:`~skillgraft.memory.SkillMemory`."""
 
-    store: Any
-
     def get(self, ref: str) -> Block: ...
+
+    def store_of(self, block: Block) -> Any: ...
 
     def recall(self, query: str) -> Recall: ...
 
@@ -143,7 +143,7 @@ def recall_note(recall: Recall, *, reason: str = "") -> AnswerNote:
 
 
 def _text_of(memory: Memory, block: Block) -> SkillText:
-    keys = memory.store.routing_keys(block.id)
+    keys = memory.store_of(block).routing_keys(block.id)
     examples = [key["text"] for key in keys if key["kind"] == "example" and key["text"] != block.question]
     return SkillText(
         id=block.id, name=block.name, kind=block.kind, description=block.description, text=block.source,

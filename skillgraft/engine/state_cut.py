@@ -30,10 +30,12 @@ MAX_LAYERS = 4096
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 0
+    """Reads a state without copying it: what it takes are views of ``data``."""
 
-    def take(self, n: int) -> bytes:
+    def __init__(self, data) -> None:
+        self.data, self.at = memoryview(data), 0
+
+    def take(self, n: int) -> memoryview:
         if n < 0 or self.at + n > len(self.data):
             raise SlotFileError(f"the state ends after {len(self.data)} bytes, {n} more were needed at {self.at}")
         chunk = self.data[self.at: self.at + n]
@@ -44,8 +46,8 @@ class _Reader:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
 
-def _cut_cache(reader: _Reader, keep: int) -> bytes:
-    """One KV cache's part of the state, cut to its first ``keep`` cells."""
+def _cut_cache(reader: _Reader, keep: int) -> list:
+    """One KV cache's part of the state, cut to its first ``keep`` cells, as the pieces to join."""
     if reader.word() != 1:
         raise SlotFileError("only a state of one KV stream can be cut")
     cells = reader.word()
@@ -58,7 +60,7 @@ def _cut_cache(reader: _Reader, keep: int) -> bytes:
         if index < keep:
             if pos != index:
                 raise SlotFileError(f"cell {index} is at position {pos}: not a prefix at its own positions")
-            out.append(struct.pack("<iI", pos, n_seq) + seqs)
+            out += (struct.pack("<iI", pos, n_seq), seqs)
     v_trans, n_layer = reader.word(), reader.word()
     if v_trans not in (0, 1) or not 0 < n_layer <= MAX_LAYERS:
         raise SlotFileError(f"unexpected state layout (v_trans {v_trans}, {n_layer} layers)")
@@ -66,30 +68,31 @@ def _cut_cache(reader: _Reader, keep: int) -> bytes:
     for _ in range(n_layer):  # keys, one row a cell
         kind, row = reader.word("<i"), reader.word("<Q")
         data = reader.take(row * cells)
-        out.append(struct.pack("<iQ", kind, row) + data[: row * keep])
+        out += (struct.pack("<iQ", kind, row), data[: row * keep])
     for _ in range(n_layer):
         if not v_trans:
             kind, row = reader.word("<i"), reader.word("<Q")
             data = reader.take(row * cells)
-            out.append(struct.pack("<iQ", kind, row) + data[: row * keep])
+            out += (struct.pack("<iQ", kind, row), data[: row * keep])
             continue
         kind, element, rows = reader.word("<i"), reader.word(), reader.word()
         data = reader.take(element * rows * cells)
         stride = element * cells
         out.append(struct.pack("<iII", kind, element, rows))
         out.extend(data[j * stride: j * stride + element * keep] for j in range(rows))
-    return b"".join(out)
+    return out
 
 
 def cut_payload(payload: bytes, keep: int) -> bytes:
     """A block payload (``llama_state_seq_get_data``'s bytes) cut to its first ``keep`` cells."""
     if len(payload) <= PREAMBLE.size or PREAMBLE.unpack_from(payload)[0] != STATE_MAGIC:
         raise SlotFileError("not a sequence state payload")
-    state = payload[PREAMBLE.size:]
-    reader, parts = _Reader(state), []
-    while reader.at < len(state):
-        parts.append(_cut_cache(reader, keep))
-    return payload[: PREAMBLE.size] + b"".join(parts)
+    reader = _Reader(payload)
+    reader.at = PREAMBLE.size
+    parts = [reader.data[: PREAMBLE.size]]
+    while reader.at < len(reader.data):
+        parts += _cut_cache(reader, keep)
+    return b"".join(parts)  # the one copy
 
 
 def cut_state(state: KVState, keep: int) -> KVState:

@@ -9,8 +9,10 @@ ASGI middlewares, outermost first (:func:`guard`):
   ``state``; when some key stands for a namespace of its own, ``/metrics`` is the admin keys'
   alone (it counts every namespace's reuse). The store's write routes (:func:`is_write`:
   ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there)
-  are off unless deposits are allowed, then need the deposit key (when one is set) and are
-  rate-limited per credential (the deposit key used), per address only when there is none
+  are off unless deposits are allowed, then need the deposit key (when one is set), which
+  writes to the ``default`` namespace (the base the others read), or a key of a namespace
+  of its own, which writes to that namespace alone; they are rate-limited per credential
+  (the key used), per address only when there is none
   (all of loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
@@ -30,7 +32,8 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from ..deposit_policy import DepositPolicy, DepositRate
 from ..inspector import guards_itself
 from ..web.clients import address_key, credential_key
-from .keys import ApiKeys
+from ..memory.namespaces import DEFAULT_NAMESPACE
+from .keys import ApiKeys, Principal
 
 MAX_BODY_BYTES = 4 << 20
 RETRY_AFTER_S = "1"
@@ -98,17 +101,29 @@ class AccessCheck:
         if not self.deposits.allowed:
             return ApiError(403, "this gateway takes no deposits: its operator starts it with --allow-deposits to add "
                                  "or delete skills over HTTP", code="deposits_disabled"), None
-        if self.deposit_key and not hmac.compare_digest(_bearer(scope), self.deposit_key):
-            return ApiError(401, "adding or deleting skills needs the deposit key (Authorization: Bearer ...)",
-                            code="invalid_deposit_key"), None
+        tenant = self._tenant(scope)
+        if tenant is not None:
+            scope.setdefault("state", {})["principal"] = tenant
+        elif self.deposit_key and not hmac.compare_digest(_bearer(scope), self.deposit_key):
+            return ApiError(401, "adding or deleting skills needs the deposit key or a namespace's key "
+                                 "(Authorization: Bearer ...)", code="invalid_deposit_key"), None
         client = (scope.get("client") or ("",))[0]
-        who = credential_key(_bearer(scope)) if self.deposit_key else address_key(client)
+        who = credential_key(_bearer(scope)) if self.deposit_key or tenant else address_key(client)
         wait = self.rate.take(who)
         if wait:
             message = f"over {self.deposits.per_minute:g} writes a minute (this client's, or all clients' together); " \
                       f"retry in {wait:.0f} s"
             return ApiError(429, message, code="rate_limit_exceeded"), str(max(1, round(wait)))
         return None
+
+    def _tenant(self, scope) -> Optional[Principal]:
+        """The principal of a key of a namespace of its own (it writes there), else None."""
+        if not self.keys:
+            return None
+        principal = self.keys.principal(_bearer(scope))
+        if principal is None or principal.admin or principal.namespace == DEFAULT_NAMESPACE:
+            return None
+        return principal
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":

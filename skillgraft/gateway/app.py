@@ -33,6 +33,7 @@ from ..errors import (
     NameTakenError,
     RouterError,
     ServerError,
+    SharedBaseError,
     SkillgraftError,
     StoreError,
     VerificationError,
@@ -77,6 +78,8 @@ def api_error(exc: BaseException) -> ApiError:
         return ApiError(404, message, code="skill_not_found")
     if isinstance(exc, (NameTakenError, DuplicateBlockError, ConflictError)):
         return ApiError(409, message, code="conflict")
+    if isinstance(exc, SharedBaseError):
+        return ApiError(403, message, code="read_only_base")
     if isinstance(exc, FingerprintMismatchError):
         return ApiError(409, message, code="fingerprint_mismatch")
     if isinstance(exc, VerificationError):
@@ -231,7 +234,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                 seed=body.seed or 0, stop=body.stop_strings(), format=body.output_format(),
             ))
         n = body.n or 1
-        prepared = await in_thread(lambda: gateway.prepare(body.chat(), options.format, route=body.route()))
+        tenant = await tenant_of(request)  # the memory of the key's namespace
+        prepared = await in_thread(lambda: tenant.prepare(body.chat(), options.format, route=body.route()))
         scope = principal_of(request).scope(body.cache_salt())
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         departure = Departure(request.receive)  # a client that leaves, while waiting too, frees what it holds
@@ -240,7 +244,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             if prepared.needs_model:
                 await departure.race(slots.acquire())
                 acquired = True
-            pump = EventPump(gateway.stream(prepared, options, n, deadline, scope=scope),
+            pump = EventPump(tenant.stream(prepared, options, n, deadline, scope=scope),
                              slots.release if prepared.needs_model else lambda: None)
             if not body.stream:
                 events = await pump.gather(departure)
@@ -264,44 +268,52 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return ClosingStream(relay(pump, first, sse, failed), pump, media_type="text/event-stream",
                              headers=decision_headers(first))
 
-    async def deposit(skill: NewSkill) -> dict:
+    async def tenant_of(request: Request) -> Gateway:
+        """The gateway of the namespace of the key ``request`` gave (:meth:`Gateway.tenant`),
+        opened off the event loop on its namespace's first request."""
+        namespace = principal_of(request).namespace
+        opened = gateway.opened_tenant(namespace)
+        return opened if opened is not None else await in_thread(gateway.tenant, namespace)
+
+    async def deposit(skill: NewSkill, request: Request) -> dict:
+        tenant = await tenant_of(request)
         if skill.kind == "manual":
             block = await holding_slot(
-                lambda: gateway.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
+                lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
                                            capture=skill.capture)
             )
         else:
             block = await holding_slot(
-                lambda: gateway.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
+                lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
                                              examples=skill.examples)
             )
         return served(block)
 
     # OpenAI's Skills API first: a /v1/skills path with a skill id is its; skillgraft's own
     # routes live under /v1/skillgraft/skills, the old /v1/skills paths kept where they do not collide.
-    register_openai_skill_routes(app, gateway, in_thread, holding_slot, deposit)
+    register_openai_skill_routes(app, tenant_of, in_thread, holding_slot, deposit)
 
     @app.get("/v1/skillgraft/skills")
-    async def list_skills(kind: Optional[str] = None):
+    async def list_skills(request: Request, kind: Optional[str] = None):
         if kind not in (None, "manual", "solution"):
             raise ApiError(400, f"kind must be manual or solution, got {kind!r}", param="kind")
-        blocks = await in_thread(gateway.list_skills, kind)
+        blocks = await in_thread((await tenant_of(request)).list_skills, kind)
         return {"object": "list", "data": [served(block) for block in blocks]}
 
     @app.post("/v1/skillgraft/skills", status_code=201)
-    async def add_skill(skill: NewSkill):
-        return await deposit(skill)
+    async def add_skill(skill: NewSkill, request: Request):
+        return await deposit(skill, request)
 
-    add_feedback_routes(app, gateway, in_thread)
+    add_feedback_routes(app, tenant_of, in_thread)
 
     @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")
-    async def delete_skill(ref: str):
-        block = await in_thread(gateway.delete_skill, ref)
+    async def delete_skill(ref: str, request: Request):
+        block = await in_thread((await tenant_of(request)).delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
     mount_inspector(app, GatewaySource(gateway), api_key=keys.inspector_key())
-    register_skill_routes(app, gateway, in_thread)
+    register_skill_routes(app, tenant_of, in_thread)
     return guard(app, keys=keys, allowed_hosts=allowed_hosts, deposits=deposits)
 
 

@@ -27,9 +27,10 @@ class FeedbackRequest(BaseModel):
     expected: Optional[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
-def add_feedback_routes(app, gateway, in_thread) -> None:
-    """Add the feedback routes to ``app``; ``in_thread`` runs a call off the event loop and
-    turns a :class:`SkillgraftError` into its HTTP error."""
+def add_feedback_routes(app, tenant_of, in_thread) -> None:
+    """Add the feedback routes to ``app``, each over the request's namespace (``await
+    tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and turns a
+    :class:`SkillgraftError` into its HTTP error."""
 
     def by(request: Request) -> str:
         return f"gateway:{request.client.host if request.client else 'unknown'}"
@@ -37,17 +38,19 @@ def add_feedback_routes(app, gateway, in_thread) -> None:
     @app.post("/v1/skillgraft/skills/feedback")
     @app.post("/v1/skills/feedback")
     async def add_feedback(body: FeedbackRequest, request: Request):
+        gateway = await tenant_of(request)
         result = await in_thread(lambda: gateway.feedback(body.query, body.expected, by=by(request)))
         return {"object": "skill.feedback", **result.as_dict()}
 
     @app.get("/v1/skillgraft/skills/feedback")
     @app.get("/v1/skills/feedback")
-    async def feedback_list():
-        rows = await in_thread(gateway.corrections)
+    async def feedback_list(request: Request):
+        rows = await in_thread((await tenant_of(request)).corrections)
         return {"object": "list", "data": [row.as_dict() for row in rows]}
 
     @app.delete("/v1/skillgraft/skills/feedback/{correction_id}")
     @app.delete("/v1/skills/feedback/{correction_id}")
     async def feedback_remove(correction_id: int, request: Request):
+        gateway = await tenant_of(request)
         removed = await in_thread(lambda: gateway.remove_correction(correction_id, by=by(request)))
         return {"object": "skill.feedback", "deleted": True, **removed.as_dict()}

@@ -9,6 +9,7 @@ from ..inspector.sources import Runtime, stored_fingerprints
 
 if TYPE_CHECKING:
     from ..core.recall import Recall
+    from ..memory import CacheReport
     from ..store.block_store import BlockStore
     from .service import Gateway
 
@@ -33,6 +34,10 @@ class GatewaySource:
     def recall(self, query: str) -> "Recall":
         with self.gateway.memory_lock:
             return self.gateway.memory.recall(query, log=False)
+
+    def cache(self) -> "CacheReport":
+        with self.gateway.memory_lock:
+            return self.gateway.memory.skill_cache()
 
     def runtime(self) -> Runtime:
         memory, status = self.gateway.memory, self.gateway.pool.status()

@@ -24,14 +24,13 @@ from typing import Optional, Union
 
 from ..errors import ConfigError
 from ..kv.prefixes import reuse_scope
+from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE
 
 __all__ = ["ADMIN", "DEFAULT_NAMESPACE", "ApiKeys", "Principal", "read_keys"]
 
 logger = logging.getLogger("skillgraft.gateway")
 
 ADMIN = "admin"
-DEFAULT_NAMESPACE = "default"
-NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 KEY = re.compile(r"[!-~]{16,256}")
 MAX_KEY_FILE_BYTES = 1 << 20
 

@@ -169,22 +169,25 @@ async def _uploaded(request: Request) -> tuple[list[tuple[str, bytes]], dict]:
         await form.close()
 
 
-def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot, deposit) -> None:
-    """Add the OpenAI Skills API's routes to ``app``; ``deposit`` takes skillgraft's own JSON
-    deposit (a :class:`~skillgraft.gateway.schemas.NewSkill`). Registered before skillgraft's
-    ``/v1/skills/{ref}`` routes: a path with a skill id is OpenAI's."""
-    shelf = SkillShelf(gateway)
+def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slot, deposit) -> None:
+    """Add the OpenAI Skills API's routes to ``app``, each over the skills of the request's
+    namespace (``await tenant_of(request)``: its gateway); ``deposit`` takes skillgraft's own JSON
+    deposit (a :class:`~skillgraft.gateway.schemas.NewSkill`, and the request). Registered
+    before skillgraft's ``/v1/skills/{ref}`` routes: a path with a skill id is OpenAI's."""
 
-    def name_of(sid: str) -> str:
+    async def shelf_of(request: Request) -> SkillShelf:
+        return SkillShelf(await tenant_of(request))
+
+    def name_of(shelf: SkillShelf, sid: str) -> str:
         for name in shelf.names():
             if skill_id(name) == sid:
                 return name
         raise SkillNotFoundError(sid)
 
-    def described(sid: str) -> dict:
-        return skill_object(shelf.versions(name_of(sid)))
+    def described(shelf: SkillShelf, sid: str) -> dict:
+        return skill_object(shelf.versions(name_of(shelf, sid)))
 
-    def add(parts, skill: Optional[str], default: bool) -> tuple[str, int]:
+    def add(shelf: SkillShelf, parts, skill: Optional[str], default: bool) -> tuple[str, int]:
         try:
             return shelf.add(read_upload(parts), skill=skill, default=default)
         except SkillFolderError as exc:
@@ -199,13 +202,17 @@ def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot,
                 if isinstance(exc, ValidationError):
                     raise RequestValidationError(exc.errors()) from None
                 raise ApiError(400, f"the body is not JSON ({exc})") from None
-            return JSONResponse(jsonable_encoder(await deposit(skill)), status_code=201)
+            return JSONResponse(jsonable_encoder(await deposit(skill, request)), status_code=201)
         parts, _ = await _uploaded(request)
-        name, _ = await holding_slot(add, parts, None, True)
+        shelf = await shelf_of(request)
+        name, _ = await holding_slot(add, shelf, parts, None, True)
         return await in_thread(lambda: skill_object(shelf.versions(name)))
 
     @app.get("/v1/skills")
-    async def list_skills(after: Optional[str] = None, limit: int = DEFAULT_LIMIT, order: str = "desc"):
+    async def list_skills(request: Request, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
+                          order: str = "desc"):
+        shelf = await shelf_of(request)
+
         def listed() -> list[dict]:
             return [skill_object(shelf.versions(name)) for name in shelf.names()]
 
@@ -213,57 +220,67 @@ def register_openai_skill_routes(app: FastAPI, gateway, in_thread, holding_slot,
         return page(items, after=after, limit=limit, order=order, sort_key=lambda s: (s["created_at"], s["name"]))
 
     @app.get("/v1/skills/{sid:skill_id}")
-    async def retrieve_skill(sid: str):
-        return await in_thread(described, sid)
+    async def retrieve_skill(request: Request, sid: str):
+        shelf = await shelf_of(request)
+        return await in_thread(described, shelf, sid)
 
     @app.post("/v1/skills/{sid:skill_id}")
-    async def update_skill(sid: str, body: UpdateSkill):
+    async def update_skill(request: Request, sid: str, body: UpdateSkill):
+        shelf = await shelf_of(request)
         version = _version_number(body.default_version, "default_version")
-        await in_thread(lambda: shelf.set_default(name_of(sid), version))
-        return await in_thread(described, sid)
+        await in_thread(lambda: shelf.set_default(name_of(shelf, sid), version))
+        return await in_thread(described, shelf, sid)
 
     @app.delete("/v1/skills/{sid:skill_id}")
-    async def delete_skill(sid: str):
-        await in_thread(lambda: shelf.remove(name_of(sid)))
+    async def delete_skill(request: Request, sid: str):
+        shelf = await shelf_of(request)
+        await in_thread(lambda: shelf.remove(name_of(shelf, sid)))
         return {"id": sid, "object": "skill.deleted", "deleted": True}
 
     @app.get("/v1/skills/{sid:skill_id}/content")
-    async def skill_content(sid: str):
-        return await in_thread(lambda: _content(shelf, name_of(sid), None))
+    async def skill_content(request: Request, sid: str):
+        shelf = await shelf_of(request)
+        return await in_thread(lambda: _content(shelf, name_of(shelf, sid), None))
 
     @app.post("/v1/skills/{sid:skill_id}/versions")
-    async def create_version(sid: str, request: Request):
-        name = await in_thread(name_of, sid)
+    async def create_version(request: Request, sid: str):
+        shelf = await shelf_of(request)
+        name = await in_thread(name_of, shelf, sid)
         parts, fields = await _uploaded(request)
         default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
-        _, version = await holding_slot(add, parts, name, default)
+        _, version = await holding_slot(add, shelf, parts, name, default)
         return version_object(await in_thread(shelf.skill, name, version))
 
     @app.get("/v1/skills/{sid:skill_id}/versions")
-    async def list_versions(sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT, order: str = "desc"):
-        records = await in_thread(lambda: shelf.versions(name_of(sid)))
+    async def list_versions(request: Request, sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
+                            order: str = "desc"):
+        shelf = await shelf_of(request)
+        records = await in_thread(lambda: shelf.versions(name_of(shelf, sid)))
         items = [version_object(record) for record in records]
         if after is not None and after.isascii() and after.isdigit() and len(after) <= 18 and records:
             after = version_id(records[0].name, int(after))  # a version number names its version
         return page(items, after=after, limit=limit, order=order, sort_key=lambda v: int(v["version"]))
 
     @app.get("/v1/skills/{sid:skill_id}/versions/{version}")
-    async def retrieve_version(sid: str, version: str):
+    async def retrieve_version(request: Request, sid: str, version: str):
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
-        return version_object(await in_thread(lambda: shelf.skill(name_of(sid), number)))
+        return version_object(await in_thread(lambda: shelf.skill(name_of(shelf, sid), number)))
 
     @app.delete("/v1/skills/{sid:skill_id}/versions/{version}")
-    async def delete_version(sid: str, version: str):
+    async def delete_version(request: Request, sid: str, version: str):
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
-        name = await in_thread(name_of, sid)
+        name = await in_thread(name_of, shelf, sid)
         await in_thread(shelf.remove, name, number)
         return {"id": version_id(name, number), "object": "skill.version.deleted", "deleted": True,
                 "version": str(number)}
 
     @app.get("/v1/skills/{sid:skill_id}/versions/{version}/content")
-    async def version_content(sid: str, version: str):
+    async def version_content(request: Request, sid: str, version: str):
+        shelf = await shelf_of(request)
         number = _version_number(version, "version")
-        return await in_thread(lambda: _content(shelf, name_of(sid), number))
+        return await in_thread(lambda: _content(shelf, name_of(shelf, sid), number))
 
 
 def _content(shelf: SkillShelf, name: str, version: Optional[int]) -> Response:

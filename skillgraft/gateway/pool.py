@@ -25,7 +25,7 @@ from ..config import EngineSettings
 from ..errors import ConfigError, EngineError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.states import KVState
-from ..kv.context import IDLE_CAPTURE_S, AnswerContext
+from ..kv.context import IDLE_CAPTURE_S, KEEPER, AnswerContext
 from ..kv.prefixes import common_prefix
 
 if TYPE_CHECKING:
@@ -62,6 +62,10 @@ class Lease:
         self.engine.claim(self.slot, self.scope)
         return self.engine.context(self.slot).answering(
             None if prefixes is None else prefixes.scoped(self.scope), deadline)
+
+    def forget_cells(self) -> None:
+        """What the leased slot holds is unknown from now on: its next prompt is evaluated afresh."""
+        self.engine.forget_held(self.slot)
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
@@ -229,6 +233,8 @@ class ServerPool:
                     logger.warning("the derived states pending on slot %d of server %d were not kept: %s", slot, server, exc)
                 finally:
                     self._free.put((server, slot))
+        if not idle_s:  # asked for all of them: those being kept off the answers' path too
+            KEEPER.drain()
         return kept
 
     def _take_exact(self, server: int, slot: int, wait_s: float) -> bool:

@@ -57,7 +57,8 @@ class GatewayConfig:
                               f"{self.generation_timeout_s} and {self.request_timeout_s}")
         self.deposits.check(self.api_key)
         if self.keys_file and self.deposits.allowed and not self.deposits.key:
-            raise ConfigError("--allow-deposits with --keys needs its own --deposit-key: the namespaces' keys never write")
+            raise ConfigError("--allow-deposits with --keys needs its own --deposit-key: it publishes to the base "
+                              "(the default namespace); a namespace's key writes to its own namespace alone")
         self.http.check()
 
     def keys(self):

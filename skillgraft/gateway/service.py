@@ -12,6 +12,10 @@ The store, router and embedder are used under one lock (a catalog connection ser
 thread at a time); deposits and routing corrections use a second memory with its own
 connection, so a long capture never stalls recalls. The API routes call the gateway's verbs
 (answers, skills, skill texts, routing corrections), which take the right lock.
+
+Each namespace has a gateway of its own (:meth:`Gateway.tenant`: its memory, writer, locks
+and derived states, over the same pool), opened on its first request: the namespace's store
+over the home's store as a read-only base (:mod:`skillgraft.memory.namespaces`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S, Deadline
 from ..core.pipeline import AnswerPipeline, Event, Prompt, collect_choices
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
-from ..errors import DeadlineError, ServerError
+from ..errors import DeadlineError, ServerError, SlotReuseError
 from ..memory import SkillMemory
+from ..memory.namespaces import DEFAULT_NAMESPACE, check_namespace
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
 from .metrics import GatewayMetrics
 from .pool import Lease, ServerPool
@@ -69,14 +74,24 @@ class Gateway:
         conversations: str = "switch",
         generation_timeout_s: float = GENERATION_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
         self.pool = pool
         self.generation_timeout_s, self.request_timeout_s = generation_timeout_s, request_timeout_s
         self.metrics = metrics or GatewayMetrics()
+        self.namespace = check_namespace(namespace)
         engine = PooledEngine(pool)
         self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate,
-                                  derived_bytes=derived_bytes, conversations=conversations)
-        self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder, catalog=catalog, blocks=blocks)
+                                  derived_bytes=derived_bytes, conversations=conversations, namespace=namespace)
+        self.writer = SkillMemory(home, engine=engine, embedder=self.memory.router.embedder, catalog=catalog, blocks=blocks,
+                                  namespace=namespace)
+        self._tenant_options = dict(
+            home=home, pool=pool, embedder=self.memory.router.embedder, gate=gate, metrics=self.metrics,
+            catalog=catalog, blocks=blocks, derived_bytes=derived_bytes, conversations=conversations,
+            generation_timeout_s=generation_timeout_s, request_timeout_s=request_timeout_s,
+        )
+        self._tenants: dict[str, "Gateway"] = {}
+        self._tenants_lock = threading.Lock()
         self.pipeline = AnswerPipeline(engine, gate=self.memory.gate, record=self._record)
         self.model_name = engine.model_name
         self.n_ctx = engine.n_ctx
@@ -93,8 +108,28 @@ class Gateway:
         except Exception as exc:  # a store that cannot route yet still serves what it can
             logger.info("routing is not warm yet: %s", exc)
 
+    def tenant(self, namespace: str) -> "Gateway":
+        """The gateway of ``namespace``'s memory: this one for its own namespace, else one over
+        the same pool, metrics and encoder, opened on first use and kept until :meth:`close`."""
+        if namespace == self.namespace:
+            return self
+        with self._tenants_lock:
+            found = self._tenants.get(namespace)
+            if found is None:
+                found = self._tenants[namespace] = Gateway(namespace=namespace, **self._tenant_options)
+            return found
+
+    def opened_tenant(self, namespace: str) -> Optional["Gateway"]:
+        """The gateway of ``namespace`` if it is open already (None: :meth:`tenant` opens it)."""
+        return self if namespace == self.namespace else self._tenants.get(namespace)
+
     def close(self) -> None:
         self.pool.settle_captures()  # the derived states the slots still hold reach the store
+        with self._tenants_lock:
+            tenants, self._tenants = list(self._tenants.values()), {}
+        for tenant in tenants:
+            tenant.memory.close()
+            tenant.writer.close()
         self.memory.close()
         self.writer.close()
 
@@ -168,6 +203,12 @@ class Gateway:
                     return
                 except DeadlineError:
                     raise
+                except SlotReuseError as exc:  # the slot did not hold what it was asked to reuse
+                    if sent or round_ == 1:
+                        raise
+                    logger.warning("slot %d of server %d did not reuse what it was asked (%s): answered again, "
+                                   "evaluated afresh", lease.slot, lease.server, exc)
+                    lease.forget_cells()
                 except ServerError as exc:
                     if sent or round_ == 1 or not _server_died(lease, generation):
                         raise

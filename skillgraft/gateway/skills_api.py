@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Awaitable, Callable, Union
 from urllib.parse import quote
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,19 +52,20 @@ def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
     return headers
 
 
-def register_skill_routes(app: FastAPI, gateway, in_thread: Callable[..., Awaitable]) -> None:
-    """Add the skills API's reading routes to ``app``; ``in_thread`` runs a call off the event
-    loop and turns its errors into the app's error responses."""
+def register_skill_routes(app: FastAPI, tenant_of, in_thread: Callable[..., Awaitable]) -> None:
+    """Add the skills API's reading routes to ``app``, each over the request's namespace
+    (``await tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and
+    turns its errors into the app's error responses."""
 
     @app.post("/v1/skillgraft/skills/recall")
     @app.post("/v1/skills/recall")
-    async def recall_skill(body: RecallRequest):
-        found = await in_thread(gateway.recall_skill, body.query)
+    async def recall_skill(body: RecallRequest, request: Request):
+        found = await in_thread((await tenant_of(request)).recall_skill, body.query)
         reply = {"object": "skill.recall", **found.model_dump(mode="json")}
         return JSONResponse(reply, headers=decision_headers(found))
 
     @app.get("/v1/skillgraft/skills/{ref:path}")
     @app.get("/v1/skills/{ref:path}")
-    async def get_skill(ref: str):
-        skill = await in_thread(gateway.read_skill, ref)
+    async def get_skill(ref: str, request: Request):
+        skill = await in_thread((await tenant_of(request)).read_skill, ref)
         return {"object": "skill", **skill.model_dump()}

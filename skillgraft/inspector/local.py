@@ -31,8 +31,9 @@ def inspector_app(source, *, allowed_hosts: list[str]):
 
 def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: int = 8090,
                     catalog: Optional[str] = None, blocks: Optional[str] = None, model: Optional[str] = None,
-                    ready: Optional[Callable[[str], None]] = None) -> None:
-    """Serve the inspector of the store at ``home`` until SIGINT/SIGTERM; ``ready(url)`` once it
+                    ready: Optional[Callable[[str], None]] = None, namespace: Optional[str] = None) -> None:
+    """Serve the inspector of the store at ``home`` (or of its ``namespace``'s store) until
+    SIGINT/SIGTERM; ``ready(url)`` once it
     listens. Loopback only; the store must exist (nothing is created). No model is loaded,
     unless routing a query needs this runtime's fingerprint (blocks of several runtimes)."""
     from ..memory import SkillMemory
@@ -42,7 +43,8 @@ def serve_inspector(home: Union[str, Path], *, host: str = "127.0.0.1", port: in
 
     if not is_loopback(host):
         raise ConfigError(f"skillgraft ui listens on loopback only, not {host}: share a memory with `skillgraft serve --api-key`")
-    memory = SkillMemory(Path(home).expanduser(), model=model, catalog=catalog, blocks=blocks, read_only=True)
+    memory = SkillMemory(Path(home).expanduser(), model=model, catalog=catalog, blocks=blocks, read_only=True,
+                         namespace=namespace)
     try:
         app = inspector_app(LocalSource(memory), allowed_hosts=LOOPBACK_HOSTS)
         announce = None if ready is None else lambda url: ready(url + START_PAGE)

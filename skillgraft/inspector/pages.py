@@ -190,6 +190,10 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
 
         return await page(request, "route.html", build, title="Try a query", q=q)
 
+    @router.get("/cache", response_class=HTMLResponse)
+    async def cache(request: Request):
+        return await page(request, "cache.html", lambda: {"cache": source.cache()}, title="Cache")
+
     @router.get("/health", response_class=HTMLResponse)
     async def health(request: Request):
         def build() -> dict:

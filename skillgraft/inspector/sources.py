@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ContextManager, Iterator, Optional, Protocol
 
 if TYPE_CHECKING:
     from ..core.recall import Recall
-    from ..memory import SkillMemory
+    from ..memory import CacheReport, SkillMemory
     from ..store.block_store import BlockStore
 
 
@@ -52,6 +52,9 @@ class InspectorSource(Protocol):
     def runtime(self) -> Runtime:
         """The model, fingerprint, servers and slots behind the memory."""
 
+    def cache(self) -> "CacheReport":
+        """The derived-state cache: its budget, use and pins, by skill."""
+
 
 def stored_fingerprints(store: "BlockStore") -> dict[str, int]:
     counts: dict[str, int] = {}
@@ -77,6 +80,10 @@ class LocalSource:
     def recall(self, query: str) -> "Recall":
         with self.lock:
             return self.memory.recall(query, log=False)
+
+    def cache(self) -> "CacheReport":
+        with self.lock:
+            return self.memory.skill_cache()
 
     def runtime(self) -> Runtime:
         with self.lock:

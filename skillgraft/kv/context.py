@@ -20,7 +20,9 @@ of a 1.5k-token prefix take 0.15-0.25 s on two cores). So the capture is noted a
 for that context and made only when it is due:
 
 - before the context's cells are replaced or cut below the prefix (the next prompt that does
-  not continue it, a restore, a capture, an erase): the prefix is saved first;
+  not continue it, a restore, a capture, an erase): the prefix's cells are saved first, and
+  the state is cut, hashed and written by :data:`KEEPER`, off the answer's path (until then
+  it is simply not found: a prompt that needs it meanwhile evaluates it);
 - when the context has been idle a while (the gateway's pool does this for its slots);
 - when the memory or the gateway closes.
 
@@ -37,9 +39,11 @@ The in-process engine and the fake mix in :class:`LocalContext` (their one conte
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from contextlib import nullcontext
+from functools import partial
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -50,7 +54,8 @@ from ..errors import InputError
 from .backend import EngineCells, KVBackend
 from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
-__all__ = ["IDLE_CAPTURE_S", "AnswerContext", "LocalBackend", "LocalContext", "PendingCapture", "PendingCaptures"]
+__all__ = ["IDLE_CAPTURE_S", "KEEPER", "AnswerContext", "LocalBackend", "LocalContext", "PendingCapture",
+           "PendingCaptures", "StateKeeper"]
 
 logger = logging.getLogger("skillgraft.kv")
 
@@ -113,17 +118,66 @@ class PendingCaptures:
             return len(self._pending)
 
 
+class StateKeeper:
+    """Keeps saved prefix states off the answer's path: one worker thread hashes and writes
+    them while the next prompt is evaluated. At most ``max_waiting`` wait (each holds a saved
+    payload in memory); past that the caller keeps its state itself."""
+
+    def __init__(self, max_waiting: int = 2) -> None:
+        self._jobs: queue.Queue = queue.Queue(maxsize=max_waiting)
+        self._lock = threading.Lock()
+        self._worker: Optional[threading.Thread] = None
+
+    def submit(self, job: Callable[[], bool]) -> bool:
+        """Run ``job`` on the worker; False when too many wait (run it yourself)."""
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="skillgraft-state-keeper", daemon=True)
+                self._worker.start()
+        try:
+            self._jobs.put_nowait(job)
+            return True
+        except queue.Full:
+            return False
+
+    def drain(self) -> None:
+        """Return once every state handed over is kept (or failed, with a log line)."""
+        self._jobs.join()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            finally:
+                self._jobs.task_done()
+
+
+KEEPER = StateKeeper()  # a process killed outright loses what still waits: a cache, as pending states
+
+
+def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: float) -> bool:
+    try:
+        capture.keep(payload, fingerprint, seconds)
+        return True
+    except Exception as exc:  # a derived state is only a shortcut: nothing else depends on it
+        logger.warning("a derived prefix state of %d tokens was not kept: %s", len(capture.prefix), exc)
+        return False
+
+
 def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], list[Optional[bytes]]],
-             fingerprint) -> int:
+             fingerprint, *, later: bool = False) -> int:
     """Save the cells of every capture ``due`` at once (``save(prefixes)`` gives each prefix's
     payload; None when the context no longer holds it, as after another use of it: dropped) and
-    keep them; a failure only loses those states, with a log line. Returns how many were kept."""
+    keep them — ``later``: by :data:`KEEPER`, so the caller only waits for the cells to be
+    saved; a failure only loses those states, with a log line. Returns how many were kept (or
+    handed over)."""
     if not due:
         return 0
     started = time.perf_counter()
     try:
         payloads = save([capture.prefix for capture in due])
-    except Exception as exc:  # a derived state is only a shortcut: nothing else depends on it
+    except Exception as exc:
         logger.warning("%d derived prefix states were not kept: %s", len(due), exc)
         return 0
     seconds = (time.perf_counter() - started) / len(due)
@@ -132,11 +186,8 @@ def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], 
         if payload is None:
             logger.debug("a pending prefix state of %d tokens is no longer held: dropped", len(capture.prefix))
             continue
-        try:
-            capture.keep(payload, fingerprint, seconds)
-            kept += 1
-        except Exception as exc:
-            logger.warning("a derived prefix state of %d tokens was not kept: %s", len(capture.prefix), exc)
+        job = partial(_keep_one, capture, payload, fingerprint, seconds)
+        kept += 1 if later and KEEPER.submit(job) else job()
     return kept
 
 
@@ -219,13 +270,16 @@ class AnswerContext:
     # -- derived states pending on the cells ------------------------------------------------
 
     def before_drop(self, keeps: Optional[int] = 0) -> int:
-        """The backend is about to keep only its first ``keeps`` cells: save the pending derived
-        states that would not survive it; how many were kept."""
-        return keep_due(self.pending.due(keeps), self.backend.save_prefixes, self.backend.fingerprint)
+        """The backend is about to keep only its first ``keeps`` cells: save the cells of the
+        pending derived states that would not survive it (kept by :data:`KEEPER`); how many."""
+        return keep_due(self.pending.due(keeps), self.backend.save_prefixes, self.backend.fingerprint, later=True)
 
     def settle(self) -> int:
-        """Save every pending derived state now (the cells stay); how many were kept."""
-        return self.before_drop(None)
+        """Keep every pending derived state now (the cells stay), and wait for those handed
+        to :data:`KEEPER`; how many were kept here."""
+        kept = keep_due(self.pending.due(None), self.backend.save_prefixes, self.backend.fingerprint)
+        KEEPER.drain()
+        return kept
 
     def forget(self) -> None:
         """The cells are gone unseen (a restarted server): drop what is pending on them."""
@@ -281,7 +335,10 @@ class LocalContext:
 
     def settle_derived(self) -> int:
         """Keep now the derived states pending on the context (the cells stay)."""
-        return self._context.settle() if self._context is not None else 0
+        if self._context is None:
+            KEEPER.drain()
+            return 0
+        return self._context.settle()
 
     def _cells_going(self, keeps: int) -> None:
         """The engine keeps only its first ``keeps`` cells next: the context saves what is

@@ -261,6 +261,11 @@ class PrefixCache:
                     break
             recent.append((tokens, after, self.scope))
 
+    def holds(self, prefix: Sequence[int]) -> bool:
+        """Whether the state of exactly ``prefix`` is kept in this scope (nothing is read)."""
+        key = state_key(self.fingerprint_id, prefix, self.scope)
+        return any(entry[0] == key for entry in self.store.entries())
+
     def keep(self, state: KVState, parent: Optional[str] = None) -> None:
         """Store a captured derived state under its content address in this scope."""
         self.store.put(state_key(self.fingerprint_id, state.tokens, self.scope), state, parent, self.scope)

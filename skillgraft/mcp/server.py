@@ -219,9 +219,12 @@ def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, Too
 def run_stdio(
     home: Union[str, Path], *, model: Optional[str] = None, catalog: Optional[str] = None, blocks: Optional[str] = None,
     deposits: DepositPolicy = DepositPolicy(), log_level: str = "WARNING", embedder: Optional[str] = None,
+    namespace: Optional[str] = None,
 ) -> None:
-    """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any) over
-    stdin/stdout until the client disconnects."""
+    """Serve the memory at ``home`` (and the shared ``catalog``/``blocks`` URLs, if any), or
+    that of its ``namespace`` (:mod:`skillgraft.memory.namespaces`), over stdin/stdout until
+    the client disconnects."""
     deposits.check(None)
-    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks, embedder=embedder) as memory:
+    with SkillMemory.open(home, model=model, catalog=catalog, blocks=blocks, embedder=embedder,
+                          namespace=namespace) as memory:
         build_server(memory, deposits, log_level=log_level).run("stdio")

@@ -1,6 +1,7 @@
 """The memory an agent calls: the :class:`SkillMemory` facade and what is its own —
 deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`), copying a store (:mod:`.migrate`) and
-Agent Skills folders (:mod:`.skill_import`, :mod:`.skills`, :mod:`.skill_evals`, and
+Agent Skills folders (:mod:`.skill_import`, :mod:`.skills`, :mod:`.skill_warm`, :mod:`.skill_cache`,
+:mod:`.skill_evals`, and
 :mod:`.answer_evals` over :mod:`.eval_cases`).
 """
 
@@ -8,11 +9,13 @@ from .answer_evals import EvalAnswer, EvalOutcome, SkillAnswerEval
 from .facade import Generation, SkillMemory, generation_of
 from .skill_evals import SkillTriggerScore
 from .skill_import import ImportedSkill, SkillImportReport
-from .skills import SkillExport, SkillPart, SkillRecord, SkillWarmReport
+from .skill_cache import CacheReport, SkillCacheRow
+from .skill_warm import SkillWarmReport, WarmJob
+from .skills import SkillExport, SkillPart, SkillRecord
 from .upkeep import RecaptureReport
 
 __all__ = [
-    "EvalAnswer", "EvalOutcome", "Generation", "ImportedSkill", "RecaptureReport", "SkillAnswerEval", "SkillExport",
-    "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore", "SkillWarmReport",
-    "generation_of",
+    "CacheReport", "EvalAnswer", "EvalOutcome", "Generation", "ImportedSkill", "RecaptureReport", "SkillAnswerEval",
+    "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore",
+    "SkillWarmReport", "WarmJob", "generation_of",
 ]

@@ -1,6 +1,9 @@
-"""Each skill's ``evals/evals.json`` answered twice with the memory's model — with the skill
-grafted and with no skill — to say what the skill changes: prompt tokens, generated tokens,
-time, and the pass rate of the machine-checkable expectations (:mod:`.eval_cases`).
+"""Each skill's ``evals/evals.json`` answered twice with the memory's model (any model: a name
+or a GGUF path) — with the skill grafted and with no skill — to say what the skill changes, in
+the measures the skills-effect benchmark reports (:mod:`skillgraft.core.measures`): the evals
+passed (an answer passes an eval when every check of it passes) with their 95 % interval,
+prompt tokens, time to the first token and total time; and the checks passed, the generated
+tokens and where the time went (:mod:`.eval_cases` reads and runs the checks).
 
 The skill is chosen by name, not by routing, so the comparison is about its content: its
 first block (the one ``SkillMemory.get(name)`` returns: the name, the description and the
@@ -12,13 +15,15 @@ the block) is reported with its error; nothing stops the other evals.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
-from statistics import fmean
+from statistics import fmean, median
 from typing import Optional
 
 from ..core.answer import Answer, AnswerOptions
 from ..core.chat_layout import block_size
-from ..core.pipeline import AnswerPipeline
+from ..core.measures import FirstText, answer_costs, pass_rate
+from ..core.pipeline import AnswerPipeline, collect
 from ..core.planning import forced_recall
 from ..core.progress import Progress
 from ..errors import InputError, SkillgraftError
@@ -34,8 +39,9 @@ class EvalAnswer:
     ``prompt_tokens`` is the context before the answer (for a graft: the block's cells kept
     plus the prompt after them), ``reused_tokens`` the cells not prefilled (the restored
     block, or a prefix a context already held); ``prefill_s`` is the graft (restoring the block
-    and prefilling what follows) or the plain prefill; ``results`` holds one entry per check
-    of the eval (True, False, or None where it could not be decided, with ``undecided``)."""
+    and prefilling what follows) or the plain prefill; ``ttft_s`` and ``total_s`` run from the
+    answer's plan to its first text and to its end; ``results`` holds one entry per check of
+    the eval (True, False, or None where it could not be decided, with ``undecided``)."""
 
     with_skill: bool
     decision: str = ""
@@ -48,6 +54,7 @@ class EvalAnswer:
     load_s: float = 0.0
     prefill_s: float = 0.0
     generate_s: float = 0.0
+    ttft_s: float = 0.0
     total_s: float = 0.0
     results: list = field(default_factory=list)
     undecided: list = field(default_factory=list)
@@ -62,8 +69,13 @@ class EvalAnswer:
     def checked(self) -> int:
         return sum(1 for r in self.results if r is not None)
 
+    @property
+    def passes(self) -> Optional[bool]:
+        """Whether every check of the eval passed; None without checks, or with one undecided."""
+        return None if not self.results or None in self.results else all(self.results)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "passed": self.passed, "checked": self.checked}
+        return {**asdict(self), "passed": self.passed, "checked": self.checked, "passes": self.passes}
 
 
 @dataclass
@@ -103,32 +115,39 @@ class SkillAnswerEval:
     left_out: int = 0
 
     def side(self, with_skill: bool) -> dict:
-        """The totals of one side: answers made, checks passed of those decided, the pass
-        rate (None without checks), mean tokens and summed seconds."""
+        """One side's measures: answers made; ``evals`` — the evals passed of those judged
+        (:attr:`EvalAnswer.passes`), with the pass rate and its 95 % interval; the checks
+        passed of those decided and their rate (None without checks); mean prompt, prefilled
+        and generated tokens; median seconds to the first token, of prefill, generation and
+        in all."""
         runs = [(e.with_skill if with_skill else e.without_skill) for e in self.evals]
         made = [r for r in runs if not r.error]
         checked = sum(r.checked for r in made)
         passed = sum(r.passed for r in made)
         return {
-            "answers": len(made), "errors": len(runs) - len(made), "checks": checked, "passed": passed,
-            "pass_rate": passed / checked if checked else None,
-            "prompt_tokens": fmean(r.prompt_tokens for r in made) if made else None,
+            "answers": len(made), "errors": len(runs) - len(made),
+            "evals": pass_rate(r.passes for r in made if r.passes is not None),
+            "checks": checked, "passed": passed, "pass_rate": passed / checked if checked else None,
+            **answer_costs([r.prompt_tokens for r in made], [r.ttft_s for r in made], [r.total_s for r in made]),
             "prefilled_tokens": fmean(r.prompt_tokens - r.reused_tokens for r in made) if made else None,
             "generated_tokens": fmean(r.generated_tokens for r in made) if made else None,
-            "prefill_s": sum(r.prefill_s for r in made), "generate_s": sum(r.generate_s for r in made),
-            "total_s": sum(r.total_s for r in made),
+            "prefill_s": median(r.prefill_s for r in made) if made else None,
+            "generate_s": median(r.generate_s for r in made) if made else None,
         }
 
     def summary(self) -> dict:
+        """Both sides and their ``delta`` (with the skill less without; ``eval_pass_rate`` the
+        evals' pass rate, ``pass_rate`` the checks')."""
         with_skill, without = self.side(True), self.side(False)
 
-        def delta(key):
-            a, b = with_skill[key], without[key]
+        def delta(a, b):
             return None if a is None or b is None else a - b
 
+        keys = ("pass_rate", "prompt_tokens", "generated_tokens", "ttft_s", "total_s")
         return {
             "with_skill": with_skill, "without_skill": without,
-            "delta": {k: delta(k) for k in ("pass_rate", "prompt_tokens", "generated_tokens", "total_s")},
+            "delta": {"eval_pass_rate": delta(with_skill["evals"]["pass_rate"], without["evals"]["pass_rate"]),
+                      **{k: delta(with_skill[k], without[k]) for k in keys}},
             "unchecked": sum(len(e.unchecked) for e in self.evals),
             "invalid": sum(len(e.invalid) for e in self.evals),
         }
@@ -197,17 +216,21 @@ class AnswerEvals:
             run.error = "the skill has no block to graft"
             return run
         block = None
+        started = time.perf_counter()
         try:
             if with_skill:
                 block = self.store.get(block_id)
             recall = forced_recall(block, self.router.threshold, "an eval: the skill named" if block else "an eval: no skill")
             plan = self.plan([("user", case.prompt)], recall=recall)
             with self._slot(plan, options) as slot:
-                answer = AnswerPipeline(self.engine, gate="advisory").answer(plan, slot, options)
+                events = FirstText(AnswerPipeline(self.engine, gate="advisory").events(plan, slot, options), started)
+                answer = collect(plan, events)
         except SkillgraftError as exc:
             run.error = str(exc)
             return run
         _fill(run, answer)
+        run.total_s = time.perf_counter() - started
+        run.ttft_s = events.seconds if events.seconds is not None else run.total_s
         for check in case.checks:
             passed, why = check.run(run.text)
             run.results.append(passed)
@@ -224,4 +247,3 @@ def _fill(run: EvalAnswer, answer: Answer) -> None:
     run.load_s = t.load_s or 0.0
     run.prefill_s = t.graft_s or t.prefill_s or t.plain_prefill_s or 0.0
     run.generate_s = (t.generate_s or 0.0) + (t.plain_generate_s or 0.0)
-    run.total_s = t.total_s or 0.0

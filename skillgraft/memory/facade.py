@@ -33,15 +33,17 @@ from ..core.recall import Recall
 from ..core.text_checks import clean_query
 from ..core.timings import Timings
 from ..core.tools import OutputFormat
-from ..errors import BlockNotFoundError, InputError
+from ..errors import InputError
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
+from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
 from .skill_import import SkillImports
 from .skills import SkillVerbs
+from .store_verbs import StoreVerbs
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
 from ..store.shared_derived import open_derived_states
@@ -84,7 +86,7 @@ class Generation:
         }
 
 
-class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
+class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -100,6 +102,9 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
     ``embedder`` is a spec (``minilm``, ``mpnet``, a folder, an ``http(s)://`` embeddings
     endpoint) or an object with ``name`` and ``encode``; by default ``$SKILLGRAFT_EMBEDDER``,
     else the encoder the store records, else MiniLM (:mod:`skillgraft.routing.encoders`).
+    ``namespace`` (default ``default``: the home's own store) opens a namespace's memory: its
+    own store in the home, over the home's store as a read-only base
+    (:mod:`skillgraft.memory.namespaces`).
     """
 
     def __init__(
@@ -117,6 +122,7 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         read_only: Optional[bool] = None,
         derived_bytes: Optional[int] = None,
         conversations: str = "switch",
+        namespace: Optional[str] = None,
     ) -> None:
         from ..routing.encoders import choose_embedder
 
@@ -126,7 +132,16 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
 
         if embedder is not None and not isinstance(embedder, (str, Path)):
             embedder = choose_embedder(embedder)  # checked before the store is opened
-        self.store = BlockStore(home or default_home(), catalog=catalog, blocks=blocks, read_only=read_only)
+        self.namespace = check_namespace(namespace)
+        home = Path(home or default_home()).expanduser()
+        own_home = namespace_home(home, self.namespace)
+        self.base: Optional[BlockStore] = open_base(home, self.namespace, catalog, blocks)  # None but for a namespace
+        try:
+            own_catalog, own_blocks = namespace_backends(self.namespace, catalog, blocks, read_only=bool(read_only))
+            self.store = BlockStore(own_home, read_only=read_only, catalog=own_catalog, blocks=own_blocks)
+        except BaseException:
+            self._close_base()
+            raise
         self.model = model or default_model()
         self.settings = settings
         self._engine = engine
@@ -134,9 +149,11 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         self.reprefill_foreign = reprefill_foreign
         self.conversations = conversations
         try:
-            self.router = Router(self.store, choose_embedder(embedder, self.store))
+            self.router = Router(self.store, choose_embedder(embedder, self.base or self.store))
+            self.base_router = None if self.base is None else Router(self.base, self.router.embedder)
         except BaseException:
             self.store.close()
+            self._close_base()
             raise
         self.gate = gate_policy(gate)
         self.derived_bytes = DEFAULT_DERIVED_BYTES if derived_bytes is None else derived_bytes
@@ -144,7 +161,8 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
 
     @classmethod
     def open(cls, home: Union[str, Path, None] = None, **options) -> "SkillMemory":
-        """Open (creating if needed) the store at ``home`` or ``$SKILLGRAFT_HOME``."""
+        """Open (creating if needed) the store at ``home`` or ``$SKILLGRAFT_HOME``, or with
+        ``namespace`` that namespace's store in it."""
         return cls(home, **options)
 
     @property
@@ -161,11 +179,17 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         return self._engine.settle_derived() if self._engine is not None else 0
 
     def close(self) -> None:
+        self.stop_warming()
         self.flush_derived()  # the derived states the context still holds reach the store
         if self._engine is not None and self._owns_engine:
             self._engine.close()
             self._engine = None
         self.store.close()
+        self._close_base()
+
+    def _close_base(self) -> None:
+        if self.base is not None:
+            self.base.close()
 
     def __enter__(self) -> "SkillMemory":
         return self
@@ -181,10 +205,14 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         Only blocks this runtime can graft (and text blocks) are candidates when the store
         holds blocks of several runtimes, say two models, unless ``reprefill_foreign`` is set."""
         accept = None
-        if not self.reprefill_foreign and len(self.store.fingerprint_ids()) > 1:
+        runtimes = set(self.store.fingerprint_ids()) | set(self.base.fingerprint_ids() if self.base else ())
+        if not self.reprefill_foreign and len(runtimes) > 1:
             runtime = self.engine.fingerprint.id
             accept = lambda block: block.text_only or block.fingerprint_id == runtime  # noqa: E731
-        return near_miss(self.router.route(query, accept=accept), query)
+        recall = self.router.route(query, accept=accept)
+        if self.base_router is not None:
+            recall = better_recall(recall, self.base_router.route(query, accept=accept))
+        return near_miss(recall, query)
 
     def recall(self, query, *, log: bool = True, earlier: Sequence[str] = ()) -> Recall:
         """``exact`` when the normalized query is a verified question, else :meth:`route`; with
@@ -201,10 +229,12 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
 
     def _recalled(self, query: str) -> Recall:
         """The recall of one clean query, alone: its verified answer, else :meth:`route`."""
-        matches = self.store.solutions_for(normalize_question(query))
-        if matches:
-            block = matches[0]
-            return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
+        key = normalize_question(query)
+        for store in self._stores():
+            matches = store.solutions_for(key)
+            if matches:
+                block = matches[0]
+                return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
         return self.route(query)
 
     def calibrate(self, in_domain, out_of_domain, **options) -> RouterCalibration:
@@ -350,36 +380,6 @@ class SkillMemory(Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, Answer
         from ..routing.feedback import give_feedback
 
         return give_feedback(self, query, expected)
-
-    # -- memory verbs ----------------------------------------------------------------------
-
-    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False) -> list[Block]:
-        """Every block (of ``kind``), oldest first."""
-        return self.store.blocks(kind=kind, include_quarantined=include_quarantined)
-
-    def get(self, ref: str) -> Block:
-        """A block by id, unique id prefix, name, an imported skill's name (the first block of
-        its default version), or the question a solution answers."""
-        if ref in self.store.skill_names():
-            parts = self.store.skill_parts(ref, self.store.skill_default(ref))
-            if parts:
-                return self.store.get(parts[0]["block_id"])
-        try:
-            return self.store.get(ref)
-        except BlockNotFoundError:
-            matches = self.store.solutions_for(normalize_question(ref))
-            if matches:
-                return matches[0]
-            raise
-
-    def delete(self, ref: str) -> Block:
-        """Delete a block, its routing keys and (when no other block shares it) its file. A
-        block of an imported skill is removed with its skill (:meth:`remove_skill`)."""
-        block = self.get(ref)
-        skill = self.store.skill_of_block(block.id)
-        if skill is not None:
-            raise InputError(f"block {block.id} is part of skill {skill!r}: remove the skill (skillgraft skills rm {skill})")
-        return self.store.remove(block.id)
 
     def _log(self, event: str, query: str, recall: Recall, timings: Optional[Timings] = None) -> None:
         self.store.log(LedgerEvent(

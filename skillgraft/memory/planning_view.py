@@ -34,4 +34,4 @@ class PlanningView:
         self.memory.engine.check_grammar(grammar)
 
     def load_state(self, block: Block):
-        return self.memory.store.load_state(block)
+        return self.memory.store_of(block).load_state(block)

@@ -17,7 +17,8 @@ The same folder imported under another key policy is a new version (its blocks r
 A folder that cannot be imported is skipped with its reason and leaves nothing behind: the
 blocks captured for it are removed, and what was stored before is untouched. Stored skills
 whose folder under the given paths has vanished are reported, and removed only with
-``prune=True``. Mixed into :class:`~skillgraft.memory.SkillMemory`.
+``prune=True``. Progress is counted in parts (:class:`ImportProgress`), so a skill of many
+files shows life as each part's keys are embedded. Mixed into :class:`~skillgraft.memory.SkillMemory`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..core.blocks import block_id_for, text_sha256
+from ..core.progress import Progress
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
@@ -88,16 +90,18 @@ class SkillImports:
         scan = scan_for_skills(paths)
         report.warnings.extend(scan.notes)
         taken: dict[str, str] = {}
-        for done, folder_path in enumerate(scan.folders, 1):
-            self._import_path(folder_path, taken, report, origin, keys)
-            if progress:
-                progress(done, len(scan.folders))
+        counter = ImportProgress(progress, len(scan.folders))
+        for folder_path in scan.folders:
+            self._import_path(folder_path, taken, report, origin, keys, counter)
+            counter.folder_done()
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
+        self._sync_pins()  # a pinned skill's new default version is pinned too
         return report
 
     def _import_path(
-        self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str], keys: Optional[str]
+        self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str], keys: Optional[str],
+        counter: "ImportProgress",
     ) -> None:
         """One folder found: read, checked against the names taken so far, imported or skipped."""
         try:
@@ -112,11 +116,12 @@ class SkillImports:
             return
         taken[folder.name] = str(folder_path)
         try:
-            self._import_one(folder, report, origin, keys)
+            self._import_one(folder, report, origin, keys, counter)
         except SkillgraftError as exc:
             report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
 
-    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str], keys: Optional[str]) -> None:
+    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str], keys: Optional[str],
+                    counter: "ImportProgress") -> None:
         versions = self._versions_of(folder.name)
         if keys is None:
             default = [row for row in versions if row["version"] == self.store.skill_default(folder.name)] if versions else []
@@ -130,7 +135,8 @@ class SkillImports:
         most = part_chars(self.engine.n_ctx)
         plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, notes=warnings)
         version = self.store.next_skill_version(folder.name)  # never a removed version's number
-        stored = self._store_version(folder, version, plan, warnings, origin, keys)
+        counter.planned(len(plan))
+        stored = self._store_version(folder, version, plan, warnings, origin, keys, counter)
         report.imported.append(stored)
 
     def _versions_of(self, name: str) -> list[dict]:
@@ -146,9 +152,13 @@ class SkillImports:
 
     def _store_version(
         self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str], keys: str,
+        counter: "ImportProgress",
     ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
-        key_rows = [self.router.key_rows(part.keys) for part in plan]  # a failing embedder stores nothing
+        key_rows = []
+        for part in plan:  # every part embedded before anything is stored: a failing embedder stores nothing
+            key_rows.append(self.router.key_rows(part.keys))
+            counter.step()
         created: list[str] = []
         parts = []
         reused = 0
@@ -238,6 +248,36 @@ class SkillImports:
                     self.remove_skill(name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
+
+
+class ImportProgress:
+    """An import's ``progress(done, total)`` in parts: a folder counts as one until it is
+    planned, then as its parts, each done once its keys are embedded; a folder left unchanged
+    or skipped counts as one, done."""
+
+    def __init__(self, progress: Progress, folders: int) -> None:
+        self.progress, self.done, self.total = progress, 0, folders
+        self._folder_end = 1  # where ``done`` stands once the current folder is through
+
+    def planned(self, parts: int) -> None:
+        """The current folder is ``parts`` parts."""
+        self.total += parts - 1
+        self._folder_end += parts - 1
+
+    def step(self) -> None:
+        """One part of the current folder is through."""
+        self.done = min(self.done + 1, self._folder_end)
+        self._tell()
+
+    def folder_done(self) -> None:
+        """The current folder is through (imported, unchanged or skipped)."""
+        self.done = self._folder_end
+        self._folder_end += 1
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.progress:
+            self.progress(self.done, self.total)
 
 
 def part_chars(n_ctx: int) -> int:

@@ -5,17 +5,19 @@ export and change detection. :class:`SkillVerbs` is mixed into
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence, Union
 
-from ..core.answer import AnswerOptions
-from ..core.chat_layout import block_size, skill_prompt
+from ..core.chat_layout import block_size
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
+from .skill_cache import SkillCache
 from .skill_import import SkillImportReport, recorded_policy
 from .skill_plan import EARLIER_KEY_POLICY
+from .skill_warm import SkillWarmReport, WarmJob, start_warm, warm_parts
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,10 @@ class SkillExport:
         return asdict(self)
 
 
-class SkillVerbs:
+class SkillVerbs(SkillCache):
     """``skills``, ``skill``, ``update_skill``, ``remove_skill``, ``set_default_skill_version``,
-    ``export_skill``, ``skill_contents`` and ``skill_changes`` of a memory."""
+    ``export_skill``, ``skill_contents``, ``skill_changes``, the warms and (:class:`SkillCache`)
+    the pins of a memory."""
 
     def skills(self) -> list[SkillRecord]:
         """The default version of every imported skill, by name."""
@@ -124,6 +127,7 @@ class SkillVerbs:
     def set_default_skill_version(self, name: str, version: int) -> SkillRecord:
         """Make ``version`` the one routing offers and ``skill(name)`` shows."""
         self.store.set_skill_default(name, version)
+        self._sync_pins()
         return self.skill(name)
 
     def remove_skill(self, name: str, version: Optional[int] = None) -> list[str]:
@@ -180,6 +184,26 @@ class SkillVerbs:
         goes on where it stopped; ``progress(done, total)`` per part."""
         return warm_parts(self, names, system, progress)
 
+    def warm_skills_in_background(self, names: Sequence[str], *, system: Optional[str] = None,
+                                  lock=None) -> WarmJob:
+        """:meth:`warm_skills` in a thread of its own: the :class:`WarmJob` tells its progress
+        while it runs and stops it between two parts. Each part is warmed holding ``lock`` (the
+        lock the caller's own threads hold around their calls on this memory, which is not
+        thread-safe), released between parts so that chats go first. Names and prompt are
+        checked before it starts."""
+        job = start_warm(self, names, system, lock)
+        self.__dict__.setdefault("_warm_jobs", weakref.WeakSet()).add(job)
+        return job
+
+    def stop_warming(self) -> None:
+        """Stop the background warms of this memory and wait for them (as :meth:`close` does)."""
+        for job in list(self.__dict__.get("_warm_jobs", ())):
+            job.stop()
+            try:
+                job.wait()
+            except Exception:  # the job's own error, told to whoever waits for it
+                continue
+
     def skill_changes(self) -> list[dict]:
         """Imported skills whose folder on disk is no longer what their default version holds:
         ``{name, version, folder, change}`` with change ``changed``, ``vanished`` or ``unreadable``."""
@@ -204,54 +228,6 @@ class SkillVerbs:
                 differ = sorted(p for p in set(stored) | set(now) if stored.get(p) != now.get(p))
                 changes.append({**entry, "change": "changed", "files": differ})
         return changes
-
-
-@dataclass
-class SkillWarmReport:
-    """What :meth:`SkillVerbs.warm_skills` did, part by part: ``warmed`` (captured now), ``kept``
-    (its state was kept already), ``left_out`` (it does not fit beside the prompt, with why)."""
-
-    warmed: list = field(default_factory=list)
-    kept: list = field(default_factory=list)
-    left_out: list = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-WARM_QUESTION = "."  # the user turn a warmed state is captured in front of
-
-
-def warm_parts(memory, names: Sequence[str], system: Optional[str], progress=None) -> SkillWarmReport:
-    """See :meth:`SkillVerbs.warm_skills`."""
-    prefixes = memory.prefixes
-    if prefixes is None:
-        raise InputError("derived states are off in this memory (a read-only store, or derived_bytes=0): nothing to warm")
-    if system is not None and (not isinstance(system, str) or not system.strip()):
-        raise InputError("the app's system prompt must be non-empty text")
-    chat = [*([("system", system)] if system else []), ("user", WARM_QUESTION)]
-    parts = [(name, part) for name in dict.fromkeys(names) for part in memory.skill(name).parts]
-    report = SkillWarmReport()
-    for done, (name, part) in enumerate(parts, 1):
-        block = memory.get(part.block_id)
-        entry = {"skill": name, "block_id": block.id, "title": part.title}
-        if not block.text_only:  # captured when it was imported
-            report.kept.append(entry)
-        else:
-            tokens, mark = skill_prompt(memory.engine, block.source, chat)
-            held = prefixes.lookup(tokens)
-            if held is not None and held.n_tokens >= mark:
-                report.kept.append(entry)
-            else:
-                answer = memory._forced(block, chat, AnswerOptions(max_tokens=1))  # no ledger row, gate advisory
-                if answer.note.decision == "fallback":
-                    report.left_out.append({**entry, "reason": answer.note.reason})
-                else:
-                    memory.flush_derived()  # an interrupted warm keeps what it made
-                    report.warmed.append({**entry, "tokens": mark})
-        if progress:
-            progress(done, len(parts))
-    return report
 
 
 def stored_manifest_sha256(files: list[dict]) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..core.blocks import Block
 from ..core.states import KVState
+from ..core.text_checks import require_text
 from ..errors import DuplicateBlockError, InputError, SkillgraftError
 from ..routing.router import manual_key_texts, name_key
 from .deposits import clean_keys, clean_name
@@ -59,8 +60,9 @@ class Upkeep:
     ) -> Block:
         """Change a manual's text (recaptured, keeping its name and keys), examples or description.
 
-        ``examples`` and ``description``, when given, replace the old ones. A solution's text
-        is its verified question and answer: add a new solution instead of editing it.
+        ``examples`` and ``description``, when given, replace the old ones. A manual stored as
+        text stays text: its new text is stored, no model runs. A solution's text is its
+        verified question and answer: add a new solution instead of editing it.
         """
         block = self.get(ref)
         skill = self.store.skill_of_block(block.id)
@@ -79,15 +81,21 @@ class Upkeep:
         if new_text:
             if block.kind == "solution":
                 raise InputError(f"block {block.id} is a verified solution: add a new solution instead of editing it")
-            tokens = self._capturable_tokens(block.name, block.kind, text)
-            same = self.store.find_same(tokens, self.engine.fingerprint.id)
+            if block.text_only:
+                if not isinstance(text, str) or not text.strip():
+                    raise InputError(f"manual {block.name!r} has no text")
+                require_text(text, f"manual {block.name!r}")
+                same = self._text_block(text)
+            else:
+                tokens = self._capturable_tokens(block.name, block.kind, text)
+                same = self.store.find_same(tokens, self.engine.fingerprint.id)
             if same is not None and same.id != block.id:
                 raise DuplicateBlockError(same.id, same.name, block.name)
             sets.append(("manual", manual_key_texts(text)))
         rows = self.router.key_rows(sets)  # embedded before any change: a failing embedder changes nothing
         keys = {kind: [row for row in rows if row["kind"] == kind] for kind, _ in sets}
         if new_text:
-            state = self.engine.capture(tokens, progress)
+            state = None if block.text_only else self.engine.capture(tokens, progress)
             block = self.store.replace(block, state, source=text, keys={"manual": keys["manual"]})
         if "description" in keys:
             block = self.store.set_description(block.id, description, keys["description"])

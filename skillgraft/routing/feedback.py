@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, Optional, Protocol
 
 from ..core.questions import normalize_question, question_sha256
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query
-from ..errors import InputError
+from ..errors import InputError, SharedBaseError
 from ..store.ledger import LedgerEvent
 
 if TYPE_CHECKING:
@@ -42,8 +42,11 @@ class CorrectableMemory(Protocol):
 
     store: "BlockStore"
     router: "Router"
+    namespace: str
 
     def get(self, ref: str) -> "Block": ...
+
+    def store_of(self, block: "Block") -> "BlockStore": ...
 
     def route(self, query) -> "Recall": ...
 
@@ -111,6 +114,8 @@ def give_feedback(memory: CorrectableMemory, query, expected: Optional[str], *, 
         raise InputError(f"expected is a block name or id, or None for no skill, got {type(expected).__name__}")
     by = _actor(by)
     target = memory.get(expected) if expected is not None else None
+    if target is not None and memory.store_of(target) is not memory.store:  # a namespace's own blocks alone
+        raise SharedBaseError(expected, memory.namespace)
     if target is not None and target.status != "ok":
         raise InputError(f"block {target.id} ({target.name}) is quarantined: it cannot be routed to")
     verified = memory.store.solutions_for(normalize_question(query))

@@ -34,15 +34,16 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 @dataclass(frozen=True)
 class SlotFile:
-    """A parsed slot file: the tokens it carries and the sequence state after them."""
+    """A parsed slot file: the tokens it carries and the sequence state after them (a view of
+    the file's bytes, not a copy: a saved slot's state is tens of megabytes)."""
 
     tokens: tuple[int, ...]
-    state: bytes
+    state: memoryview
     packed: bool
 
     def to_payload(self, seq_id: int = 0) -> bytes:
         """The block payload these bytes stand for (preamble for ``seq_id`` + state)."""
-        return _PREAMBLE.pack(STATE_MAGIC, seq_id) + self.state
+        return b"".join((_PREAMBLE.pack(STATE_MAGIC, seq_id), self.state))
 
 
 def _check_tokens(tokens: Sequence[int]) -> list[int]:
@@ -71,9 +72,10 @@ def payload_state(payload: bytes) -> bytes:
 def slot_file_from_block(tokens: Sequence[int], payload: bytes) -> bytes:
     """The slot file for a block: header, its tokens as a plain list, then its state."""
     checked = _check_tokens(tokens)
-    state = payload_state(payload)
+    payload_state(payload[: _PREAMBLE.size + 1])  # its preamble checked; the state is not copied for it
     words = struct.pack(f"<{len(checked)}i", *checked)
-    return _HEADER.pack(SLOT_FILE_MAGIC, SLOT_FILE_VERSION, len(checked)) + words + state
+    header = _HEADER.pack(SLOT_FILE_MAGIC, SLOT_FILE_VERSION, len(checked))
+    return b"".join((header, words, memoryview(payload)[_PREAMBLE.size:]))  # one copy of tens of megabytes
 
 
 def _unpack_token_words(words: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
@@ -109,4 +111,4 @@ def parse_slot_file(data: bytes, *, max_tokens: int = 1 << 20) -> SlotFile:
     words = struct.unpack_from(f"<{n_words}i", data, _HEADER.size)
     tokens, packed = _unpack_token_words(words)
     _check_tokens(tokens)
-    return SlotFile(tokens=tuple(tokens), state=data[state_at:], packed=packed)
+    return SlotFile(tokens=tuple(tokens), state=memoryview(data)[state_at:], packed=packed)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..core.states import KVState, capture_tokens, check_state, sha256_hex
-from ..kv.context import AnswerContext
+from ..kv.context import KEEPER, AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
 from .slot import SlotBackend
@@ -155,7 +155,9 @@ class SlotStates:
 
     def settle_derived(self) -> int:
         """Keep now the derived states pending on every slot (their cells stay); how many were kept."""
-        return sum(self.context(slot).settle() for slot in self.pending_slots())
+        kept = sum(self.context(slot).settle() for slot in self.pending_slots())
+        KEEPER.drain()  # and those being kept off the answers' path
+        return kept
 
     def cells_going(self, slot: int, keeps: Optional[int] = 0) -> None:
         """Slot ``slot`` keeps only its first ``keeps`` cells next: its context saves the derived

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .backends import catalog_url, open_block_storage, open_catalog_backend
-from ..core.blocks import TEXT_RUNTIME, Block, BlockKind, block_id_for, text_sha256, tokens_sha256
+from ..core.blocks import Block, BlockKind, block_id_for, text_block, tokens_sha256
 from .catalog import utc_now
 from ..errors import BlockIntegrityError, ConflictError, InputError, StoreError
 from ..core.fingerprint import RuntimeFingerprint
@@ -48,6 +48,7 @@ from .ledger import LedgerReads
 from .protocols import BlockStorage, Catalog
 from .reads import CatalogReads
 from .routing_edits import RoutingEdits
+from .skill_pins import SkillPins
 from .skill_records import SkillRecords
 
 __all__ = ["BlockStore", "CheckReport", "LoadedState", "conflict_error", "row_problems", "DEFAULT_CACHE_BYTES"]
@@ -71,7 +72,7 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords):
+class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords, SkillPins):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and
@@ -190,12 +191,7 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
             raise InputError("a block needs a non-empty name")
         if not source.strip() or "\x00" in source:
             raise InputError(f"text block {name!r} needs non-empty text without NUL bytes")
-        sha256 = text_sha256(source)
-        block = Block(
-            id=block_id_for(sha256), sha256=sha256, name=name.strip(), kind="manual", description=description,
-            source=source, tokens=(), tokens_sha256=tokens_sha256(()), n_tokens=0, n_bytes=0,
-            fingerprint_id=TEXT_RUNTIME, created_at=utc_now(),
-        )
+        block = text_block(source, name=name.strip(), description=description, created_at=utc_now())
         with self.catalog.write() as conn:
             existing = self._rows("id = ?", [block.id])
             if existing:

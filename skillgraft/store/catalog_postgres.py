@@ -7,6 +7,10 @@ with sqlite-utils' table API have their PostgreSQL DDL here (:data:`POSTGRES_DDL
 :meth:`PostgresCatalog.execute`. Every dialect difference lives in this module:
 ``?`` placeholders, ``INSERT OR IGNORE`` / ``INSERT OR REPLACE``, ``BLOB`` columns, the version triggers.
 
+A ``schema`` keeps a catalog's tables in a schema of their own (a namespace's, see
+:mod:`skillgraft.memory.namespaces`), created on first use; the others stay where the
+connection's search path puts them.
+
 Write transactions take one transaction-scoped advisory lock first, so writers from every
 host are serialized as SQLite's ``BEGIN IMMEDIATE`` serializes the processes of one host:
 same-name, same-tokens and same-question deposits are decided inside the transaction.
@@ -32,6 +36,7 @@ CONNECT_TIMEOUT_S = 10
 WRITE_LOCK_KEY = 0x5347_4346  # the advisory lock every catalog writer takes ("SGCF")
 _PRIMARY_KEYS = {"blocks": "id", "fingerprints": "id", "settings": "key"}
 _BLOB = re.compile(r"\bBLOB\b")
+_SCHEMA = re.compile(r"[a-z][a-z0-9_]{0,62}")
 _INSERT_OR = re.compile(r"\s*INSERT OR (IGNORE|REPLACE) INTO (\w+) \(([^)]*)\)(.*)$", re.S)
 
 _BUMP = (
@@ -105,6 +110,11 @@ def to_postgres(sql: str) -> str:
     return insert + f" ON CONFLICT ({key}) DO UPDATE SET {updates}"
 
 
+def psycopg_errors(psycopg) -> tuple:
+    """The errors of a statement that lost a race to create what it creates."""
+    return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema)
+
+
 def first_line(exc: BaseException, limit: Optional[int] = None) -> str:
     """The first line of an error's message (its type's name when empty), cut at ``limit``."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
@@ -115,7 +125,7 @@ class PostgresCatalog:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, read_only: bool = False) -> None:
+    def __init__(self, url: str, *, read_only: bool = False, schema: Optional[str] = None) -> None:
         try:
             import psycopg
             from psycopg.rows import dict_row
@@ -128,6 +138,9 @@ class PostgresCatalog:
         self.url = url
         self.where = redact_url(url)
         self.read_only = read_only
+        if schema is not None and not _SCHEMA.fullmatch(schema):
+            raise ConfigError(f"a catalog schema is a-z, 0-9 and _, opening with a letter, at most 63, got {schema!r}")
+        self.schema = schema  # the tables' schema (a namespace's), else the connection's search path
         self._conn = None
         self._in_transaction = False
         self._lock = threading.RLock()  # one connection: a transaction belongs to one thread at a time
@@ -141,6 +154,13 @@ class PostgresCatalog:
         self.close()
         try:
             self._conn = self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            if self.schema is not None:
+                if not self.read_only:
+                    try:
+                        self._conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+                    except psycopg_errors(self._psycopg):  # another host made it at the same moment
+                        pass
+                self._conn.execute(f"SET search_path TO {self.schema}")
         except self._psycopg.Error as exc:
             raise StoreError(f"cannot reach the catalog {self.where}: {first_line(exc)}") from exc
 

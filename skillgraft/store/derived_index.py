@@ -1,6 +1,6 @@
 """What the derived states' folder recorded of each state, outside the state files: the
-``index.log`` (see :mod:`skillgraft.store.derived_states`), and the private files and folders
-they are written in."""
+``index.log`` (see :mod:`skillgraft.store.derived_states`), what the folders hold by parent
+(:func:`derived_usage`), and the private files and folders they are written in."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from ..core.sha import SHA256_HEX
 from ..kv.prefixes import SCOPE_HEX
 
-__all__ = ["INDEX_FILE", "IndexLog", "Record", "entry_of", "open_regular", "private_folder", "write_private"]
+__all__ = ["INDEX_FILE", "SUFFIX", "IndexLog", "Record", "StateUse", "derived_usage", "entry_of", "open_regular",
+           "private_folder", "write_private"]
 
 logger = logging.getLogger("skillgraft.store")
 
 INDEX_FILE = "index.log"
+SUFFIX = ".state"  # a state's file: <key>.state
 MAX_INDEX_BYTES = 64 << 20
 FILE_MODE, FOLDER_MODE = 0o600, 0o700
 
@@ -106,6 +108,36 @@ class IndexLog:
         write_private(staged, "".join(json.dumps(line) + "\n" for line in lines).encode())
         os.replace(staged, self.path)
         self.lines = len(lines)
+
+
+@dataclass(frozen=True)
+class StateUse:
+    """One derived state a runtime's folder holds: its ``runtime`` (the folder's name), file
+    ``n_bytes`` and ``parent`` block (None: an app's prefix alone)."""
+
+    runtime: str
+    key: str
+    n_bytes: int
+    parent: Optional[str]
+
+
+def derived_usage(root: Union[str, Path]) -> list[StateUse]:
+    """Every derived state the runtimes' folders under ``root`` (``home/derived``) hold, as their
+    indexes record them and whose files are there; read only, no state opened."""
+    root, found = Path(root), []
+    try:
+        folders = sorted(path for path in root.iterdir() if path.is_dir() and not path.is_symlink())
+    except OSError:
+        return found
+    for folder in folders:
+        for key, record in IndexLog(folder).read().items():
+            try:
+                info = (folder / f"{key}{SUFFIX}").stat(follow_symlinks=False)
+            except OSError:  # gone meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append(StateUse(folder.name, key, info.st_size, record.parent))
+    return found
 
 
 def entry_of(key: str, record: Record) -> dict:

@@ -21,6 +21,12 @@ a file is opened without following a link and read only when it is a regular fil
 cache's size. Files are written whole (staged, then renamed); the folder is held under
 ``max_bytes`` (oldest use first out, the use time kept as the file's mtime, so the order
 outlives the process), and the latest states are also kept in memory up to ``memory_bytes``.
+
+**Pins.** The states kept behind a *pinned* block (the blocks of a pinned skill,
+:meth:`DerivedStates.pin`) are never evicted; they count against ``max_bytes`` all the same, so
+the others make room for them, and a pinned state that would take the pinned ones past
+``max_bytes`` is not kept. :func:`derived_usage` reads what each runtime's folder holds, by
+parent, without opening a cache.
 Deleting a block deletes the states kept behind it (:meth:`DerivedStates.drop_parent`,
 :func:`drop_descendants`).
 """
@@ -44,16 +50,16 @@ from ..core.states import KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
 from ..kv.prefixes import state_key
-from .derived_index import IndexLog, Record, entry_of, open_regular, private_folder, write_private
+from .derived_index import SUFFIX, IndexLog, Record, StateUse, derived_usage, entry_of, open_regular, private_folder
+from .derived_index import write_private
 
-__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "Record", "decode_state", "drop_descendants",
-           "encode_state"]
+__all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "Record", "StateUse", "decode_state",
+           "derived_usage", "drop_descendants", "encode_state"]
 
 logger = logging.getLogger("skillgraft.store")
 
 DERIVED_FOLDER = "derived"
 MAGIC = b"SGDERIV1"
-SUFFIX = ".state"
 MAX_HEADER_BYTES = 1 << 20
 DEFAULT_DERIVED_BYTES = 2 << 30
 DEFAULT_MEMORY_BYTES = 256 << 20
@@ -105,10 +111,12 @@ def _read_header(handle) -> dict:
 
 class DerivedStates:
     """Derived states of one runtime (``fingerprint``) in ``folder``, at most ``max_bytes`` on
-    disk and ``memory_bytes`` in memory. Thread-safe."""
+    disk and ``memory_bytes`` in memory; those behind a block of ``pinned`` are never evicted.
+    Thread-safe."""
 
     def __init__(self, folder: Union[str, Path], fingerprint: RuntimeFingerprint, *,
-                 max_bytes: int = DEFAULT_DERIVED_BYTES, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
+                 max_bytes: int = DEFAULT_DERIVED_BYTES, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 pinned: frozenset = frozenset()) -> None:
         if max_bytes < 0 or memory_bytes < 0:
             raise ConfigError(f"derived-state limits must be >= 0 bytes, got {max_bytes} and {memory_bytes}")
         self.folder = Path(folder)
@@ -120,6 +128,7 @@ class DerivedStates:
         # key -> (bytes, tokens, record), oldest use first
         self._files: OrderedDict[str, tuple[int, tuple[int, ...], Record]] = OrderedDict()
         self._index = IndexLog(self.folder)
+        self._pinned = frozenset(pinned)
         self._changes = 0  # counts every change of the keys held (the prefix index follows it)
         self._scan()
         _OPEN.add(self)
@@ -181,8 +190,14 @@ class DerivedStates:
 
     def _evict(self) -> None:
         gone = []
-        while self._files and sum(size for size, _, _ in self._files.values()) > self.max_bytes:
-            key, _ = self._files.popitem(last=False)
+        total = sum(size for size, _, _ in self._files.values())
+        for key, (size, _, record) in list(self._files.items()):  # oldest use first
+            if total <= self.max_bytes:
+                break
+            if record.parent in self._pinned:
+                continue
+            del self._files[key]
+            total -= size
             self._changes += 1
             self._memory.pop(key, None)
             gone.append(key)
@@ -222,6 +237,19 @@ class DerivedStates:
 
     def __len__(self) -> int:
         return len(self._files)
+
+    @property
+    def pinned_bytes(self) -> int:
+        """The bytes of the states kept behind pinned blocks."""
+        with self._lock:
+            return sum(size for size, _, record in self._files.values() if record.parent in self._pinned)
+
+    def pin(self, parents: frozenset) -> None:
+        """Keep the states behind the blocks ``parents`` (and only those) whatever the LRU order;
+        the others are evicted as the budget needs."""
+        with self._lock:
+            self._pinned = frozenset(parents)
+            self._evict()
 
     def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
         with self._lock:
@@ -278,6 +306,10 @@ class DerivedStates:
             raise ValueError("a derived state is stored under its own key, runtime and digest")
         if len(data) > self.max_bytes:
             return False  # larger than the whole cache: never kept
+        if record.parent in self._pinned and self.pinned_bytes + len(data) > self.max_bytes:
+            logger.warning("derived state %s of pinned block %s not kept: the pinned states would outgrow the "
+                           "cache's %d bytes", key[:12], record.parent, self.max_bytes)
+            return False
         staged = self.folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             private_folder(self.folder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Optional
 
-from ..core.blocks import Block, block_id_for, tokens_sha256
+from ..core.blocks import Block, block_id_for, text_block, tokens_sha256
 from .catalog import utc_now
 from ..errors import BlockIntegrityError, BlockNotFoundError, NameTakenError, StoreError
 from ..core.hashing import blake3_hex
@@ -145,35 +145,42 @@ class CatalogEdits:
         return self._by_id(block_id)
 
     def replace(
-        self, old: Block, state: KVState, *, source: str, keys: Optional[dict[str, list[dict]]] = None
+        self, old: Block, state: Optional[KVState], *, source: str, keys: Optional[dict[str, list[dict]]] = None
     ) -> Block:
-        """Swap ``old`` for a new capture in one transaction, keeping its name, kind, answer and keys.
+        """Swap ``old`` for a new capture in one transaction, keeping its name, kind, answer and keys;
+        with ``state`` None the new block is a text block of ``source`` (its cells made on first use).
 
         ``keys`` maps a kind to the rows (as :meth:`add_routing_keys` takes) that replace the
         kept keys of that kind, in the same transaction. A process killed at any moment leaves
-        either the old block with its keys or the new one with its new keys.
+        either the old block with its keys or the new one with its new keys. The derived
+        states kept behind ``old`` go with it.
         """
         self._require_writable(f"replace block {old.id}")
         kept = old.model_dump(
             exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
                      "fingerprint_id", "created_at", "status", "blake3"}
         )
-        if sha256_hex(state.payload) != state.sha256:
-            raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
-        new = Block(
-            id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
-            tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
-            fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
-        )
-        if new.id == old.id and old.status == "ok" and self.storage.has(old):
-            if old.fingerprint_id == new.fingerprint_id:
+        if state is None:
+            new = text_block(source, created_at=utc_now(), **kept)
+            if new.id == old.id:
                 return old
-            # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
-            with self.catalog.write() as conn:
-                self._insert_fingerprint(conn, state.fingerprint)
-                conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
-            return self._by_id(old.id)
-        staged = self.storage.stage(new, state.payload)
+        else:
+            if sha256_hex(state.payload) != state.sha256:
+                raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
+            new = Block(
+                id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
+                tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
+                fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
+            )
+            if new.id == old.id and old.status == "ok" and self.storage.has(old):
+                if old.fingerprint_id == new.fingerprint_id:
+                    return old
+                # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
+                with self.catalog.write() as conn:
+                    self._insert_fingerprint(conn, state.fingerprint)
+                    conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
+                return self._by_id(old.id)
+        staged = self.storage.stage(new, state.payload) if state is not None else None
         try:
             with self.catalog.write() as conn:
                 if not conn.execute("SELECT 1 FROM blocks WHERE id = ? AND name = ?", (old.id, old.name)).fetchone():
@@ -184,8 +191,9 @@ class CatalogEdits:
                 taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
                 if taken:
                     raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")
-                self.storage.commit(new, staged)
-                self._insert_fingerprint(conn, state.fingerprint)
+                if state is not None:
+                    self.storage.commit(new, staged)
+                    self._insert_fingerprint(conn, state.fingerprint)
                 conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (f"{old.name}\x1freplaced-{old.id}", old.id))
                 row = new.to_row()
                 conn.execute(
@@ -201,9 +209,14 @@ class CatalogEdits:
                 if new.id != old.id:
                     conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
                     shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
-                    if not shared:
+                    if not shared and not old.text_only:
                         self.storage.delete(old)
         finally:
-            self.storage.release(staged)
+            if staged is not None:
+                self.storage.release(staged)
         self.evict(old.sha256)
+        if new.id != old.id:
+            from .shared_derived import drop_block_states
+
+            drop_block_states(self, old.id)
         return new

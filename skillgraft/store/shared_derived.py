@@ -73,8 +73,9 @@ class DerivedObjects(Protocol):
 
 def open_derived_states(store, fingerprint: RuntimeFingerprint, folder, *, max_bytes: int) -> DerivedStore:
     """The derived states of ``fingerprint`` for ``store`` (a BlockStore): on this host's disk
-    in ``folder``, published too when the store is shared."""
-    local = DerivedStates(folder, fingerprint, max_bytes=max_bytes)
+    in ``folder`` (those behind the blocks of pinned skills never evicted there), published too
+    when the store is shared."""
+    local = DerivedStates(folder, fingerprint, max_bytes=max_bytes, pinned=store.pinned_blocks())
     if not store.shared:
         return local
     try:
@@ -151,6 +152,10 @@ class SharedDerivedStates:
     def clear(self) -> int:
         """Delete this host's derived states (the published ones age out under the budget)."""
         return self.local.clear()
+
+    def pin(self, parents: frozenset) -> None:
+        """Pin on this host (:meth:`DerivedStates.pin`); the published states age out under their own budget."""
+        self.local.pin(parents)
 
     # -- the DerivedStore surface ----------------------------------------------------------
 

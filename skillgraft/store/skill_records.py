@@ -160,6 +160,7 @@ class SkillRecords:
             left = conn.execute("SELECT MAX(version) FROM skill_versions WHERE name = ?", (name,)).fetchone()[0]
             if left is None:
                 conn.execute("DELETE FROM skills WHERE name = ?", (name,))
+                conn.execute("DELETE FROM skill_pins WHERE name = ?", (name,))
             else:
                 conn.execute(
                     "UPDATE skills SET default_version = ? WHERE name = ? AND default_version = ?", (left, name, version)

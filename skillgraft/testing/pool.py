@@ -28,6 +28,10 @@ class FakeLease:
             self.engine.held_scope = self.scope
         return self.engine.context.answering(None if prefixes is None else prefixes.scoped(self.scope))
 
+    def forget_cells(self) -> None:
+        """The fake engine's cells are dropped (a server slot's are forgotten)."""
+        self.engine.reset()
+
     def capture(self, source) -> KVState:
         return self.engine.capture(source)
 

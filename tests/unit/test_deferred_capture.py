@@ -6,8 +6,9 @@ import queue
 import threading
 import time
 
-from skillgraft.kv.context import PendingCapture, PendingCaptures
+from skillgraft.kv.context import KEEPER, PendingCapture, PendingCaptures
 from skillgraft.gateway.pool import ServerPool
+from skillgraft.errors import SlotReuseError
 from skillgraft.gateway.service import Gateway
 from skillgraft.testing import FakePool
 
@@ -36,6 +37,7 @@ def test_an_agents_later_requests_write_nothing_and_the_state_is_kept_when_the_c
         assert not list((home / "derived").rglob("*.state"))  # no answer waited for a state
         assert len(memory.engine.context.pending) == 1
         memory.engine.reset()  # whatever drops the cells keeps the state first
+        KEEPER.drain()  # (hashed and written off the answers' path)
         assert len(list((home / "derived").rglob("*.state"))) == 1 and len(memory.engine.context.pending) == 0
     with open_memory(home) as restarted:
         again = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
@@ -108,3 +110,27 @@ def test_the_pool_keeps_the_states_of_idle_slots_only_and_never_takes_a_leased_o
     assert pool._free.qsize() == 1 and engine.pending_slots() == [0]  # slot 1 is free again
     pool._free.put((0, 0))  # the lease ends
     assert pool.settle_captures(idle_s=0.0, wait_s=0.0) == 1 and pool._free.qsize() == 2
+
+
+def test_a_slot_that_does_not_reuse_what_it_was_asked_answers_again_afresh(fake_stocked, fake_engine, fake_embedder,
+                                                                              caplog):
+    """A server slot that reports other reused cells than asked (SlotReuseError) before anything
+    was sent costs a prefill, never the chat: the request is answered again, evaluated afresh."""
+    gateway = Gateway(fake_stocked.store.home, FakePool(fake_engine), embedder=fake_embedder)
+    try:
+        expected = gateway.chat(gateway.prepare(chat(QUESTIONS[2])), OPTIONS)[0].text
+        generate, refused = fake_engine.generate, []
+
+        def refuse_once(options):
+            if not refused:
+                refused.append(True)
+                raise SlotReuseError("a prompt", 0, 0, 100, 120, 20)
+            return generate(options)
+
+        fake_engine.generate = refuse_once
+        with caplog.at_level("WARNING"):
+            again = gateway.chat(gateway.prepare(chat(QUESTIONS[2])), OPTIONS)[0]
+        assert refused and again.text == expected and "evaluated afresh" in caplog.text
+        assert again.note.reused_from != "slot"  # the slot's cells were not trusted again
+    finally:
+        gateway.close()

@@ -151,6 +151,9 @@ def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
     assert abs(grafted.prompt_tokens - plain.prompt_tokens - report.block_tokens) <= 16  # the skill's turn, give or take markers
     assert second.with_skill.reused_tokens >= report.block_tokens  # the skill's cells, made on its first use
     assert grafted.generated_tokens > 0 and grafted.prefill_s > 0 and plain.generate_s > 0
+    for run in (grafted, plain):  # from the plan: the first text comes after the prefill, the end after it
+        assert run.prefill_s <= run.ttft_s <= run.total_s and run.total_s >= run.prefill_s + run.generate_s
+    assert (grafted.passes, plain.passes, second.with_skill.passes) == (True, False, None)
     assert [(f["path"], f["status"]) for f in first.files] == [("evals/files/log.txt", "present"), ("../secret", "refused")]
     assert second.checks == [] and second.unchecked == ["Mentions the reflog"] and second.with_skill.checked == 0
     assert "context" in long.with_skill.error and "context" in long.without_skill.error
@@ -158,6 +161,14 @@ def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
     summary = report.summary()
     assert summary["with_skill"]["pass_rate"] == 1.0 and summary["without_skill"]["pass_rate"] == 0.0
     assert summary["delta"]["pass_rate"] == 1.0 and summary["unchecked"] == 2
+    evals = summary["with_skill"]["evals"]  # the benchmark's measures: evals passed, of those judged
+    assert (evals["n"], evals["passed"], evals["pass_rate"]) == (1, 1, 1.0) and 0.2 < evals["ci_low"] < 0.21
+    assert summary["without_skill"]["evals"]["passed"] == 0 and summary["delta"]["eval_pass_rate"] == 1.0
+    for side in ("with_skill", "without_skill"):
+        answers = [getattr(e, side) for e in (first, second)]
+        assert summary[side]["ttft_s"] == pytest.approx((answers[0].ttft_s + answers[1].ttft_s) / 2)  # the median of two
+        assert summary[side]["prompt_tokens"] == (answers[0].prompt_tokens + answers[1].prompt_tokens) / 2
+    assert summary["delta"]["prompt_tokens"] > 0 and summary["delta"]["ttft_s"] is not None
     assert summary["with_skill"]["answers"] == 2 and summary["with_skill"]["errors"] == 1
     data = json.loads(json.dumps(report.as_dict()))
     assert data["evals"][0]["with_skill"]["passed"] == 3 and data["summary"]["invalid"] == 0
@@ -210,18 +221,27 @@ def test_the_cli_reports_triggers_and_answers(runner, home, tmp_path, monkeypatc
     engine, embedder = eval_memory.engine, eval_memory.router.embedder
     eval_memory.close()
     monkeypatch.setattr(SkillMemory, "open", classmethod(
-        lambda cls, home_, **o: cls(tmp_path / "store", engine=engine, embedder=embedder)))
+        lambda cls, home_, **o: cls(tmp_path / "store", engine=engine, embedder=embedder, model=o.get("model"))))
     result = runner.invoke(cli, ["skills", "eval", "--limit", "2", "--max-tokens", "16", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [a["name"] for a in data["answers"]] == ["git-squash"] and len(data["answers"][0]["evals"]) == 2
     assert data["answers"][0]["max_tokens"] == 16 and "answer evals: 4/4 answer" in result.stderr
+    assert data["model"] == "smollm2-135m" and data["answers"][0]["evals"][0]["with_skill"]["ttft_s"] > 0
     text = runner.invoke(cli, ["skills", "eval", "git-squash", "--limit", "1"])
     assert text.exit_code == 0, text.output
     assert "with     graft" in text.output and "without  abstain" in text.output and "3/3 passed" in text.output
+    assert "evals answered by smollm2-135m with block" in text.output and " first token " in text.output
+    assert "  with     evals passed 1/1 (100 %, 95 % CI 21-100)  checks 3/3  mean prompt" in text.output
+    assert "  without  evals passed 0/1 (0 %, 95 % CI 0-79)  checks 0/3" in text.output
+    assert "median first token " in text.output and "median total " in text.output
     assert "file refused  ../secret" in text.output and "unchecked (natural language) 1" in text.output
     only = runner.invoke(cli, ["skills", "eval", "--no-answers", "--json"])
     assert json.loads(only.stdout)["answers"] == []
+    by_path = str(tmp_path / "models" / "my-model.gguf")  # any model by path: the memory opens it, the report names it
+    other = runner.invoke(cli, ["skills", "eval", "git-squash", "--limit", "1", "--model", by_path])
+    assert other.exit_code == 0, other.output
+    assert f"evals answered by {by_path} with block" in other.output
 
 
 def test_the_docs_state_the_current_caps():

@@ -58,8 +58,9 @@ def report(se):
     )
 
 
-def test_wilson_interval(se):
-    wilson = se.report.wilson
+def test_wilson_interval():
+    from skillgraft.core.measures import wilson
+
     assert wilson(0, 0) == (None, None)
     assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert wilson(0, 4) == pytest.approx((0.0, 0.4899), abs=1e-4)
@@ -98,6 +99,54 @@ def test_every_condition_on_the_fake(se, report):
     assert {r["category"] for r in report["per_category"]} == {t.category for t in tasks}
     decisions = report["routed_decisions"]["fake"]
     assert decisions["tasks"] == len(tasks) and decisions["graft_on_a_needed_skill"] <= decisions.get("graft", 0)
+    assert "prompt" not in report["runs"][0]
+    # every answer starts on an empty context: it reuses prefix states, never the last answer's cells
+    assert {r["reused_from"] for r in report["runs"]} <= {"", "derived"} and any(r["reused_tokens"] for r in report["runs"])
+
+
+def test_a_routed_text_skill_is_the_pasted_document_token_for_token(se, report):
+    """The skills are text: a graft of a task's one needed document lays out the pasted prompt."""
+    runs = {(r["task_id"], r["condition"]): r for r in report["runs"]}
+    single = [t.id for t in se.sample if len(t.needed()) == 1 and runs[t.id, "routed"]["decision"] == "graft"
+              and runs[t.id, "routed"]["block"] == t.needed()[0]["name"]]
+    assert single, "routing grafted no task's one needed document"
+    exact = report["exactness"]
+    assert {t["task_id"] for t in exact["tasks"] if t["same_prompt"]} == set(single)
+    assert all(t["identical"] and not t["why"] for t in exact["tasks"] if t["same_prompt"])
+    assert exact["models"]["fake"]["identical_where_same_prompt"] == len(single)
+    for task_id in single:
+        assert runs[task_id, "routed"]["prompt_tokens"] == runs[task_id, "pasted"]["prompt_tokens"]
+
+
+def _run(se, condition, text, prompt, *, skills=("f",), block="f", decision="graft", reused=(0, ""), task="t0"):
+    return se.report.TaskRun("m", condition, task, "simple_python", tuple(skills), text=text, prompt=tuple(prompt),
+                             decision=decision, block=block if condition == "routed" else None,
+                             reused_tokens=reused[0], reused_from=reused[1])
+
+
+def test_exactness_compares_grafts_of_a_needed_document_and_says_why_they_differ(se):
+    run = lambda *a, **k: _run(se, *a, **k)  # noqa: E731
+    runs = [
+        run("pasted", "[f(a=1)]", [1, 2, 3], task="same"), run("routed", "[f(a=1)]", [1, 2, 3], task="same"),
+        run("pasted", "[f(a=1)]", [1, 2, 3], task="numeric"),
+        run("routed", "[f(a=2)]", [1, 2, 3], reused=(2, "derived"), task="numeric"),
+        run("pasted", "[f(a=1)]", [1, 2, 3, 4], task="layout"), run("routed", "[g()]", [1, 2, 9], task="layout"),
+        run("pasted", "[f(), g()]", [1, 5], skills=("f", "g"), task="two"),
+        run("routed", "[f()]", [1, 2], skills=("f", "g"), task="two"),
+        run("pasted", "x", [1], task="elsewhere"), run("routed", "y", [1], block="h", task="elsewhere"),
+        run("pasted", "x", [1], task="abstained"), run("routed", "y", [1], decision="abstain", block=None, task="abstained"),
+        run("routed", "y", [1], task="unpasted"),
+    ]
+    exact = se.report.exactness(runs)
+    rows = {t["task_id"]: t for t in exact["tasks"]}
+    assert list(rows) == ["same", "numeric", "layout", "two"]
+    assert rows["same"] == {"model": "m", "task_id": "same", "skill": "f", "same_prompt": True, "identical": True, "why": ""}
+    assert rows["numeric"]["same_prompt"] and not rows["numeric"]["identical"]
+    assert rows["numeric"]["why"] == ("the same 3 prompt tokens, evaluated otherwise: routed reused 2 cells (derived), "
+                                      "pasted 0 (none); the answers part at character 5")
+    assert rows["layout"]["why"] == "other prompts: routed 3 tokens, pasted 4, the same up to token 2; the answers part at character 1"
+    assert rows["two"]["why"].startswith("the task needs 2 documents and the graft holds one")
+    assert exact["models"] == {"m": {"compared": 4, "same_prompt": 2, "identical": 1, "identical_where_same_prompt": 1}}
 
 
 def test_a_prompt_that_does_not_fit_is_counted_apart(se):
@@ -129,3 +178,23 @@ def test_without_bfcl_installed_or_with_an_unknown_category_it_says_so(se, monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bfcl_eval" else real(name, *a))
     with pytest.raises(ConfigError, match="pip install --no-deps bfcl-eval==2026.3.23"):
         se.tasks.load_tasks()
+
+
+def test_the_cli_prints_the_table_and_the_routed_answers_against_the_pasted(se, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from skillgraft.cli.main import cli
+
+    tasks = [t for t in se.sample if t.category == "simple_python"]
+    monkeypatch.setattr(SkillMemory, "open", classmethod(lambda cls, home, **o: cls(
+        home, engine=FakeEngine(reply=replier(tasks), n_ctx=16384), embedder=FakeEmbedder())))
+    args = ["bench", "skills-effect", "--models", "fake", "--categories", "simple_python", "--per-category", "1",
+            "--max-tokens", "200"]
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0, text.output
+    assert "fake                 pasted       1/1" in text.output
+    assert "routed = pasted on fake: 1/1 grafts of a needed document answered as pasted; 1/1" in text.output
+    data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
+    assert data["exactness"]["tasks"][0]["task_id"] == KNOWN and data["exactness"]["tasks"][0]["identical"]

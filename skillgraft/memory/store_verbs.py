@@ -1,0 +1,72 @@
+"""The memory verbs (list, get, delete) over a memory's own store and, for a namespace, the
+base it reads (:mod:`skillgraft.memory.namespaces`): its own blocks first, the base read-only."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..core.blocks import Block
+from ..core.questions import normalize_question
+from ..errors import BlockNotFoundError, InputError, SharedBaseError
+
+
+class StoreVerbs:
+    """Mixed into :class:`~skillgraft.memory.SkillMemory`: ``store`` (its own) and ``base`` (None
+    but for a namespace's memory)."""
+
+    def _stores(self) -> list:
+        """The stores this memory reads, its own first: with a namespace, then the base."""
+        return [self.store] if self.base is None else [self.store, self.base]
+
+    def store_of(self, block: Block):
+        """The store holding ``block``: this memory's own, or the base a namespace reads."""
+        if self.base is None:
+            return self.store
+        try:
+            self.store.get(block.id)
+            return self.store
+        except BlockNotFoundError:
+            return self.base
+
+    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False) -> list[Block]:
+        """Every block (of ``kind``), oldest first; a namespace's own, then the base's."""
+        return [block for store in self._stores()
+                for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
+
+    def get(self, ref: str) -> Block:
+        """A block by id, unique id prefix, name, an imported skill's name (the first block of
+        its default version), or the question a solution answers; a namespace's own block
+        before the base's."""
+        try:
+            return block_in(self.store, ref)
+        except BlockNotFoundError:
+            if self.base is None:
+                raise
+            return block_in(self.base, ref)
+
+    def delete(self, ref: str) -> Block:
+        """Delete a block, its routing keys and (when no other block shares it) its file. A
+        block of an imported skill is removed with its skill (:meth:`remove_skill`); a block of
+        the base a namespace reads is :class:`SharedBaseError`."""
+        block = self.get(ref)
+        if self.store_of(block) is not self.store:
+            raise SharedBaseError(ref, self.namespace)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: remove the skill (skillgraft skills rm {skill})")
+        return self.store.remove(block.id)
+
+
+def block_in(store, ref: str) -> Block:
+    """The block ``ref`` names in ``store`` (see :meth:`SkillMemory.get`)."""
+    if ref in store.skill_names():
+        parts = store.skill_parts(ref, store.skill_default(ref))
+        if parts:
+            return store.get(parts[0]["block_id"])
+    try:
+        return store.get(ref)
+    except BlockNotFoundError:
+        matches = store.solutions_for(normalize_question(ref))
+        if matches:
+            return matches[0]
+        raise

@@ -1,0 +1,265 @@
+"""Namespaces (tenants): each has its own memory in the home and reads the home's store as a
+read-only base; none can list, read, route to or delete another's skills, through the Python
+API, the gateway (keys to namespaces), the CLI and MCP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from skillgraft.cli.main import cli
+from skillgraft.deposit_policy import DepositPolicy
+from skillgraft.errors import BlockNotFoundError, ConfigError, NamespaceError, SharedBaseError
+from skillgraft.gateway.app import create_app
+from skillgraft.gateway.keys import ApiKeys, Principal
+from skillgraft.gateway.service import Gateway
+from skillgraft.memory import SkillMemory
+from skillgraft.memory.namespaces import better_recall, catalog_schema, namespace_backends, namespace_home
+from skillgraft.core.recall import Recall
+from skillgraft.testing import FakePool
+
+from .conftest import ANSWER, GIT_MANUAL, GIT_QUERY, QUESTION, SOURDOUGH_MANUAL
+from .skill_uploads import PDF, files
+from .test_prefix_reuse import AGENT
+
+BREAD_QUERY = "How long should sourdough proof in the fridge?"
+KEY_A, KEY_B, DEPOSIT_KEY = "key-of-team-a-0001", "key-of-team-b-0002", "the-deposit-key-0003"
+KEYS = ApiKeys({KEY_A: Principal("team-a"), KEY_B: Principal("team-b")})
+
+
+@pytest.fixture
+def opened(tmp_path, fake_engine, fake_embedder):
+    """``open(namespace)``: a memory of the home ``tmp_path/home``, closed after the test."""
+    made = []
+
+    def open_(namespace=None) -> SkillMemory:
+        memory = SkillMemory(tmp_path / "home", engine=fake_engine, embedder=fake_embedder, namespace=namespace)
+        made.append(memory)
+        return memory
+
+    yield open_
+    for memory in made:
+        memory.close()
+
+
+@pytest.fixture
+def tenants(opened):
+    """The base holds the git manual and a verified answer; team-a its bread manual; team-b nothing."""
+    base = opened()
+    base.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
+    base.add_solution(QUESTION, ANSWER, verifier="exact", expected=ANSWER)
+    a = opened("team-a")
+    a.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?", BREAD_QUERY])
+    return base, a, opened("team-b")
+
+
+def names(memory) -> set[str]:
+    return {block.name for block in memory.list()}
+
+
+def test_a_namespace_sees_its_own_and_the_base_and_nobody_sees_it(tenants):
+    base, a, b = tenants
+    shared = names(base)
+    assert "sourdough" not in shared and names(a) == shared | {"sourdough"} and names(b) == shared
+    with pytest.raises(BlockNotFoundError):
+        b.get("sourdough")
+    with pytest.raises(BlockNotFoundError):
+        base.get("sourdough")
+    assert a.get("sourdough").name == "sourdough" and b.get("git-squash").name == "git-squash"
+
+
+def test_routing_and_exact_answers_cross_into_the_base_but_never_into_another_namespace(tenants):
+    base, a, b = tenants
+    assert (a.recall(BREAD_QUERY).decision, a.recall(BREAD_QUERY).block.name) == ("graft", "sourdough")
+    for memory in (base, b):
+        recall = memory.recall(BREAD_QUERY)
+        assert recall.block is None or recall.block.name != "sourdough"
+        assert "sourdough" not in {memory.store_of(memory.get(block_id)).home.name for block_id, _ in recall.candidates}
+    for memory in (a, b):
+        assert memory.recall(QUESTION).decision == "exact"
+        graft = memory.generate(GIT_QUERY, max_tokens=8)
+        assert (graft.decision, graft.block_id) == ("graft", base.get("git-squash").id)  # the base's state, restored
+
+
+def test_the_base_is_read_only_to_a_namespace(tenants):
+    base, a, _ = tenants
+    with pytest.raises(SharedBaseError) as refused:
+        a.delete("git-squash")
+    assert (refused.value.ref, refused.value.namespace) == ("git-squash", "team-a")
+    assert "git-squash" in names(base)
+    a.add_manual("git-squash", GIT_MANUAL + " Mine.", examples=["how do I squash my last commits?"])
+    assert a.store_of(a.get("git-squash")) is a.store  # its own block of that name comes first
+    assert a.delete("git-squash").name == "git-squash" and "git-squash" in names(base) | names(a)
+
+
+def test_a_namespaces_corrections_are_its_own_and_never_point_into_the_base(tenants):
+    base, a, b = tenants
+    with pytest.raises(SharedBaseError):
+        a.feedback("knead the dough please", "git-squash")
+    assert a.feedback("knead the dough please", "sourdough").kind == "feedback"
+    assert [row["block_id"] for row in a.store.corrections()] == [a.get("sourdough").id]
+    assert base.store.corrections() == [] == b.store.corrections()
+
+
+def test_deleting_a_namespaces_skill_deletes_its_states_and_nothing_of_the_base(tenants, tmp_path):
+    base, a, _ = tenants
+    block = a.get("sourdough")
+    payload = a.store.blocks_dir / f"{block.sha256}.kv"
+    for query in (BREAD_QUERY, "how do I bake sourdough bread?"):  # an agent's prompt, twice behind the skill
+        answered = a.generate(query, system=AGENT, max_tokens=4)
+        assert answered.block_id == block.id
+    a.flush_derived()
+    assert payload.is_file() and list((a.store.home / "derived").rglob("*.state"))
+    kept = [key for key, _, _ in a.prefixes.store.entries()]
+    assert kept  # the answer left a derived state behind the block
+    a.delete("sourdough")
+    assert not payload.exists() and "sourdough" not in names(a)
+    assert not set(kept) & {key for key, _, _ in a.prefixes.store.entries()}
+    assert not list((a.store.home / "derived").rglob("*.state"))
+    assert names(base) == {"git-squash", *[b.name for b in base.list("solution")]}
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../x", "a/b", "a\\b", "Team", "x" * 65, "", "-a", "a\x00", " a", "é"])
+def test_a_name_that_is_no_namespace_is_refused_and_creates_nothing(opened, tmp_path, name):
+    with pytest.raises(NamespaceError) as refused:
+        opened(name)
+    assert refused.value.namespace == name
+    assert not (tmp_path / "home").exists() and sorted(tmp_path.iterdir()) == []
+
+
+def test_a_namespace_lies_in_its_home(tmp_path):
+    assert namespace_home(tmp_path, "team-a") == tmp_path / "namespaces" / "team-a"
+    assert namespace_home(tmp_path, None) == namespace_home(tmp_path, "default") == tmp_path
+    assert namespace_backends("team-a", None, "s3://bucket/skills/") == (None, "s3://bucket/skills/namespaces/team-a")
+    assert namespace_backends("default", "postgresql://db/x", "s3://b/p") == ("postgresql://db/x", "s3://b/p")
+    assert catalog_schema("team-a") != catalog_schema("team-b") and len(catalog_schema("x" * 64)) <= 63
+    with pytest.raises(ConfigError, match="one catalog object"):
+        namespace_backends("team-a", object(), None)
+
+
+def test_the_better_decision_wins_own_first_on_a_tie():
+    own, base = Recall("graft", None, 0.6, 0.5, "own"), Recall("graft", None, 0.7, 0.5, "base")
+    assert better_recall(own, base) is base and better_recall(base, own) is base
+    assert better_recall(Recall("abstain", None, 0.9, 0.95, "o"), own) is own
+    assert better_recall(Recall("exact", None, 1.0, 1.0, "o"), Recall("exact", None, 1.0, 1.0, "b")).reason == "o"
+
+
+# -- the gateway: a key's namespace selects its memory -----------------------------------------
+
+
+@pytest.fixture
+def http(tenants, fake_engine, fake_embedder, tmp_path):
+    base, _, _ = tenants
+    gateway = Gateway(base.store.home, FakePool(fake_engine), embedder=fake_embedder)
+    app = create_app(gateway, keys=KEYS, deposits=DepositPolicy(True, DEPOSIT_KEY, 1000.0))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        yield client
+    gateway.close()
+
+
+def call(http, method: str, path: str, key: str, **body):
+    return http.request(method, path, headers={"Authorization": f"Bearer {key}"}, **body)
+
+
+def listed(http, key: str) -> set[str]:
+    response = call(http, "GET", "/v1/skillgraft/skills", key)
+    assert response.status_code == 200, response.text
+    return {skill["name"] for skill in response.json()["data"]}
+
+
+def chat(http, key: str, query: str) -> dict:
+    body = {"model": "fake-chatml", "max_tokens": 4, "messages": [{"role": "user", "content": query}]}
+    response = call(http, "POST", "/v1/chat/completions", key, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["skillgraft"]
+
+
+def test_through_the_gateway_each_key_has_its_namespaces_memory(http, tenants):
+    base, a, _ = tenants
+    assert "sourdough" in listed(http, KEY_A) and "sourdough" not in listed(http, KEY_B)
+    assert "git-squash" in listed(http, KEY_A) & listed(http, KEY_B)
+    assert chat(http, KEY_A, BREAD_QUERY)["block_name"] == "sourdough"
+    assert chat(http, KEY_B, BREAD_QUERY)["block_name"] != "sourdough"
+    assert chat(http, KEY_B, GIT_QUERY)["block_id"] == base.get("git-squash").id
+    assert call(http, "GET", "/v1/skillgraft/skills/sourdough", KEY_A).status_code == 200
+    assert call(http, "GET", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
+    recall = call(http, "POST", "/v1/skillgraft/skills/recall", KEY_B, json={"query": BREAD_QUERY}).json()
+    assert (recall.get("skill") or {}).get("name") != "sourdough"
+    assert call(http, "DELETE", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
+    refused = call(http, "DELETE", "/v1/skillgraft/skills/git-squash", KEY_A)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (403, "read_only_base")
+    assert call(http, "DELETE", "/v1/skillgraft/skills/sourdough", KEY_A).status_code == 200
+    assert "sourdough" not in names(a) and "git-squash" in names(base)
+
+
+def test_a_namespaces_deposits_are_its_own_and_the_deposit_key_publishes_to_the_base(http, tenants):
+    base, _, _ = tenants
+    manual = {"kind": "manual", "name": "kettle", "text": "Skill manual: descale the kettle with citric acid.",
+              "examples": ["how do I descale a kettle?"]}
+    assert call(http, "POST", "/v1/skillgraft/skills", KEY_B, json=manual).status_code == 201
+    assert "kettle" in listed(http, KEY_B) and "kettle" not in listed(http, KEY_A) and "kettle" not in names(base)
+    published = {**manual, "name": "kettle-base", "text": manual["text"] + " Rinse twice."}
+    assert call(http, "POST", "/v1/skillgraft/skills", DEPOSIT_KEY, json=published).status_code == 201
+    assert "kettle-base" in listed(http, KEY_A) & listed(http, KEY_B)
+    assert call(http, "POST", "/v1/skillgraft/skills", "not-a-key-of-anyone", json=manual).status_code == 401
+
+
+def test_the_skills_api_lists_gets_and_deletes_within_the_namespace(http):
+    created = call(http, "POST", "/v1/skills", KEY_A, files=[("files[]", (p, d)) for p, d in files(PDF)])
+    assert created.status_code == 200, created.text
+    sid = created.json()["id"]
+    ids = lambda key: {skill["id"] for skill in call(http, "GET", "/v1/skills", key).json()["data"]}  # noqa: E731
+    assert sid in ids(KEY_A) and sid not in ids(KEY_B)
+    for method in ("GET", "DELETE"):
+        assert call(http, method, f"/v1/skills/{sid}", KEY_B).status_code == 404
+    assert call(http, "DELETE", f"/v1/skills/{sid}", KEY_A).status_code == 200
+    assert sid not in ids(KEY_A)
+
+
+# -- the CLI and MCP ------------------------------------------------------------------------------
+
+
+def test_the_cli_namespace_option(runner, tenants):
+    base, _, _ = tenants
+    home = str(base.store.home)
+    for where in (["--home", home, "--namespace", "team-a", "list", "--json"],
+                  ["--home", home, "list", "--namespace", "team-a", "--json"]):
+        result = runner.invoke(cli, where)
+        assert result.exit_code == 0, result.output
+        assert "sourdough" in {row["name"] for row in json.loads(result.output)["rows"]}
+    team_b = runner.invoke(cli, ["--home", home, "--namespace", "team-b", "list", "--json"])
+    assert "sourdough" not in team_b.output and "git-squash" in team_b.output
+    shown = runner.invoke(cli, ["--home", home, "--namespace", "team-b", "show", "git-squash", "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.output)["routing_keys"], shown.output  # read from the base
+    refused = runner.invoke(cli, ["--home", home, "--namespace", "team-a", "rm", "git-squash"])
+    assert refused.exit_code == 1 and "shared base" in refused.output
+    hostile = runner.invoke(cli, ["--home", home, "--namespace", "../../etc", "list"])
+    assert hostile.exit_code == 1 and "not a namespace name" in hostile.output
+    assert not (Path(home).parent.parent / "etc").exists()
+
+
+def test_mcp_serves_the_namespace_it_is_given(monkeypatch, tenants, fake_engine, fake_embedder):
+    from skillgraft.mcp import server
+
+    base, _, _ = tenants
+    seen = {}
+
+    def build(memory, deposits, *, log_level):
+        seen["names"] = names(memory)
+
+        class Quiet:
+            def run(self, transport):
+                pass
+
+        return Quiet()
+
+    monkeypatch.setattr(server, "build_server", build)
+    monkeypatch.setattr(server.SkillMemory, "open", classmethod(
+        lambda cls, home, **options: cls(home, **{**options, "engine": fake_engine, "embedder": fake_embedder})))
+    server.run_stdio(base.store.home, namespace="team-a")
+    assert "sourdough" in seen["names"]
+    server.run_stdio(base.store.home, namespace="team-b")
+    assert "sourdough" not in seen["names"] and "git-squash" in seen["names"]
