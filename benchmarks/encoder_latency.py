@@ -40,7 +40,7 @@ def main() -> int:
         base = encoder.encode(list(CORPUS))
         keys = base[rng.integers(len(base), size=args.keys)] + rng.normal(0, 0.12, (args.keys, base.shape[1])).astype(np.float32)
         keys /= np.linalg.norm(keys, axis=1, keepdims=True)
-        index = KeyIndex(np.ascontiguousarray(keys, dtype=np.float32), [f"b{i % 100}" for i in range(args.keys)])
+        index = KeyIndex(np.ascontiguousarray(keys, dtype=np.float32), [f"b{i:07d}" for i in range(args.keys)])
         encoder.encode(["warm-up"])
         setups.append((spec, encoder, index, []))
     for i in range(args.routes):

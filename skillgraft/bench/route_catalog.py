@@ -8,29 +8,69 @@ temporary store (the fake engine captures the KV: routing does not depend on it;
 encoder embeds the keys), the abstain threshold is calibrated on the queries' ``calibrate``
 half, and the ``test`` half is routed one query at a time: in-scope accuracy (the right skill,
 not abstained), off-topic abstention, and each route's wall time beside one query encoding.
+
+``scale`` grows the store to larger sizes with copies of the catalog's skills under varied names
+(``NAME-copyK``) and times the same routes at each size. A copy's keys are its original's vectors
+moved by a small random step (:class:`CopyingEncoder`), as the synthetic route benchmark does, so
+thousands of skills need no more encoding than the catalog; queries are always encoded for real.
 Nothing here reaches the network.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
 from ..core.progress import Progress
 from ..errors import InputError
 
-__all__ = ["bench_route_catalog", "read_catalog", "read_route_queries", "write_skill_folders"]
+__all__ = ["CopyingEncoder", "bench_route_catalog", "read_catalog", "read_route_queries", "write_skill_folders"]
 
 MAX_CATALOG_BYTES = 64 << 20
 MAX_CATALOG_SKILLS = 20_000
 MAX_QUERIES = 10_000
 FAKE_N_CTX = 16_384  # the fake engine's window to use, in bytes (its tokens are bytes): some 4,096 tokens of prose
+MAX_SCALE_SKILLS = 20_000
+COPY_STEP = 0.3  # the length of the random step a copy's key vector takes from its original's
+_COPY_MARK = re.compile(r"[- ]copy[0-9]+\b")
+
+
+class CopyingEncoder:
+    """An encoder that encodes every text with ``encoder``, except a copy's (one with ``-copyK``
+    in it): that gets its original's vector, remembered, moved by a seeded random step of length
+    :data:`COPY_STEP`. It records itself as ``encoder`` does."""
+
+    def __init__(self, encoder, seed: int = 0) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self._seen: dict[str, np.ndarray] = {}
+        self._rng = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+    def encode(self, texts) -> np.ndarray:
+        texts = list(texts)
+        originals = [_COPY_MARK.sub("", t) for t in texts]
+        copied = np.array([t != o for t, o in zip(texts, originals)], dtype=bool)
+        # every text that is not a copy is encoded for real (a query above all), as is a copy's unseen original
+        fresh = list(dict.fromkeys(o for o, c in zip(originals, copied) if not c or o not in self._seen))
+        if fresh:
+            self._seen.update(zip(fresh, np.asarray(self.encoder.encode(fresh), dtype=np.float32)))
+        vectors = np.stack([self._seen[o] for o in originals]) if texts else np.zeros((0, 0), np.float32)
+        if copied.any():
+            step = self._rng.standard_normal((int(copied.sum()), vectors.shape[1])).astype(np.float32)
+            step *= COPY_STEP / np.linalg.norm(step, axis=1, keepdims=True)
+            moved = vectors[copied] + step
+            vectors[copied] = moved / np.linalg.norm(moved, axis=1, keepdims=True)
+        return vectors
 
 
 def _bounded_json(path, what: str):
@@ -85,6 +125,16 @@ def read_route_queries(path) -> dict:
     return parsed
 
 
+def copied_rows(rows: list[dict], start: int, count: int) -> list[dict]:
+    """``count`` copies of the catalog's ``rows``, the ``start``-th copy first, in turn: the
+    k-th copy of a skill is named ``NAME-copyK``, the rest unchanged."""
+    out = []
+    for n in range(start, start + count):
+        row = rows[n % len(rows)]
+        out.append({**row, "name": f"{row['name']}-copy{n // len(rows) + 1}"})
+    return out
+
+
 def write_skill_folders(rows: list[dict], root: Path) -> None:
     """One folder a catalog skill under ``root``: frontmatter name and description, a body of
     its first lines and headings."""
@@ -104,25 +154,70 @@ def _ms(values: list, q: float) -> float:
     return round(1000 * float(np.percentile(values, q)), 2)
 
 
+def _timed_routes(memory, encoder, asked) -> dict:
+    """Route each test request once (right in scope, abstained off topic); beside each, encode it
+    once more and route it again (its vector kept: the route without the encoding), all timed
+    in turn, so that the three see the same load."""
+    encoder.encode(["warm-up"])
+    memory.route("a warm-up request")
+    route_s, encode_s, searched_s, right, abstained = [], [], [], 0, 0
+    requests = [*asked["in_scope"]["test"], *((q, None) for q in asked["off_topic"]["test"])]
+    for query, skill in requests:
+        started = time.perf_counter()
+        recall = memory.route(query)
+        route_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        encoder.encode([query + " "])  # a text the router has not seen
+        encode_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        memory.route(query)
+        searched_s.append(time.perf_counter() - started)
+        if skill is None:
+            abstained += recall.decision == "abstain"
+        else:
+            right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
+    n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
+    return {
+        "skills": len(memory.store.skill_names()),
+        "in_scope_accuracy": round(right / n_in, 4) if n_in else None,
+        "off_topic_abstained": round(abstained / n_off, 4) if n_off else None,
+        "route_p50_ms": _ms(route_s, 50),
+        "route_p95_ms": _ms(route_s, 95),
+        "encode_p50_ms": _ms(encode_s, 50),
+        "route_without_encoding_p50_ms": _ms(searched_s, 50),
+        "route_without_encoding_p95_ms": _ms(searched_s, 95),
+        "route_over_encode": round(statistics.median(route_s) / statistics.median(encode_s), 2),
+    }
+
+
 def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Optional[int] = None,
-                        embedder: Optional[str] = None, progress: Progress = None) -> dict:
+                        embedder: Optional[str] = None, scale: Sequence[int] = (), progress: Progress = None) -> dict:
     """Import a catalog (or skill folders) with ``engine`` (the fake one: routing does not
-    depend on the KV), calibrate on the calibrate half, report the test half."""
+    depend on the KV), calibrate on the calibrate half, report the test half; then, for each
+    size in ``scale`` (skills), the same routes over the catalog grown with copies of its
+    skills (``rows[1:]``: their accuracy counts the copies, which share their originals' words,
+    so only their times compare)."""
     from ..memory import SkillMemory
     from ..routing.encoders import make_embedder
 
     if (catalog is None) == (skills is None):
         raise InputError("give a catalog file or a folder of skills (one of them)")
+    if scale and catalog is None:
+        raise InputError("a scale test grows a catalog file: give --catalog")
+    if any(size > MAX_SCALE_SKILLS for size in scale):
+        raise InputError(f"a scale test goes up to {MAX_SCALE_SKILLS} skills")
     asked = read_route_queries(queries)
     encoder = make_embedder(embedder or "minilm")
+    copying = CopyingEncoder(encoder)
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         source = skills
+        rows = read_catalog(catalog, limit) if catalog is not None else []
         if catalog is not None:
             source = work / "skills"
-            write_skill_folders(read_catalog(catalog, limit), source)
+            write_skill_folders(rows, source)
         home = work / "home"
-        with SkillMemory(home, engine=engine, embedder=encoder) as memory:
+        with SkillMemory(home, engine=engine, embedder=copying) as memory:
             started = time.perf_counter()
             report = memory.import_skills(source, progress=progress)
             import_s = time.perf_counter() - started
@@ -131,40 +226,25 @@ def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Op
             if unknown:
                 raise InputError(f"queries name skills the catalog does not hold: {unknown[:5]}")
             calibration = memory.calibrate(asked["in_scope"]["calibrate"], asked["off_topic"]["calibrate"])
-            encoder.encode(["warm-up"])
-            encode_s, route_s, right, abstained = [], [], 0, 0
-            for query, skill in asked["in_scope"]["test"]:
-                started = time.perf_counter()
-                recall = memory.route(query)
-                route_s.append(time.perf_counter() - started)
-                right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
-            for query in asked["off_topic"]["test"]:
-                started = time.perf_counter()
-                recall = memory.route(query)
-                route_s.append(time.perf_counter() - started)
-                abstained += recall.decision == "abstain"
-            for query in [q for q, _ in asked["in_scope"]["test"]] + asked["off_topic"]["test"]:
-                started = time.perf_counter()
-                encoder.encode([query + " "])  # a text the router has not seen
-                encode_s.append(time.perf_counter() - started)
+            row = _timed_routes(memory, encoder, asked)
         stored = _tree_bytes(home)  # the store closed: its write-ahead log checkpointed
-        n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
-        row = {
-            "skills": len(names),
-            "in_scope_accuracy": round(right / n_in, 4) if n_in else None,
-            "off_topic_abstained": round(abstained / n_off, 4) if n_off else None,
-            "route_p50_ms": _ms(route_s, 50),
-            "route_p95_ms": _ms(route_s, 95),
-            "encode_p50_ms": _ms(encode_s, 50),
-            "route_over_encode": round(statistics.median(route_s) / statistics.median(encode_s), 2),
-            "import_s": round(import_s, 1),
-            "stored_bytes_per_skill": round(stored / max(1, len(names))),
-        }
+        row.update(import_s=round(import_s, 1), stored_bytes_per_skill=round(stored / max(1, len(names))))
+        table = [row]
+        for size in sorted(set(scale)):
+            have = table[-1]["skills"]
+            if size <= have:
+                continue
+            folder = work / f"copies-{size}"
+            write_skill_folders(copied_rows(rows, have - len(rows), size - have), folder)
+            with SkillMemory(home, engine=engine, embedder=copying) as memory:
+                memory.import_skills(folder, progress=progress)
+                table.append(_timed_routes(memory, encoder, asked))
         return {
-            "kind": "route-catalog", **row, "rows": [row],
+            "kind": "route-catalog", **row, "rows": table,
             "skipped": report.skipped[:20], "skipped_count": len(report.skipped),
             "embedder": encoder.name, "threshold": round(calibration.threshold, 4),
-            "queries": {"in_scope": n_in, "off_topic": n_off}, "machine": _machine(),
+            "queries": {"in_scope": len(asked["in_scope"]["test"]), "off_topic": len(asked["off_topic"]["test"])},
+            "machine": _machine(),
         }
 
 

@@ -54,13 +54,16 @@ def _int_list(value: str) -> list[int]:
 @click.option("--queries", "query_file", type=click.Path(exists=True, dir_okay=False),
               help="Requests for --catalog/--skills: in_scope and off_topic, each with calibrate and test halves.")
 @click.option("--limit", type=click.IntRange(1, 100_000), help="The catalog's first N skills only (route).")
+@click.option("--scale", default=None,
+              help="Comma-separated skill counts (route, with --catalog): route times over the catalog grown "
+                   "to each with copies of its skills.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @kv_type_option
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
           two_slots, peer_cache_mib, captured, in_process, models, categories, per_category, max_tokens, catalog,
-          skill_root, query_file, limit, plot, kv_type, as_json) -> None:
+          skill_root, query_file, limit, scale, plot, kv_type, as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -101,7 +104,8 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             if not query_file:
                 raise click.BadParameter("a catalog benchmark needs its requests", param_hint="--queries")
             report = bench_route_catalog(query_file, FakeEngine(n_ctx=FAKE_N_CTX), catalog=catalog, skills=skill_root,
-                                         limit=limit, embedder=(ctx.obj or {}).get("embedder"), progress=progress)
+                                         limit=limit, embedder=(ctx.obj or {}).get("embedder"),
+                                         scale=_int_list(scale) if scale else (), progress=progress)
         elif kind == "route":
             report = benchmarks.bench_route(_int_list(keys), progress=progress, embedder=(ctx.obj or {}).get("embedder"))
         elif kind == "server":

@@ -1,10 +1,13 @@
-"""The router's key index: a FAISS index over key vectors with their block ids, cached on disk.
+"""The router's key index: its key vectors grouped by block, each block's centroid, and a FAISS
+index over one row per block (its centroid) and the keys searched on their own, cached on disk.
 
-Flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys; a search of a few
-queries runs FAISS on one thread (its spinning threads cost more than they save there).
-Beside the searched keys it holds the *part keys* (what tells a skill's parts apart: heading
-paths, a resource's path and first sentences), never searched, only compared with a query once
-its skill is chosen.
+A query searches the FAISS rows (flat inner product by default, HNSW above
+``APPROXIMATE_ABOVE`` rows; a search of a few queries runs FAISS on one thread: its spinning
+threads cost more than they save there); only the candidate blocks' own keys are then compared
+with it (:meth:`KeyIndex.nearest_keys`), so an imported skill's name and description keys cost
+one row between them, whatever the catalog's size. Beside the searched keys it holds the *part
+keys* (what tells a skill's parts apart: heading paths, a resource's path and first sentences),
+never searched, only compared with a query once its skill is chosen.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -27,7 +30,8 @@ CACHE_FILES = ("keys.faiss", "keys.npz", "keys.json")
 
 
 class KeyIndex:
-    """A FAISS index over key vectors with their block ids.
+    """Key vectors with their block ids, the blocks' centroids and a FAISS index over the
+    centroids and the ``alone`` keys (those searched on their own).
 
     Saved as a cache file set (``keys.faiss``, ``keys.npz``, ``keys.json``); ``keys.json``
     records the SHA-256 of the other two, and a loaded cache must also hold unit vectors
@@ -35,47 +39,79 @@ class KeyIndex:
     """
 
     def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None,
-                 part_vectors: Optional[np.ndarray] = None, part_block_ids: Optional[list[str]] = None) -> None:
-        import faiss
-
-        self.block_ids = block_ids
+                 alone: Optional[Sequence[bool]] = None, part_vectors: Optional[np.ndarray] = None,
+                 part_block_ids: Optional[list[str]] = None) -> None:
+        dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[0] else 384
+        self.block_ids = list(block_ids)
+        self.keys = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(self.block_ids), dim)
         self.part_block_ids = list(part_block_ids or [])
         self.part_vectors = (np.ascontiguousarray(part_vectors, dtype=np.float32) if self.part_block_ids
-                             else np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 384), np.float32))
-        self.size = len(block_ids)
-        self.blocks = sorted(set(block_ids))
-        self.centroids = np.zeros((len(self.blocks), vectors.shape[1] if vectors.ndim == 2 else 384), np.float32)
+                             else np.zeros((0, dim), np.float32))
+        self.size = len(self.block_ids)
+        self.blocks = sorted(set(self.block_ids))
+        self.centroids = np.zeros((len(self.blocks), dim), np.float32)
         if self.size:
             position = {b: i for i, b in enumerate(self.blocks)}
-            rows = np.array([position[b] for b in block_ids])
-            np.add.at(self.centroids, rows, vectors)
+            rows = np.array([position[b] for b in self.block_ids])
+            np.add.at(self.centroids, rows, self.keys)
             self.centroids /= np.maximum(np.linalg.norm(self.centroids, axis=1, keepdims=True), 1e-12)
-        dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[0] else 384
-        self.approximate = self.size > APPROXIMATE_ABOVE if approximate is None else approximate
-        if self.approximate:
-            index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = 80
-            index.hnsw.efSearch = 64
-        else:
-            index = faiss.IndexFlatIP(dim)
-        if self.size:
-            index.add(vectors)
+        self.alone = np.zeros(self.size, bool) if alone is None else np.asarray(alone, bool).reshape(self.size)
+        self._group()
+        self.approximate = self.rows > APPROXIMATE_ABOVE if approximate is None else approximate
+        index = faiss_index(dim, self.approximate)
+        if self.rows:
+            index.add(np.concatenate([self.centroids, self.keys[self.alone]]))
         self.index = index
 
+    def _group(self) -> None:
+        """Each block's key rows (``key_order[key_start[p]:key_start[p + 1]]`` for block
+        position ``p``) and each FAISS row's block position."""
+        position = {b: i for i, b in enumerate(self.blocks)}
+        of_key = np.array([position[b] for b in self.block_ids], dtype=np.int64)
+        self.key_order = np.argsort(of_key, kind="stable")
+        self.key_start = np.searchsorted(of_key[self.key_order], np.arange(len(self.blocks) + 1))
+        self.row_block = np.concatenate([np.arange(len(self.blocks)), of_key[self.alone]]).astype(np.int64)
+        self.rows = len(self.row_block)
+
     def search(self, vectors: np.ndarray, k: int = SEARCH_K) -> tuple[np.ndarray, np.ndarray]:
-        """Nearest keys per row. A few queries search on one thread: FAISS's OpenMP workers
-        would otherwise spin after the search and slow the next query's embedding (measured:
-        a whole route at 10k keys took 20 ms instead of 4)."""
+        """The nearest rows per query (cosines, block positions; -1 where fewer rows exist).
+        A few queries search on one thread: FAISS's OpenMP workers would otherwise spin after
+        the search and slow the next query's embedding (measured: a whole route at 10k keys
+        took 20 ms instead of 4)."""
         import faiss
 
+        k = min(k, max(1, self.rows))
         if len(vectors) > SINGLE_THREAD_QUERIES:
-            return self.index.search(vectors, min(k, max(1, self.size)))
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-        try:
-            return self.index.search(vectors, min(k, max(1, self.size)))
-        finally:
-            faiss.omp_set_num_threads(threads)
+            sims, rows = self.index.search(vectors, k)
+        else:
+            threads = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(1)
+            try:
+                sims, rows = self.index.search(vectors, k)
+            finally:
+                faiss.omp_set_num_threads(threads)
+        return sims, np.where(rows >= 0, self.row_block[np.maximum(rows, 0)], -1)
+
+    def nearest_blocks(self, vectors: np.ndarray, owner_of: Callable[[str], str], least: int) -> np.ndarray:
+        """Per query, the block positions of the :data:`SEARCH_K` nearest rows (-1 past the
+        last), more rows when they hold fewer than ``least`` owners (``owner_of(block_id)``:
+        one skill's many blocks or examples must not crowd the others out)."""
+        k = SEARCH_K
+        _, found = self.search(vectors, k)
+        while k < self.rows and any(len({owner_of(self.blocks[p]) for p in row if p >= 0}) < least for row in found):
+            k *= 8
+            _, found = self.search(vectors, k)
+        return found
+
+    def nearest_keys(self, vector: np.ndarray, positions: Sequence[int]) -> np.ndarray:
+        """The cosine of ``vector`` to the nearest key of each block position in ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if not len(positions):
+            return np.zeros(0, np.float32)
+        starts, ends = self.key_start[positions], self.key_start[positions + 1]
+        rows = np.concatenate([self.key_order[a:b] for a, b in zip(starts, ends)])
+        sims = self.keys[rows] @ vector
+        return np.maximum.reduceat(sims, np.concatenate([[0], np.cumsum(ends - starts)[:-1]]))
 
     def save(self, folder: Path, version: str, embedder: str) -> None:
         """Write the index as a cache file set; a later process loads it if still current and intact."""
@@ -87,7 +123,7 @@ class KeyIndex:
         try:
             faiss.write_index(self.index, str(parts["keys.faiss"]))
             with open(parts["keys.npz"], "xb") as handle:
-                np.savez(handle, centroids=self.centroids, parts=self.part_vectors)
+                np.savez(handle, centroids=self.centroids, parts=self.part_vectors, keys=self.keys, alone=self.alone)
             meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
                     "block_ids": self.block_ids, "blocks": self.blocks,
                     "part_block_ids": self.part_block_ids,
@@ -122,9 +158,14 @@ class KeyIndex:
             with np.load(folder / "keys.npz", allow_pickle=False) as arrays:
                 loaded.centroids = np.ascontiguousarray(arrays["centroids"], dtype=np.float32)
                 loaded.part_vectors = np.ascontiguousarray(arrays["parts"], dtype=np.float32)
+                loaded.keys = np.ascontiguousarray(arrays["keys"], dtype=np.float32)
+                loaded.alone = np.asarray(arrays["alone"], dtype=bool)
             loaded.block_ids, loaded.blocks = list(meta["block_ids"]), list(meta["blocks"])
             loaded.part_block_ids = list(meta["part_block_ids"])
             loaded.size, loaded.approximate = len(loaded.block_ids), bool(meta["approximate"])
+            if loaded.keys.shape[0] != loaded.size or loaded.alone.shape != (loaded.size,):
+                return None
+            loaded._group()
             return loaded if loaded._intact(known_blocks) else None
         except Exception:  # a missing, partial, damaged or foreign cache is rebuilt, never trusted
             return None
@@ -137,16 +178,30 @@ class KeyIndex:
             return False
         if known_blocks is not None and not set(self.blocks) | set(self.part_block_ids) <= known_blocks:
             return False
-        if self.index.ntotal != self.size or self.centroids.shape != (len(self.blocks), self.index.d):
+        if self.index.ntotal != self.rows or self.centroids.shape != (len(self.blocks), self.index.d):
             return False
-        if self.part_vectors.shape != (len(self.part_block_ids), self.index.d):
+        if self.part_vectors.shape != (len(self.part_block_ids), self.index.d) or self.keys.shape != (self.size, self.index.d):
             return False
-        vectors = self.index.reconstruct_n(0, self.size) if self.size else np.zeros((0, self.index.d), np.float32)
-        for array in (vectors, self.centroids, self.part_vectors):
+        rows = self.index.reconstruct_n(0, self.rows) if self.rows else np.zeros((0, self.index.d), np.float32)
+        if not np.allclose(rows, np.concatenate([self.centroids, self.keys[self.alone]]), atol=1e-5):
+            return False
+        for array in (self.keys, self.centroids, self.part_vectors):
             squared_norms = np.einsum("ij,ij->i", array, array)  # NaN or inf anywhere makes its row fail
             if not np.all(np.abs(squared_norms - 1.0) < 2e-3):
                 return False
         return True
+
+
+def faiss_index(dim: int, approximate: bool):
+    """An empty inner-product FAISS index: HNSW when ``approximate``, else flat."""
+    import faiss
+
+    if not approximate:
+        return faiss.IndexFlatIP(dim)
+    index = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 80
+    index.hnsw.efSearch = 64
+    return index
 
 
 def key_matrix(rows: list[dict], dimension) -> np.ndarray:

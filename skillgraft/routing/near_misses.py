@@ -49,7 +49,7 @@ class NearMisses:
         for owner, vectors in wanted.items():
             if owner not in positions:
                 continue  # nothing of it is routable: nothing to block
-            own = np.stack([index.index.reconstruct(int(p)) for p in positions[owner]]).astype(np.float32)
+            own = index.keys[positions[owner]]
             near = np.frombuffer(b"".join(vectors), dtype=np.float32).reshape(len(vectors), -1)
             owners[owner] = (own, near)
         return cls(owners)

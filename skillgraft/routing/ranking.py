@@ -23,6 +23,9 @@ LEXICAL_WEIGHT = 0.5
 LEXICAL_CANDIDATES = 8
 # Keys that tell a skill's parts apart (heading paths, a resource's own keys): not searched for a skill.
 PART_KINDS = ("manual",)
+# An imported skill's keys searched on their own, beside its centroid (queries: a skill's name and
+# description keys are found through the centroid); every key of a plain block is.
+ALONE_KINDS = ("example", "feedback")
 # Keys that only feed the lexical index (a skill's headings in one text).
 LEXICAL_ONLY_KINDS = ("headings",)
 # The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).

@@ -2,22 +2,22 @@
 
 Each block has routing keys (its name, description, example queries and, for a manual, the
 manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds
-nothing. A FAISS index over the key vectors is a cache, rebuilt whenever the catalog changes:
-flat inner product by default, HNSW above ``APPROXIMATE_ABOVE`` keys (:mod:`skillgraft.routing.key_index`).
-A block's score is the mean of two cosine similarities: to its nearest key and to the centroid
-of all its keys; an imported skill's blocks rank as one entry, its best block (and only the blocks
-of its default version are offered, none of a skill that opted out of model invocation) (this measured best on the routing evaluation, docs/routing.md). The route grafts the best block when that
-score reaches the abstain threshold (calibrated per store, or the documented default) and
-abstains otherwise.
+nothing. The key index (:mod:`skillgraft.routing.key_index`) is a cache, rebuilt whenever the
+catalog changes: a query searches the blocks' centroids and the keys searched alone, then meets
+the candidates' own keys. A block's score is the mean of two cosine similarities, to its nearest
+key and to the centroid of its keys, plus the lexical evidence (:mod:`skillgraft.routing.lexical`);
+an imported skill's blocks rank as one entry, its best block (only the blocks of its default
+version are offered, none of a skill that opted out of model invocation), docs/routing.md. The
+route grafts the best block when that score reaches the abstain threshold (calibrated per store,
+or the documented default) and abstains otherwise.
 
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
 the query than the best block's nearest key. A skill's near misses (the negative queries its
 authors wrote, :mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a
 skill whose nearest near miss is at least as near a query as its nearest own key is not offered
-for it. The encoder must be the one the store
-recorded (:mod:`skillgraft.routing.encoders`): another is refused at the first route or key
-it would embed, never mixed in.
+for it. The encoder must be the one the store recorded (:mod:`skillgraft.routing.encoders`):
+another is refused at the first route or key it would embed, never mixed in.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from .encoders import check_record, encoder_record
 from .key_index import KeyIndex, key_matrix
 from .lexical import LexicalIndex
 from .ranking import (  # noqa: F401  (re-exported)
-    LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking, lexical_documents,
-    manual_key_texts, name_key,
+    ALONE_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
+    lexical_documents, manual_key_texts, name_key,
 )
 from .near_misses import NEAR_MISS, NearMisses
 from .parts import PartCandidate, choose_part, is_instructional
@@ -64,6 +64,8 @@ CENTROID_CANDIDATES = 4
 MAX_KEYS_PER_BLOCK = 256
 # Examples one block may be given: room is left for its name, description and question keys.
 MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
+# The entries a query's ranking keeps, best first (a route reports five).
+RANKED_KEPT = 8
 # A conversation's earlier user turns are routed again with each turn: their vectors are kept.
 QUERY_VECTORS_KEPT = 256
 
@@ -163,7 +165,8 @@ class Router:
             searched = [r for r in rows if self._searched(r)]
             part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
             vectors = key_matrix(searched, dimension)
-            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched],
+            alone = [r["block_id"] not in self._groups or r["kind"] in ALONE_KINDS for r in searched]
+            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched], alone=alone,
                              part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows])
             try:
                 if version is not None and not self.store.read_only:
@@ -228,12 +231,8 @@ class Router:
         return float(stored) if stored is not None else encoder_threshold(self.embedder.name)
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """Per query, ``[(block_id, score), ...]`` best first.
-
-        score = (1 - w) * cosine to the block's nearest key + w * cosine to its key centroid,
-        with w = ``centroid_weight`` (0.5), over the blocks among the nearest keys and the
-        nearest centroids.
-        """
+        """Per query, the best :data:`RANKED_KEPT` ``[(block_id, score), ...]``, best first
+        (:meth:`rankings`)."""
         return [ranking.scored for ranking in self.rankings(queries)]
 
     def rankings(self, queries: Sequence[str], accept: Optional[Callable[["Block"], bool]] = None) -> list["Ranking"]:
@@ -243,70 +242,71 @@ class Router:
 
         An entry's score is its dense score (the mean of its nearest searched key's cosine and
         its key centroid's, :data:`CENTROID_WEIGHT`) plus :data:`LEXICAL_WEIGHT` times its lexical
-        coverage (:mod:`skillgraft.routing.lexical`). The candidates are the entries of the
-        nearest keys, of the nearest centroids (until :data:`CENTROID_CANDIDATES` entries) and
-        of the :data:`LEXICAL_CANDIDATES` best lexical matches. A chosen skill gives the part
-        :func:`~skillgraft.routing.parts.choose_part` picks among those ``accept`` allows.
+        coverage (:mod:`skillgraft.routing.lexical`). The candidates are the blocks of the
+        nearest index rows (centroids, and keys searched alone; at least
+        :data:`CENTROID_CANDIDATES` entries) and of the :data:`LEXICAL_CANDIDATES` best lexical
+        matches: only their keys meet the query. The first :data:`RANKED_KEPT` entries are kept,
+        a skill's as the part :func:`~skillgraft.routing.parts.choose_part` picks among those
+        ``accept`` allows.
         """
         index = self.index()
         if index.size == 0:
             return [Ranking([], {}, -1.0) for _ in queries]
         queries = list(queries)
         vectors = self._encode_queries(queries)
-        sims, ids = index.search(vectors)
-        centroid_sims = vectors @ index.centroids.T
-        part_sims = vectors @ index.part_vectors.T
+        found = index.nearest_blocks(vectors, lambda block_id: self._groups.get(block_id, block_id), CENTROID_CANDIDATES)
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
         kept_out = self._near_misses.blocked(vectors)
         results = []
         for row, query in enumerate(queries):
+            vector = vectors[row]
             coverage = self._lexical.coverage(query)
-            nearest: dict[str, float] = {}
-            for sim, key in zip(sims[row], ids[row]):
-                if key >= 0:
-                    block_id = index.block_ids[key]
-                    nearest[block_id] = max(nearest.get(block_id, -1.0), float(sim))
-            owners: set = set()  # the nearest centroids, until 4 skills (or blocks) are among them
-            for i in np.argsort(-centroid_sims[row]):
-                nearest.setdefault(index.blocks[i], float(centroid_sims[row][i]))
-                owners.add(self._groups.get(index.blocks[i], index.blocks[i]))
-                if len(owners) >= CENTROID_CANDIDATES:
-                    break
-            for i in np.argsort(-coverage)[:LEXICAL_CANDIDATES]:
+            candidates = dict.fromkeys(int(p) for p in found[row] if p >= 0)
+            best = np.argpartition(-coverage, LEXICAL_CANDIDATES - 1)[:LEXICAL_CANDIDATES] \
+                if len(coverage) > LEXICAL_CANDIDATES else np.arange(len(coverage))
+            for i in best:
                 if coverage[i] > 0:
-                    for position in self._members.get(self._lexical.owners[i], ()):
-                        nearest.setdefault(index.blocks[position], float(centroid_sims[row][position]))
+                    candidates.update(dict.fromkeys(self._members.get(self._lexical.owners[i], ())))
+            positions = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
+            nearest_sims = index.nearest_keys(vector, positions)
+            centroid_sims = index.centroids[positions] @ vector
             w = self.centroid_weight
+            nearest: dict[str, float] = {}
             scored = {}
-            for b, s in nearest.items():
+            for position, near, centroid in zip(positions, nearest_sims, centroid_sims):
+                b = index.blocks[position]
+                nearest[b] = float(near)
                 owner = self._groups.get(b, b)
                 if owner in kept_out[row]:
                     continue
                 lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
-                dense = (1 - w) * s + w * float(centroid_sims[row][self._position[b]])
-                scored[b] = dense + LEXICAL_WEIGHT * float(lexical)
+                scored[b] = (1 - w) * float(near) + w * float(centroid) + LEXICAL_WEIGHT * float(lexical)
             ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
-            ranked = self._with_parts(ranked, nearest, part_sims[row], accept)
+            ranked = self._with_parts(ranked, nearest, vector, accept)
             results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row]))
         return results
 
-    def _with_parts(self, ranked: list, nearest: dict, part_sims: np.ndarray, accept) -> list:
-        """``ranked`` with each skill's entry turned into the part the query gets of it
-        (:func:`~skillgraft.routing.parts.choose_part`); a skill none of whose parts ``accept``
-        allows is left out. The part takes its skill's nearest-key cosine."""
+    def _with_parts(self, ranked: list, nearest: dict, vector: np.ndarray, accept) -> list:
+        """The first :data:`RANKED_KEPT` entries of ``ranked`` that ``accept`` allows, a skill's as
+        its part (:func:`~skillgraft.routing.parts.choose_part`), with its skill's nearest-key cosine."""
         out = []
         for block_id, score in ranked:
+            if len(out) >= RANKED_KEPT:
+                break
             skill = self._groups.get(block_id)
             if skill is None:
-                out.append((block_id, score))
+                if accept is None or block_id not in self._blocks or accept(self._blocks[block_id]):
+                    out.append((block_id, score))
                 continue
-            candidates = []
-            for part in self._skill_blocks.get(skill, ()):
-                if accept is not None and not accept(self._blocks[part]):
-                    continue
+            parts = [part for part in self._skill_blocks.get(skill, ()) if accept is None or accept(self._blocks[part])]
+            rows = [self._parts.get(part, []) for part in parts]
+            flat = [r for own in rows for r in own]  # all the skill's part keys meet the query at once
+            sims = (self._index.part_vectors[flat] @ vector).tolist() if flat else []
+            candidates, at = [], 0
+            for part, own in zip(parts, rows):
                 role, number, _ = self._roles.get(part, ("section", 0, ""))
-                rows = self._parts.get(part)
-                candidates.append(PartCandidate(part, role, number, float(part_sims[rows].max()) if rows else None))
+                candidates.append(PartCandidate(part, role, number, max(sims[at:at + len(own)]) if own else None))
+                at += len(own)
             chosen = choose_part(candidates)
             if chosen is not None:
                 nearest.setdefault(chosen, nearest[block_id])

@@ -121,9 +121,16 @@ class CatalogReads:
             raise StoreError(f"fingerprint {fingerprint_id} in the catalog is invalid: {str(exc).splitlines()[0]}") from None
 
     def fingerprint_ids(self) -> set[str]:
-        """The runtimes the healthy blocks were captured under (text blocks belong to none)."""
+        """The runtimes the healthy blocks were captured under (text blocks belong to none):
+        read again only when the catalog changed (every route asks; the read scans every block)."""
+        version = self.catalog_version()
+        kept = getattr(self, "_fingerprints_kept", None)
+        if kept is not None and kept[0] == version:
+            return set(kept[1])
         rows = self._select("SELECT DISTINCT fingerprint_id FROM blocks WHERE status = 'ok'")
-        return {row["fingerprint_id"] for row in rows} - {TEXT_RUNTIME}
+        ids = frozenset(row["fingerprint_id"] for row in rows) - {TEXT_RUNTIME}
+        self._fingerprints_kept = (version, ids)
+        return set(ids)
 
     # -- routing keys ----------------------------------------------------------------------
 

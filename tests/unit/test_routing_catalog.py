@@ -118,3 +118,20 @@ def test_the_default_threshold_follows_the_encoders_model_however_it_is_served()
     assert encoder_threshold("all-MiniLM-L6-v2") == encoder_threshold("openai:all-minilm-l6-v2") == minilm
     assert encoder_threshold("/models/all-MiniLM-L6-v2/") == minilm
     assert encoder_threshold("all-mpnet-base-v2") == encoder_threshold("fake") == DEFAULT_THRESHOLD
+
+
+def test_copies_of_a_catalog_take_their_originals_vectors_moved_a_small_step(fake_embedder):
+    from skillgraft.bench.route_catalog import COPY_STEP, CopyingEncoder, copied_rows
+
+    rows = [{"name": "pdf", "description": "Fill pdf forms."}, {"name": "docx", "description": "Edit Word files."}]
+    copies = copied_rows(rows, 1, 3)
+    assert [r["name"] for r in copies] == ["docx-copy1", "pdf-copy2", "docx-copy2"]
+    assert copies[0]["description"] == "Edit Word files."
+    copying = CopyingEncoder(fake_embedder)
+    original, copy = copying.encode(["pdf: Fill pdf forms.", "pdf-copy2: Fill pdf forms."])
+    assert np.allclose(original, fake_embedder.encode(["pdf: Fill pdf forms."])[0], atol=1e-6)
+    assert abs(float(np.linalg.norm(copy)) - 1.0) < 1e-5 and 0.0 < 1.0 - float(copy @ original) < COPY_STEP ** 2
+    assert copying.record() == fake_embedder.record() and copying.name == fake_embedder.name
+    encoded = fake_embedder.encoded
+    copying.encode(["pdf: Fill pdf forms.", "pdf-copy3: Fill pdf forms."])  # a text that is no copy is encoded again
+    assert fake_embedder.encoded == encoded + 1

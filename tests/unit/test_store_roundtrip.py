@@ -71,3 +71,12 @@ def test_repair_never_recaptures_a_block_of_another_runtime(fake_stocked, fake_e
         report = mem.check(repair=True)
         assert not report["repaired"] and [p["block_id"] for p in report["problems"]] == [block.id]
         assert other.calls["capture"] == 0
+
+
+def test_the_runtimes_of_the_blocks_follow_the_catalog(fake_memory):
+    store = fake_memory.store
+    assert store.fingerprint_ids() == set()
+    block = fake_memory.add_manual("git-squash", "Skill manual: squash commits with git rebase -i HEAD~N.")
+    assert store.fingerprint_ids() == {block.fingerprint_id}
+    store.quarantine(store.get(block.id), "a test")
+    assert store.fingerprint_ids() == set()
