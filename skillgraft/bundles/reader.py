@@ -185,7 +185,7 @@ def _text(row: dict, key: str, where: str, *, limit: int = MAX_TEXT_CHARS, optio
     if len(value) > limit:
         raise BundleError(f"{where}: {key!r} is {len(value)} characters (at most {limit})")
     if "\x00" in value:
-        raise BundleError(f"{where}: {key!r} contains a NUL character")
+        raise BundleError(f"{where}: {key!r} must be text without NUL characters")
     return value
 
 

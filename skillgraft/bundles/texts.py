@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..core.blocks import Block
 from ..core.sha import ID_LIKE
 from ..errors import BundleError
-from .reader import MAX_BLOCKS, MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_TEXT_CHARS
+from .reader import MAX_BLOCKS, MAX_KEY_CHARS, MAX_NAME_CHARS, _text
 from ..routing.router import MAX_EXAMPLES
 
 __all__ = ["TextManual", "export_texts", "parse_texts"]
@@ -33,13 +33,6 @@ def export_texts(store, blocks: list[Block]) -> list[dict]:
             for block in blocks]
 
 
-def _string(entry: dict, key: str, where: str, limit: int) -> str:
-    value = entry.get(key, "" if key == "description" else None)
-    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
-        raise BundleError(f"{where}: {key!r} must be text of at most {limit} characters without NUL")
-    return value
-
-
 def parse_texts(raw) -> list[TextManual]:
     """The manifest's ``texts`` checked (:class:`BundleError` for anything malformed)."""
     if raw is None:
@@ -51,16 +44,16 @@ def parse_texts(raw) -> list[TextManual]:
         where = f"bundle text #{index}"
         if not isinstance(entry, dict):
             raise BundleError(f"{where} is not an object")
-        name = _string(entry, "name", where, MAX_NAME_CHARS)
+        name = _text(entry, "name", where, limit=MAX_NAME_CHARS)
         if not name.strip() or name != name.strip() or ID_LIKE.fullmatch(name) or name in names:
             raise BundleError(f"{where}: its name {name!r} is empty, padded, id-like or repeated")
-        text = _string(entry, "text", where, MAX_TEXT_CHARS)
+        text = _text(entry, "text", where)
         if not text.strip():
             raise BundleError(f"{where}: its text is empty")
         examples = entry.get("examples", [])
         if not isinstance(examples, list) or len(examples) > MAX_EXAMPLES:
             raise BundleError(f"{where}: examples must be a list of at most {MAX_EXAMPLES}")
-        checked = tuple(_string({"example": e}, "example", where, MAX_KEY_CHARS) for e in examples)
+        checked = tuple(_text({"example": e}, "example", where, limit=MAX_KEY_CHARS) for e in examples)
         names.add(name)
-        manuals.append(TextManual(name, text, _string(entry, "description", where, MAX_KEY_CHARS), checked))
+        manuals.append(TextManual(name, text, _text(entry, "description", where, limit=MAX_KEY_CHARS, optional=True) or "", checked))
     return manuals
