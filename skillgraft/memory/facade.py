@@ -38,6 +38,7 @@ from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
+from .expiry import Expiring
 from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
@@ -86,7 +87,7 @@ class Generation:
         }
 
 
-class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
+class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals, Expiring):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -231,7 +232,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         """The recall of one clean query, alone: its verified answer, else :meth:`route`."""
         key = normalize_question(query)
         for store in self._stores():
-            matches = store.solutions_for(key)
+            matches = self._visible(store.solutions_for(key))  # an expired solution answers nothing
             if matches:
                 block = matches[0]
                 return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
@@ -296,7 +297,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
             return recall
         if recall is not None:
             raise InputError("give a recall or a block to graft, not both")
-        block = block if isinstance(block, Block) else self.get(block)
+        block = self.live(block if isinstance(block, Block) else self.get(block))
         return forced_recall(block, self.router.threshold, f"block {block.name!r} named by the caller")
 
     def _forced(self, block: Union[Block, str], messages, options: AnswerOptions) -> Answer:

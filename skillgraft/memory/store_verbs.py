@@ -28,10 +28,13 @@ class StoreVerbs:
         except BlockNotFoundError:
             return self.base
 
-    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False) -> list[Block]:
-        """Every block (of ``kind``), oldest first; a namespace's own, then the base's."""
-        return [block for store in self._stores()
-                for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
+    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False,
+             include_expired: bool = False) -> list[Block]:
+        """Every block (of ``kind``), oldest first; a namespace's own, then the base's. Those
+        past their expiry (or their skill's) only with ``include_expired``."""
+        blocks = [block for store in self._stores()
+                  for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
+        return blocks if include_expired else self._visible(blocks)
 
     def get(self, ref: str) -> Block:
         """A block by id, unique id prefix, name, an imported skill's name (the first block of
