@@ -280,12 +280,12 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         if skill.kind == "manual":
             block = await holding_slot(
                 lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
-                                           capture=skill.capture)
+                                           capture=skill.capture, expires=skill.expires_at)
             )
         else:
             block = await holding_slot(
                 lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
-                                             examples=skill.examples)
+                                             examples=skill.examples, expires=skill.expires_at)
             )
         return served(block)
 
