@@ -160,3 +160,24 @@ def test_the_cli_sets_lists_and_prunes_expiries(runner, home, tmp_path, monkeypa
     code, out = run("skills", "prune", "--json")
     assert [r["name"] for r in json.loads(out)["removed"]] == ["git-squash"]
     assert "git-squash" not in run("skills", "list", "--all")[1] and "notes" in run("list")[1]
+
+
+def test_a_bundle_carries_a_blocks_expiry_and_refuses_a_bad_one(fake_stocked, tmp_path, fake_embedder):
+    from skillgraft.bundles.transfer import export_bundle, import_bundle
+    from skillgraft.errors import BundleError
+    from skillgraft.memory import SkillMemory
+    from skillgraft.testing import FakeEngine
+
+    from .test_exportable import _forged
+
+    fake_stocked.expire("git-squash", PAST)
+    export_bundle(fake_stocked.store, tmp_path / "bundle.tar")
+    with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=fake_embedder) as other:
+        import_bundle(other, tmp_path / "bundle.tar")
+        assert other.get("git-squash").expires_at == "2001-01-01T00:00:00.000+00:00"  # still hidden there
+        assert "git-squash" not in [b.name for b in other.list()]
+    forged = _forged(tmp_path / "forged", lambda row: row.update(expires_at="someday"))
+    with SkillMemory(tmp_path / "third", engine=FakeEngine(), embedder=fake_embedder) as third:
+        with pytest.raises(BundleError, match="expires_at|expiry"):
+            import_bundle(third, forged)
+        assert third.list(include_expired=True) == []
