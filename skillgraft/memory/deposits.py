@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 from ..core.blocks import Block, solution_text
 from ..core.chat_layout import block_tokens
+from ..core import telemetry
 from ..core.expiry import Expiry
 from ..core.questions import normalize_question, question_sha256
 from ..core.sha import ID_LIKE
@@ -126,10 +127,15 @@ class Deposits:
         self._not_a_question(name)
         examples = clean_keys(description, examples)
         stamp = expiry_of(expires)
+        block = telemetry.deposited(self.namespace, lambda: self._manual(name, text, description, examples, progress,
+                                                                         capture), _named, text=text)
+        return block if expires is None else self.store.set_block_expiry(block, stamp)
+
+    def _manual(self, name: str, text: str, description: str, examples: list, progress, capture: bool) -> Block:
         block = self._capture(name, "manual", text, description, None, progress) if capture \
             else self._text_manual(name, text, description)
         self._add_keys(block, name=True, description=description, examples=examples, manual=text)
-        return block if expires is None else self.store.set_block_expiry(block, stamp)
+        return block
 
     def _add_keys(
         self, block: Block, *, name: bool = False, description: str = "", examples: Sequence[str] = (), manual: str = ""
@@ -161,7 +167,8 @@ class Deposits:
         is also set on the solution already stored for the question).
         """
         stamp = expiry_of(expires)
-        block = self._add_solution(question, answer, method, verifier, expected, name, examples)
+        block = telemetry.deposited(self.namespace, lambda: self._add_solution(
+            question, answer, method, verifier, expected, name, examples), _named, text=f"{question}\n{answer}")
         return block if expires is None else self.store.set_block_expiry(block, stamp)
 
     def _add_solution(self, question, answer, method, verifier, expected, name, examples) -> Block:
@@ -223,6 +230,10 @@ class Deposits:
         if taken.kind == "solution" and taken.status == "ok" and taken.question_key == key:
             return same_answer(taken)  # another writer stored this question between the two reads
         raise NameTakenError(name, taken.id)
+
+
+def _named(block: Block) -> list[str]:
+    return [block.name]
 
 
 def clean_name(name) -> str:

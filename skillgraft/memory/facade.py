@@ -13,7 +13,6 @@ mixed in; this module holds recall and answers.
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..core.blocks import Block
 from ..core.chat_layout import with_system
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
+from ..core import telemetry
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, chat_recall, forced_recall, near_miss, plan_answer
 from ..kv.prefixes import PrefixCache
@@ -38,7 +38,6 @@ from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
-from .expiry import Expiring
 from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
@@ -87,7 +86,7 @@ class Generation:
         }
 
 
-class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals, Expiring):
+class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -134,6 +133,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         if embedder is not None and not isinstance(embedder, (str, Path)):
             embedder = choose_embedder(embedder)  # checked before the store is opened
         self.namespace = check_namespace(namespace)
+        telemetry.check()  # spans asked for without opentelemetry: a ConfigError now, not at the first recall
         home = Path(home or default_home()).expanduser()
         own_home = namespace_home(home, self.namespace)
         self.base: Optional[BlockStore] = open_base(home, self.namespace, catalog, blocks)  # None but for a namespace
@@ -222,10 +222,10 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         query = clean_query(query)
         if isinstance(earlier, (str, bytes)):
             raise InputError("earlier must be a list of the chat's earlier user turns, not one text")
-        started = time.perf_counter()
-        recall = chat_recall(PlanningView(self), [*earlier, query]) if earlier else self._recalled(query)
+        recall, took = telemetry.recalled(self.namespace, query, lambda: chat_recall(PlanningView(self), [*earlier, query])
+                                          if earlier else self._recalled(query))
         if log:
-            self._log("recall", query, recall, timings=Timings(recall_s=time.perf_counter() - started))
+            self._log("recall", query, recall, timings=Timings(recall_s=took))
         return recall
 
     def _recalled(self, query: str) -> Recall:

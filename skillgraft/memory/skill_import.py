@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..core.blocks import block_id_for, text_sha256
+from ..core import telemetry
 from ..core.expiry import Expiry
 from ..core.progress import Progress
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
@@ -88,6 +89,11 @@ class SkillImports:
         if keys is not None:
             key_policy(keys)
         stamp = expiry_of(expires)
+        return telemetry.deposited(self.namespace, lambda: self._import_all(paths, prune, progress, origin, keys, stamp),
+                                   lambda report: [item.name for item in report.imported])
+
+    def _import_all(self, paths, prune: bool, progress, origin: Optional[str], keys: Optional[str],
+                    stamp: Optional[str]) -> SkillImportReport:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         report = SkillImportReport()
@@ -101,7 +107,7 @@ class SkillImports:
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         self._sync_pins()  # a pinned skill's new default version is pinned too
-        if expires is not None:
+        if stamp is not None:
             for name in [item.name for item in report.imported] + [item["name"] for item in report.unchanged]:
                 self.store.set_skill_expiry(name, stamp)
         return report

@@ -8,11 +8,12 @@ from typing import Optional
 from ..core.blocks import Block
 from ..core.questions import normalize_question
 from ..errors import BlockNotFoundError, InputError, SharedBaseError
+from .expiry import Expiring
 
 
-class StoreVerbs:
+class StoreVerbs(Expiring):
     """Mixed into :class:`~skillgraft.memory.SkillMemory`: ``store`` (its own) and ``base`` (None
-    but for a namespace's memory)."""
+    but for a namespace's memory); with what has expired hidden (:class:`~.expiry.Expiring`)."""
 
     def _stores(self) -> list:
         """The stores this memory reads, its own first: with a namespace, then the base."""
