@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from ..core.blocks import Block
-from ..errors import InputError
+from ..errors import BlockNotFoundError, InputError
 from ..memory.skill_evals import SkillTriggerScore, score_triggers, skill_eval_queries
 from ..store.ledger import BlockUse, LedgerRow
 
@@ -125,9 +125,16 @@ class SkillDetail:
         return self.keys.get("example", [])
 
 
-def skill_detail(store: "BlockStore", ref: str) -> SkillDetail:
-    """The skill ``ref`` names (id, unique id prefix or name), or :class:`BlockNotFoundError`."""
-    block = store.get(ref)
+def skill_detail(stores: list, ref: str) -> SkillDetail:
+    """The skill ``ref`` names (id, unique id prefix or name) in the first of ``stores`` holding
+    it, or :class:`BlockNotFoundError`."""
+    for store in stores:
+        try:
+            block = store.get(ref)
+            break
+        except BlockNotFoundError:
+            if store is stores[-1]:
+                raise
     keys: dict[str, list[str]] = {}
     for key in store.routing_keys(block.id):
         keys.setdefault(key["kind"], []).append(key["text"])
@@ -256,8 +263,8 @@ class RouteView:
     candidates: list[Candidate]
 
 
-def route_view(store: "BlockStore", query: str, recall: "Recall") -> RouteView:
-    names = {block.id: block for block in store.blocks()}
+def route_view(stores: list, query: str, recall: "Recall") -> RouteView:
+    names = {block.id: block for store in reversed(stores) for block in store.blocks()}
     candidates = []
     for block_id, score in recall.candidates:
         block = names.get(block_id)
