@@ -66,3 +66,9 @@ def test_signing_in_with_a_namespaces_key_shows_that_namespace(ui):
     assert shown(client.get("/ui")) == {"git-squash", "kettle"}  # the client keeps the cookie
     client.cookies.clear()
     assert client.get("/ui").status_code == 401
+
+
+def test_a_namespaces_runtime_page_leaves_out_the_shared_pool(ui):
+    assert 'id="slots"' in ui("/runtime", ADMIN).text
+    page = ui("/runtime", KEY_A)
+    assert page.status_code == 200 and "fake-chatml" in page.text and 'id="slots"' not in page.text
