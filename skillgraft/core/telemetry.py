@@ -187,6 +187,8 @@ def recalled(store: str, query: str, run: Callable[[], Recall]) -> tuple[Recall,
     started = time.perf_counter()
     with span("search_memory", store, {"gen_ai.memory.store.name": store}) as current:
         recall = run()
+        if current is OFF:  # off: nothing more than the flag check
+            return recall, time.perf_counter() - started
         block = recall.block
         current.set({"gen_ai.memory.search.similarity.threshold": recall.threshold, "skillgraft.decision": recall.decision,
                      "skillgraft.score": recall.score, "gen_ai.skill.name": block.name if block else None,

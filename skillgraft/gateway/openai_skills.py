@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import UploadFile
 
-from ..errors import SkillFolderError, SkillNotFoundError, SkillUploadError
+from ..core.expiry import expiry_time
+from ..errors import ExpiryError, SkillFolderError, SkillNotFoundError, SkillUploadError
 from .access import ApiError
 from .schemas import ExpiryText, NewSkill
 from .skill_shelf import SkillShelf
@@ -234,6 +235,11 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
         shelf = await shelf_of(request)
         if not body.model_fields_set:
             raise ApiError(400, "give default_version, expires_at or both", param="default_version")
+        if body.expires_at is not None:
+            try:
+                expiry_time(body.expires_at)  # checked before anything changes
+            except ExpiryError as exc:
+                raise ApiError(400, str(exc), param="expires_at") from None
         name = await in_thread(name_of, shelf, sid, True)
         if "default_version" in body.model_fields_set:
             version = _version_number(body.default_version, "default_version")

@@ -83,3 +83,13 @@ def test_a_malformed_or_absurd_expiry_is_a_400_that_stores_nothing(http, expiry)
     created = http.post("/v1/skills", files=upload)
     assert http.post(f"/v1/skills/{created.json()['id']}", json={"expires_at": str(expiry)}).status_code == 400
     assert http.post(f"/v1/skills/{created.json()['id']}", json={}).status_code == 400
+
+
+def test_an_update_with_a_bad_expiry_changes_nothing(http):
+    upload = [("files[]", (path, data)) for path, data in PDF.items()]
+    sid = http.post("/v1/skills", files=upload).json()["id"]
+    changed = {**PDF, "pdf/SKILL.md": PDF["pdf/SKILL.md"].replace(b"merge PDF", b"merge and split PDF")}
+    http.post(f"/v1/skills/{sid}/versions", files=[("files[]", (p, d)) for p, d in changed.items()])
+    refused = http.post(f"/v1/skills/{sid}", json={"default_version": "1", "expires_at": "someday"})
+    assert refused.status_code == 400
+    assert http.get(f"/v1/skills/{sid}").json()["default_version"] == "2"  # the default did not move
