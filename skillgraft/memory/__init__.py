@@ -16,7 +16,7 @@ from .skills import SkillExport, SkillPart, SkillRecord
 from .upkeep import RecaptureReport
 
 __all__ = [
-    "CacheReport", "EvalAnswer", "EvalOutcome", "ExpiryRecord", "Generation", "ImportedSkill", "RecaptureReport", "SkillAnswerEval",
-    "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore",
-    "SkillWarmReport", "WarmJob", "generation_of",
+    "CacheReport", "EvalAnswer", "EvalOutcome", "ExpiryRecord", "Generation", "ImportedSkill", "RecaptureReport",
+    "SkillAnswerEval", "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart",
+    "SkillRecord", "SkillTriggerScore", "SkillWarmReport", "WarmJob", "generation_of",
 ]

@@ -81,10 +81,11 @@ class Expiring:
         """``block`` itself, or :class:`ExpiredError` when it (or the skill it is part of) expired."""
         if expired(block.expires_at):
             raise ExpiredError(block.name, block.expires_at)
-        if self.hidden_skills():
+        hidden = self.hidden_skills()
+        if hidden:
             store = self.store_of(block)
             skill = store.skill_of_block(block.id)
-            if skill in self.hidden_skills():
+            if skill in hidden:
                 raise ExpiredError(skill, store.skill_expiries()[skill])
         return block
 
@@ -96,6 +97,8 @@ class Expiring:
 
     def _visible(self, blocks: list[Block]) -> list[Block]:
         """``blocks`` less those expired, and less the parts of the expired skills."""
+        if not blocks:
+            return blocks
         now = time.time()
         hidden = self.hidden_skills()
         return [b for b in blocks if not expired(b.expires_at, now)
