@@ -72,3 +72,17 @@ def test_a_namespaces_runtime_page_leaves_out_the_shared_pool(ui):
     assert 'id="slots"' in ui("/runtime", ADMIN).text
     page = ui("/runtime", KEY_A)
     assert page.status_code == 200 and "fake-chatml" in page.text and 'id="slots"' not in page.text
+
+
+def test_a_local_namespaces_inspector_shows_its_skills_then_the_bases(tenants):
+    from fastapi import FastAPI
+
+    from skillgraft.inspector import LocalSource, mount_inspector
+
+    _, a, _ = tenants
+    app = FastAPI()
+    mount_inspector(app, LocalSource(a))
+    client = TestClient(app)
+    assert shown(client.get("/ui")) == {"git-squash", "sourdough"}
+    assert client.get("/ui/skills/git-squash").status_code == 200  # a base skill's page
+    assert client.get("/ui?namespace=team-b").status_code == 400  # one store's inspector shows that one
