@@ -86,3 +86,18 @@ def test_a_local_namespaces_inspector_shows_its_skills_then_the_bases(tenants):
     assert shown(client.get("/ui")) == {"git-squash", "sourdough"}
     assert client.get("/ui/skills/git-squash").status_code == 200  # a base skill's page
     assert client.get("/ui?namespace=team-b").status_code == 400  # one store's inspector shows that one
+
+
+def test_the_skill_list_marks_what_has_expired(tenants):
+    from fastapi import FastAPI
+
+    from skillgraft.inspector import LocalSource, mount_inspector
+
+    _, a, _ = tenants
+    app = FastAPI()
+    mount_inspector(app, LocalSource(a))
+    client = TestClient(app)
+    assert ">expired<" not in client.get("/ui").text
+    a.expire("sourdough", "2001-01-01")
+    page = client.get("/ui").text
+    assert page.count(">expired<") == 1 and ">sourdough<" in page  # shown, marked
