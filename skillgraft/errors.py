@@ -16,6 +16,7 @@ The tree::
     │   ├── SkillFolderError           an Agent Skills folder that cannot be imported
     │   │   └── SkillUploadError       an uploaded skill (files or a zip) refused unread
     │   ├── NamespaceError             a namespace name that cannot name a memory
+    │   ├── ExpiryError                an expiry that is malformed or absurd
     │   └── SlotFileError              a slot file or payload has the wrong layout
     ├── EngineError                    llama.cpp refused an operation
     │   ├── FingerprintMismatchError   a block was captured under another runtime
@@ -25,7 +26,8 @@ The tree::
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
-    │   │   └── SkillNotFoundError     no imported skill (or version) with that name
+    │   │   ├── SkillNotFoundError     no imported skill (or version) with that name
+    │   │   └── ExpiredError           the skill or solution asked for is past its expiry
     │   ├── BlockIntegrityError        a payload's size or SHA-256 is wrong
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
@@ -47,10 +49,11 @@ from typing import Optional
 __all__ = [
     "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
-    "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
-    "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError", "RestoreRejectedError",
-    "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError",
-    "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
+    "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError", "FingerprintMismatchError", "FormatError",
+    "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError",
+    "RestoreRejectedError", "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError",
+    "SkillNotFoundError", "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError",
+    "VerificationError",
 ]
 
 
@@ -199,6 +202,15 @@ class NamespaceError(InputError):
                          "or digit)")
 
 
+class ExpiryError(InputError):
+    """An expiry that is malformed or absurd (``value``: what was given, ``reason``: why not)."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        self.value, self.reason = value, reason
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        super().__init__(f"expiry {shown} {reason}")
+
+
 class SlotFileError(InputError):
     """A slot file or block payload does not have the layout the conversion needs."""
 
@@ -276,6 +288,14 @@ class SkillNotFoundError(BlockNotFoundError):
         self.name, self.version = name, version
         what = f"version {version} of skill {name!r}" if version is not None else f"skill {name!r}"
         super().__init__(f"no {what} is stored: see `skillgraft skills list`")
+
+
+class ExpiredError(BlockNotFoundError):
+    """The skill or solution ``name`` expired at ``expires_at``: hidden, kept until removed."""
+
+    def __init__(self, name: str, expires_at: str) -> None:
+        self.name, self.expires_at = name, expires_at
+        super().__init__(f"{name!r} expired at {expires_at}: set a new expiry (skillgraft skills expire) to use it")
 
 
 class BlockIntegrityError(StoreError):

@@ -107,6 +107,7 @@ SHARED_FIXTURES = {
 MODULE_FIXTURES = {
     "test_conformance.py": {"doors": ("server", "sandbox")},
     "test_embedding_endpoint.py": {"endpoint": ("server",)},
+    "test_expiry_stores.py": {"postgres": ("server",)},
     "test_gateway.py": {"store": ("sandbox",)},
     "test_gateway_hardening.py": {"home": ("sandbox",), "gateway": ("server",)},
     "test_gateway_tools.py": {"store": ("sandbox",), "gateway": ("server",)},

@@ -57,7 +57,7 @@ def test_another_namespace_cannot_probe_a_system_prompt(tmp_path):
         assert gateway.stop() == 0
 
 
-DEPOSIT_KEY = "the-deposit-key-0003"
+DEPOSIT_KEY, ADMIN_KEY = "the-deposit-key-0003", "the-admin-key-0004"
 GIT = ("Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick and "
        "change the others to squash, then push with git push --force-with-lease.")
 BREAD = ("Skill manual: baking sourdough bread. Feed the starter, mix flour and water, rest, add salt, fold every "
@@ -67,7 +67,8 @@ KETTLE = "Skill manual: descaling a kettle. Fill it with water and citric acid, 
 
 def test_two_namespaces_have_their_own_memories_over_one_base(tmp_path):
     """Through a real gateway on SQLite: each key's namespace deposits, lists, routes, reads and
-    deletes its own skills; both read the base the deposit key published; neither reaches the other's."""
+    deletes its own skills, and sees them on /ui; both read the base the deposit key published;
+    neither reaches the other's; the admin key's /ui shows the base, or a namespace it picks."""
     import httpx
     from skillgraft.bench.serve import GatewayProcess
 
@@ -77,7 +78,8 @@ def test_two_namespaces_have_their_own_memories_over_one_base(tmp_path):
     keys.chmod(0o600)
     home = tmp_path / "store"
     gateway = GatewayProcess(home, servers=1, model="smollm2-135m", log_path=tmp_path / "gateway.log",
-                             extra_args=["--create", "--keys", str(keys), "--allow-deposits", "--deposit-key", DEPOSIT_KEY])
+                             extra_args=["--create", "--keys", str(keys), "--allow-deposits", "--deposit-key", DEPOSIT_KEY,
+                                         "--api-key", ADMIN_KEY])
     try:
         http = httpx.Client(base_url=gateway.url, timeout=300)
 
@@ -109,6 +111,16 @@ def test_two_namespaces_have_their_own_memories_over_one_base(tmp_path):
         assert routed(KEY_B, "How do I bake sourdough bread at home?")["block_name"] != "sourdough"
         assert routed(KEY_B, "How do I squash my last three commits?")["block_name"] == "git-squash"
         assert call("GET", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
+
+        def on_ui(key: str, path: str = "/ui") -> set[str]:
+            page = call("GET", path, key)
+            assert page.status_code == 200, page.text
+            return {name for name in ("git-squash", "sourdough", "kettle") if f">{name}<" in page.text}
+
+        assert on_ui(KEY_A) == {"git-squash", "sourdough"} and on_ui(KEY_B) == {"git-squash", "kettle"}
+        assert on_ui(KEY_B, "/ui?namespace=team-a") == {"git-squash", "kettle"}  # a namespace's key picks none
+        assert call("GET", "/ui/skills/sourdough", KEY_B).status_code == 404
+        assert on_ui(ADMIN_KEY) == {"git-squash"} and on_ui(ADMIN_KEY, "/ui?namespace=team-a") == {"git-squash", "sourdough"}
         assert call("DELETE", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
         assert call("DELETE", "/v1/skillgraft/skills/git-squash", KEY_A).status_code == 403
         own = home / "namespaces" / "team-a"

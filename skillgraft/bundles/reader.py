@@ -22,7 +22,8 @@ from typing import BinaryIO, Iterator, Optional
 
 from ..core.blocks import Block, block_id_for, tokens_sha256
 from ..store.catalog import utc_now
-from ..errors import BundleError
+from ..core.expiry import expiry_stamp, expiry_time
+from ..errors import BundleError, ExpiryError
 from ..core.fingerprint import RuntimeFingerprint
 from ..routing.feedback import MAX_CORRECTIONS
 from ..routing.router import MAX_EXAMPLES, MAX_KEYS_PER_BLOCK, MAX_QUERY_CHARS, name_key
@@ -196,6 +197,18 @@ def _int(row: dict, key: str, where: str, low: int, high: int) -> int:
     return value
 
 
+def _expiry(value, where: str):
+    """A row's expiry as the catalog stores it (None for none), checked as every door checks one."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BundleError(f"{where}: expires_at must be a time as text, not {type(value).__name__}")
+    try:
+        return expiry_stamp(expiry_time(value))
+    except ExpiryError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+
+
 def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
     where = f"bundle block #{index}"
     if not isinstance(raw, dict):
@@ -244,6 +257,7 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
             "method": _text(raw, "method", where, optional=True),
             "verifier": _text(raw, "verifier", where, limit=200, optional=True),
         }
+    expires_at = _expiry(raw.get("expires_at"), where)
     keys = raw.get("routing_keys", [])
     if not isinstance(keys, list) or len(keys) > MAX_KEYS_PER_BLOCK:
         raise BundleError(f"{where}: routing_keys must be a list of at most {MAX_KEYS_PER_BLOCK}")
@@ -274,6 +288,7 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
         n_bytes=n_bytes,
         fingerprint_id=fingerprint_id,
         created_at=utc_now(),
+        expires_at=expires_at,
         **solution,
     )
     return Row(block, tuple(checked_keys), member, fingerprints[fingerprint_id])

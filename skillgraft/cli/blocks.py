@@ -11,6 +11,7 @@ from ..errors import StoreError
 from .common import (
     Activity,
     emit,
+    expires_option,
     json_option,
     model_option,
     open_memory,
@@ -28,10 +29,11 @@ from .common import (
 @click.option("--example", "-e", "examples", multiple=True, help="An example query that should reach this manual.")
 @click.option("--description", "-d", default="", help="One sentence saying what the skill is for.")
 @click.option("--split", is_flag=True, help="One block per heading (NAME-1, NAME-2, ...), for a manual too long for one.")
+@expires_option
 @model_option
 @json_option
 @click.pass_context
-def add_manual(ctx, name, file, examples, description, split, model, as_json) -> None:
+def add_manual(ctx, name, file, examples, description, split, expires, model, as_json) -> None:
     """Capture the skill manual in FILE as a block named NAME.
 
     The manual is prefilled once and its KV state stored; NAME, the description,
@@ -50,11 +52,14 @@ def add_manual(ctx, name, file, examples, description, split, model, as_json) ->
     if split:
         if examples:
             raise click.UsageError("--example cannot go with --split: give a part its examples with `skillgraft update`")
+        if expires is not None:
+            raise click.UsageError("--expires cannot go with --split: give each part its expiry with `skillgraft skills expire`")
         return _add_split_manual(ctx, name, text, description, model, as_json)
     memory = open_memory(ctx, model)
     with Activity(f"capture {name}", f"loading {memory.model}", unit="tok") as progress:
         try:
-            block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress)
+            block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress,
+                                      expires=expires)
         except ContextOverflowError as exc:
             from ..core.manual_split import with_split_hint
 
@@ -95,25 +100,30 @@ def _block_result(block, **extra) -> dict:
         "tokens": block.n_tokens,
         "bytes": block.n_bytes,
         "sha256": block.sha256,
+        "expires_at": block.expires_at,
         **extra,
     }
 
 
 @click.command("list")
 @click.option("--kind", type=click.Choice(["manual", "solution"]), help="Only blocks of this kind.")
+@click.option("--all", "everything", is_flag=True, help="Also the blocks past their expiry (or their skill's), marked expired.")
 @json_option
 @click.pass_context
-def list_blocks(ctx, kind, as_json) -> None:
-    """List the blocks in the store."""
+def list_blocks(ctx, kind, everything, as_json) -> None:
+    """List the blocks in the store (not those past their expiry, unless --all)."""
     memory = open_memory(ctx)
     skill_of, _ = memory.store.skill_routing()
-    rows = [{**b.summary(), "skill": skill_of.get(b.id)} for b in memory.list(kind=kind, include_quarantined=True)]
+    live = {b.id for b in memory.list(kind=kind, include_quarantined=True)}
+    rows = [{**b.summary(), "skill": skill_of.get(b.id), "expired": b.id not in live}
+            for b in memory.list(kind=kind, include_quarantined=True, include_expired=everything)]
     emit(
         {"rows": rows},
         as_json,
         lambda d: "\n".join(
             f"{r['id']}  {r['kind']:8} {r['status']:11} {r['n_tokens']:>6} tok  {r['name']}"
-            + (f"  (skill {r['skill']})" if r["skill"] else "") for r in d["rows"]
+            + (f"  (skill {r['skill']})" if r["skill"] else "") + ("  (expired)" if r["expired"] else "")
+            for r in d["rows"]
         )
         or "(the store is empty)",
     )
@@ -337,10 +347,11 @@ def _render_import(data: dict) -> str:
 @click.option("--method-code", help="The method itself, inline (instead of --method FILE).")
 @click.option("--verify", "verifier", required=True, type=click.Choice(["python", "exact", "numeric"]), help="How to verify.")
 @click.option("--expected", help="Ground truth for --verify exact or numeric.")
+@expires_option
 @model_option
 @json_option
 @click.pass_context
-def add_solution(ctx, question, answer, method_file, method_code, verifier, expected, model, as_json) -> None:
+def add_solution(ctx, question, answer, method_file, method_code, verifier, expected, expires, model, as_json) -> None:
     """Verify a solution and deposit it; a failing one is refused and nothing is stored.
 
     The method (what --verify python runs) comes from --method FILE or, inline, from
@@ -351,5 +362,6 @@ def add_solution(ctx, question, answer, method_file, method_code, verifier, expe
     code = read_text_file(method_file, "method") if method_file is not None else method_code
     memory = open_memory(ctx, model)
     with Activity("add-solution", f"verifying, then capturing with {memory.model}"):
-        block = memory.add_solution(question, answer, method=code, verifier=verifier, expected=expected)
-    emit({"block_id": block.id, "verified": True, "verifier": block.verifier, "question": block.question}, as_json)
+        block = memory.add_solution(question, answer, method=code, verifier=verifier, expected=expected, expires=expires)
+    emit({"block_id": block.id, "verified": True, "verifier": block.verifier, "question": block.question,
+          "expires_at": block.expires_at}, as_json)

@@ -223,6 +223,11 @@ derived_option = click.option(
     help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
          "($SKILLGRAFT_DERIVED_MIB).",
 )
+expires_option = click.option(
+    "--expires", default=None, metavar="WHEN",
+    help="Hide it after WHEN (kept until removed): an ISO 8601 time, UTC unless it says otherwise "
+         "(2027-01-31, 2027-01-31T12:00:00Z), or a duration from now (30d, 12h, 90m, 2w).",
+)
 kv_type_option = click.option(
     "--kv-type", "kv_type", type=click.Choice(["f16", "f32", "q8_0"]), default=None,
     help="KV cache type of keys and values (default $SKILLGRAFT_KV_TYPE or f16; q8_0 turns flash attention on).",

@@ -59,6 +59,7 @@ def _register_commands() -> None:
     from . import runs as cli_runs
     from .gateway import mcp_command, serve_command, ui_command
     from .migrate import migrate_store
+    from .namespaces import namespaces
     from .routing import feedback, reembed
     from .skills import skills
 
@@ -67,7 +68,7 @@ def _register_commands() -> None:
         cli_blocks.rm, cli_blocks.recapture, cli_blocks.check, cli_blocks.export_command, cli_blocks.import_command,
         cli_runs.verify, cli_runs.models, cli_runs.demo, cli_runs.route, cli_runs.calibrate, cli_runs.ask,
         cli_runs.solve, cli_runs.ledger, bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
-        reembed, skills,
+        reembed, skills, namespaces,
     ):
         cli.add_command(command)
     cli.add_command(cli_blocks.show)

@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
-from .common import Activity, SkillgraftGroup, derived_option, emit, json_option, model_option, open_memory
+from .common import (
+    Activity, SkillgraftGroup, derived_option, emit, expires_option, json_option, model_option, open_memory,
+)
 from .blocks import skill_change_hint
 
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
@@ -16,7 +18,7 @@ EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the mem
 
 @click.group("skills", cls=SkillgraftGroup)
 def skills() -> None:
-    """Agent Skills folders: import, list, show, update, remove, export.
+    """Agent Skills folders: import, list, show, update, expire, remove, export.
 
     A skill is one thing above its blocks: its body packed into as few blocks as fit the
     window, its text resources (references/*.md ...) as blocks of their own, its scripts and
@@ -30,10 +32,11 @@ def skills() -> None:
 @click.option("--keys", type=click.Choice(KEY_POLICIES), default=None,
               help=f"What of the body routes: the description only, plus each part's heading path, or plus its "
                    f"sentences (default: a stored skill's own policy, else {DEFAULT_KEY_POLICY}).")
+@expires_option
 @model_option
 @json_option
 @click.pass_context
-def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
+def import_skills(ctx, paths, prune, keys, expires, model, as_json) -> None:
     """Import the skill folders at or under PATHS (a skill folder, or a root such as .agents/skills).
 
     A folder imported before and unchanged is left alone; a changed one becomes a new
@@ -43,7 +46,7 @@ def import_skills(ctx, paths, prune, keys, model, as_json) -> None:
     """
     memory = open_memory(ctx, model)
     with Activity("import skills", f"loading {memory.model}", unit="part") as progress:
-        report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys)
+        report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys, expires=expires)
     emit(report.as_dict(), as_json, _render_import)
 
 
@@ -60,18 +63,21 @@ def _render_import(data: dict) -> str:
 
 
 @skills.command("list")
+@click.option("--all", "everything", is_flag=True, help="Also the skills past their expiry, marked expired.")
 @json_option
 @click.pass_context
-def list_skills(ctx, as_json) -> None:
-    """List the imported skills (their default versions)."""
+def list_skills(ctx, everything, as_json) -> None:
+    """List the imported skills (their default versions; not those past their expiry, unless --all)."""
     rows = [
         {"name": s.name, "version": s.default_version, "versions": s.versions, "blocks": len(s.parts),
-         "tokens": s.n_tokens, "model_invocable": s.model_invocable, "description": s.description}
-        for s in open_memory(ctx).skills()
+         "tokens": s.n_tokens, "model_invocable": s.model_invocable, "description": s.description,
+         "expires_at": s.expires_at, "expired": s.expired}
+        for s in open_memory(ctx).skills(include_expired=everything)
     ]
     emit({"rows": rows}, as_json, lambda d: "\n".join(
         f"{r['name']:24} v{r['version']:<3} {r['blocks']:>3} blocks {r['tokens']:>7} tok"
-        f"{'' if r['model_invocable'] else '  (by name only)'}  {r['description'][:60]}" for r in d["rows"]
+        f"{'' if r['model_invocable'] else '  (by name only)'}{'  (expired)' if r['expired'] else ''}"
+        f"  {r['description'][:60]}" for r in d["rows"]
     ) or "(no imported skills)")
 
 
@@ -170,6 +176,40 @@ def _render_cache(data: dict) -> str:
               for s in data["skills"]]
     lines.append(f"{'(no skill)':24} {data['other_states']:>4} states {data['other_bytes']:>14,} B")
     return "\n".join(lines)
+
+
+@skills.command("expire")
+@click.argument("name")
+@click.option("--at", "at", default=None, metavar="WHEN",
+              help="The new expiry: an ISO 8601 time, UTC unless it says otherwise, or a duration from now (30d, 12h).")
+@click.option("--never", is_flag=True, help="Remove the expiry: it is kept and offered again.")
+@json_option
+@click.pass_context
+def expire(ctx, name, at, never, as_json) -> None:
+    """Set or remove the expiry of skill NAME, or of a manual or solution (a block's name or id).
+
+    After its expiry it is hidden: never routed to, never answered from, listed only with
+    --all; it is kept until `skills prune` or `skills rm` / `rm` removes it."""
+    if (at is None) == (not never):
+        raise click.UsageError("give --at WHEN or --never")
+    emit(open_memory(ctx).expire(name, None if never else at).as_dict(), as_json, _render_expiry)
+
+
+@skills.command("prune")
+@json_option
+@click.pass_context
+def prune(ctx, as_json) -> None:
+    """Remove every skill, manual and solution whose expiry has passed (skills with their blocks)."""
+    removed = open_memory(ctx).prune_expired()
+    emit({"removed": [r.as_dict() for r in removed]}, as_json, lambda d: "\n".join(
+        f"removed {r['kind']:8} {r['name']} (expired at {r['expires_at']})" for r in d["removed"])
+        or "nothing has expired")
+
+
+def _render_expiry(data: dict) -> str:
+    if data["expires_at"] is None:
+        return f"{data['kind']} {data['name']}: no expiry"
+    return f"{data['kind']} {data['name']}: {'expired' if data['expired'] else 'expires'} at {data['expires_at']}"
 
 
 @skills.command("rm")

@@ -90,6 +90,7 @@ class Block(BaseModel):
     verifier_output_sha256: Optional[str] = None
     verify_seconds: Optional[float] = None
     blake3: Optional[str] = None
+    expires_at: Optional[str] = None  # hidden after it (catalog migration 19, :mod:`skillgraft.core.expiry`)
 
     @property
     def text_only(self) -> bool:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 from ..errors import ContextOverflowError, InputError
+from . import telemetry
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from .chat_layout import block_tokens, chat_tokens, continuation, skill_prompt
 from .recall import Recall
@@ -295,6 +296,7 @@ class AnswerPipeline:
 
     def _end(self, plan: AnswerPlan, note: AnswerNote, reason: str, steps, n_prompt: int, timings: Timings) -> AnswerEnd:
         end = AnswerEnd(reason, len(steps), n_prompt, tuple(steps), timings)
+        telemetry.answered(getattr(self.engine, "model_name", ""), plan.chat, note, end)
         if self.record is not None:
             self.record(plan, note, end)
         return end

@@ -40,6 +40,8 @@ class Memory(Protocol):
 
     def get(self, ref: str) -> Block: ...
 
+    def live(self, block: Block) -> Block: ...
+
     def store_of(self, block: Block) -> Any: ...
 
     def recall(self, query: str) -> Recall: ...
@@ -120,8 +122,8 @@ class SkillRecall(BaseModel):
 
 def skill_text(memory: Memory, ref: str) -> SkillText:
     """The text of the skill ``ref`` (id, id prefix, name or a solution's question);
-    :class:`~skillgraft.errors.BlockNotFoundError` when there is none."""
-    return _text_of(memory, memory.get(ref))
+    :class:`~skillgraft.errors.BlockNotFoundError` when there is none (or it expired)."""
+    return _text_of(memory, memory.live(memory.get(ref)))
 
 
 def recall_text(memory: Memory, query: str) -> SkillRecall:

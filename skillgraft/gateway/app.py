@@ -43,7 +43,7 @@ from ..deposit_policy import DepositPolicy
 from .access import ApiError, guard, json_error
 from .keys import LOCAL, ApiKeys, Principal
 from ..inspector import mount_inspector
-from .inspector_source import GatewaySource
+from .inspector_source import GatewaySource, viewer_of
 from .feedback_api import add_feedback_routes
 from .pool import NoSlotError
 from .schemas import ChatCompletionRequest, NewSkill
@@ -280,12 +280,12 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         if skill.kind == "manual":
             block = await holding_slot(
                 lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
-                                           capture=skill.capture)
+                                           capture=skill.capture, expires=skill.expires_at)
             )
         else:
             block = await holding_slot(
                 lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
-                                             examples=skill.examples)
+                                             examples=skill.examples, expires=skill.expires_at)
             )
         return served(block)
 
@@ -312,7 +312,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         block = await in_thread((await tenant_of(request)).delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}
 
-    mount_inspector(app, GatewaySource(gateway), api_key=keys.inspector_key())
+    mount_inspector(app, GatewaySource(gateway, keys.namespaces()), api_key=keys.inspector_key(),
+                    viewers=viewer_of(keys) if keys.tenants else None)  # a namespace's key sees its namespace
     register_skill_routes(app, tenant_of, in_thread)
     return guard(app, keys=keys, allowed_hosts=allowed_hosts, deposits=deposits)
 

@@ -85,6 +85,10 @@ class ApiKeys:
                 found = principal
         return found
 
+    def namespaces(self) -> frozenset:
+        """The namespaces the keys stand for (admin keys' aside)."""
+        return frozenset(p.namespace for p in self._keys.values() if not p.admin)
+
     def inspector_key(self) -> Optional[str]:
         """The key the inspector's sign-in takes: the first admin key; None without keys (then
         it is loopback's); with keys but no admin key, one nobody holds (it stays locked)."""

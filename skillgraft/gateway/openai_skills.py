@@ -10,12 +10,15 @@ The routes (writes are deposits, :mod:`.access`):
   (``/v1/skillgraft/skills``), kept here for the clients that send it.
 - ``GET /v1/skills`` (``after``, ``limit`` 1-100, default 20, ``order`` ``asc``/``desc`` by
   creation, default ``desc``): a cursor page (``has_more``, ``first_id``, ``last_id``).
-- ``GET``/``DELETE /v1/skills/{id}``; ``POST /v1/skills/{id}`` with ``{"default_version"}``.
+- ``GET``/``DELETE /v1/skills/{id}``; ``POST /v1/skills/{id}`` with ``{"default_version"}`` and/or
+  ``{"expires_at"}`` (an ISO 8601 time or a duration such as ``30d``; null removes it).
 - ``GET /v1/skills/{id}/content``: the default version's files as a zip (one top-level folder).
 - ``POST``/``GET /v1/skills/{id}/versions`` (``default``: make it the default, true unless
   ``false``; an upload equal to a stored version is that version), ``GET``/``DELETE
   /v1/skills/{id}/versions/{version}`` and its ``/content``.
 
+An upload may carry the form field ``expires_at`` too. A skill past its expiry is hidden like a
+missing one (listed, read and routed to by no one) but for changing, versioning or deleting it.
 Uploads are checked by :mod:`.uploads` and imported by :class:`.skill_shelf.SkillShelf`; a
 refused upload is a 400 (413 past a size or count bound, 409 for a taken name), never a 500.
 """
@@ -37,9 +40,10 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import UploadFile
 
-from ..errors import SkillFolderError, SkillNotFoundError, SkillUploadError
+from ..core.expiry import expiry_time
+from ..errors import ExpiryError, SkillFolderError, SkillNotFoundError, SkillUploadError
 from .access import ApiError
-from .schemas import NewSkill
+from .schemas import ExpiryText, NewSkill
 from .skill_shelf import SkillShelf
 from .uploads import MAX_UPLOAD_FILES, read_upload
 
@@ -91,7 +95,8 @@ def skill_object(versions: list) -> dict:
     default = next((r for r in versions if r.version == r.default_version), versions[-1])
     return {"id": skill_id(default.name), "object": "skill", "name": default.name, "description": default.description,
             "default_version": str(default.default_version), "latest_version": str(max(default.versions)),
-            "created_at": _unix(versions[0].created_at)}
+            "created_at": _unix(versions[0].created_at),
+            "expires_at": _unix(default.expires_at) if default.expires_at else None}
 
 
 def page(items: list[dict], *, after: Optional[str], limit: int, order: str, sort_key) -> dict:
@@ -142,11 +147,12 @@ def _version_number(text: Union[str, int], param: str) -> int:
 
 
 class UpdateSkill(BaseModel):
-    """``POST /v1/skills/{id}``: the version to make the default."""
+    """``POST /v1/skills/{id}``: the version to make the default, and/or the skill's expiry (null: none)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    default_version: Union[str, int]
+    default_version: Optional[Union[str, int]] = None
+    expires_at: Optional[ExpiryText] = None
 
 
 async def _uploaded(request: Request) -> tuple[list[tuple[str, bytes]], dict]:
@@ -178,8 +184,8 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     async def shelf_of(request: Request) -> SkillShelf:
         return SkillShelf(await tenant_of(request))
 
-    def name_of(shelf: SkillShelf, sid: str) -> str:
-        for name in shelf.names():
+    def name_of(shelf: SkillShelf, sid: str, include_expired: bool = False) -> str:
+        for name in shelf.names(include_expired=include_expired):
             if skill_id(name) == sid:
                 return name
         raise SkillNotFoundError(sid)
@@ -187,9 +193,9 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     def described(shelf: SkillShelf, sid: str) -> dict:
         return skill_object(shelf.versions(name_of(shelf, sid)))
 
-    def add(shelf: SkillShelf, parts, skill: Optional[str], default: bool) -> tuple[str, int]:
+    def add(shelf: SkillShelf, parts, skill: Optional[str], default: bool, expires: Optional[str]) -> tuple[str, int]:
         try:
-            return shelf.add(read_upload(parts), skill=skill, default=default)
+            return shelf.add(read_upload(parts), skill=skill, default=default, expires=expires)
         except SkillFolderError as exc:
             raise upload_error(exc) from None
 
@@ -203,9 +209,9 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
                     raise RequestValidationError(exc.errors()) from None
                 raise ApiError(400, f"the body is not JSON ({exc})") from None
             return JSONResponse(jsonable_encoder(await deposit(skill, request)), status_code=201)
-        parts, _ = await _uploaded(request)
+        parts, fields = await _uploaded(request)
         shelf = await shelf_of(request)
-        name, _ = await holding_slot(add, shelf, parts, None, True)
+        name, _ = await holding_slot(add, shelf, parts, None, True, fields.get("expires_at"))
         return await in_thread(lambda: skill_object(shelf.versions(name)))
 
     @app.get("/v1/skills")
@@ -227,14 +233,25 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     @app.post("/v1/skills/{sid:skill_id}")
     async def update_skill(request: Request, sid: str, body: UpdateSkill):
         shelf = await shelf_of(request)
-        version = _version_number(body.default_version, "default_version")
-        await in_thread(lambda: shelf.set_default(name_of(shelf, sid), version))
-        return await in_thread(described, shelf, sid)
+        if not body.model_fields_set:
+            raise ApiError(400, "give default_version, expires_at or both", param="default_version")
+        if body.expires_at is not None:
+            try:
+                expiry_time(body.expires_at)  # checked before anything changes
+            except ExpiryError as exc:
+                raise ApiError(400, str(exc), param="expires_at") from None
+        name = await in_thread(name_of, shelf, sid, True)
+        if "default_version" in body.model_fields_set:
+            version = _version_number(body.default_version, "default_version")
+            await in_thread(shelf.set_default, name, version)
+        if "expires_at" in body.model_fields_set:
+            await in_thread(shelf.expire, name, body.expires_at)
+        return await in_thread(lambda: skill_object(shelf.versions(name)))
 
     @app.delete("/v1/skills/{sid:skill_id}")
     async def delete_skill(request: Request, sid: str):
         shelf = await shelf_of(request)
-        await in_thread(lambda: shelf.remove(name_of(shelf, sid)))
+        await in_thread(lambda: shelf.remove(name_of(shelf, sid, True)))
         return {"id": sid, "object": "skill.deleted", "deleted": True}
 
     @app.get("/v1/skills/{sid:skill_id}/content")
@@ -245,10 +262,10 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     @app.post("/v1/skills/{sid:skill_id}/versions")
     async def create_version(request: Request, sid: str):
         shelf = await shelf_of(request)
-        name = await in_thread(name_of, shelf, sid)
+        name = await in_thread(name_of, shelf, sid, True)
         parts, fields = await _uploaded(request)
         default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
-        _, version = await holding_slot(add, shelf, parts, name, default)
+        _, version = await holding_slot(add, shelf, parts, name, default, fields.get("expires_at"))
         return version_object(await in_thread(shelf.skill, name, version))
 
     @app.get("/v1/skills/{sid:skill_id}/versions")
@@ -271,7 +288,7 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
     async def delete_version(request: Request, sid: str, version: str):
         shelf = await shelf_of(request)
         number = _version_number(version, "version")
-        name = await in_thread(name_of, shelf, sid)
+        name = await in_thread(name_of, shelf, sid, True)
         await in_thread(shelf.remove, name, number)
         return {"id": version_id(name, number), "object": "skill.version.deleted", "deleted": True,
                 "version": str(number)}

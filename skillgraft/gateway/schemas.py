@@ -14,6 +14,8 @@ MAX_MESSAGES = 256
 MAX_TEXT_CHARS = 200_000
 MAX_STOP_STRINGS = 4
 MAX_CHOICES = 8
+# An expiry as a request gives it: an ISO 8601 time or a duration from now (skillgraft.core.expiry checks it).
+ExpiryText = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class TextPart(BaseModel):
@@ -257,6 +259,7 @@ class ManualSkill(BaseModel):
     description: Annotated[str, Field(max_length=2_000)] = ""
     examples: Annotated[list[Annotated[str, Field(max_length=2_000)]], Field(max_length=64)] = []
     capture: bool = True  # false: stored as text, its cells made on first use after the app's prompt
+    expires_at: Optional[ExpiryText] = None
 
 
 class SolutionSkill(BaseModel):
@@ -270,6 +273,7 @@ class SolutionSkill(BaseModel):
     method: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
     name: Optional[Annotated[str, Field(min_length=1, max_length=200)]] = None
     examples: Annotated[list[Annotated[str, Field(max_length=2_000)]], Field(max_length=64)] = []
+    expires_at: Optional[ExpiryText] = None
 
 
 NewSkill = Annotated[Union[ManualSkill, SolutionSkill], Field(discriminator="kind")]

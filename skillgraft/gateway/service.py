@@ -222,15 +222,17 @@ class Gateway:
             return self.memory.list(kind)
 
     def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = (),
-                   capture: bool = True) -> Block:
+                   capture: bool = True, expires: Optional[str] = None) -> Block:
         with self.writer_lock:
-            return self.writer.add_manual(name, text, description=description, examples=examples, capture=capture)
+            return self.writer.add_manual(name, text, description=description, examples=examples, capture=capture,
+                                          expires=expires)
 
     def add_solution(self, question: str, answer: str, method: str, *, name: Optional[str] = None,
-                     examples: Sequence[str] = ()) -> Block:
+                     examples: Sequence[str] = (), expires: Optional[str] = None) -> Block:
         """Verify by running ``method`` here (the python verifier): nothing from the request is trusted."""
         with self.writer_lock:
-            return self.writer.add_solution(question, answer, method=method, verifier="python", name=name, examples=examples)
+            return self.writer.add_solution(question, answer, method=method, verifier="python", name=name, examples=examples,
+                                            expires=expires)
 
     def delete_skill(self, ref: str) -> Block:
         with self.writer_lock:

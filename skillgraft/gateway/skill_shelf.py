@@ -26,9 +26,12 @@ class SkillShelf:
     def __init__(self, gateway) -> None:
         self.gateway = gateway
 
-    def names(self) -> list[str]:
+    def names(self, *, include_expired: bool = False) -> list[str]:
+        """The names of the imported skills; those past their expiry only with ``include_expired``."""
         with self.gateway.memory_lock:
-            return self.gateway.memory.store.skill_names()
+            memory = self.gateway.memory
+            hidden = set() if include_expired else memory.hidden_skills()
+            return [name for name in memory.store.skill_names() if name not in hidden]
 
     def skill(self, name: str, version: Optional[int] = None):
         """The :class:`~skillgraft.memory.skills.SkillRecord` of a version (the default by default)."""
@@ -45,11 +48,12 @@ class SkillShelf:
         with self.gateway.memory_lock:
             return self.gateway.memory.skill_contents(name, version)
 
-    def add(self, upload: SkillUpload, *, skill: Optional[str] = None, default: bool = True) -> tuple[str, int]:
+    def add(self, upload: SkillUpload, *, skill: Optional[str] = None, default: bool = True,
+            expires: Optional[str] = None) -> tuple[str, int]:
         """Import ``upload``: a new skill when ``skill`` is None (its name must be free), else a
         new version of ``skill`` (the upload must carry that name), made the default unless
-        ``default`` is false. An upload equal to a stored version is that version. Returns the
-        skill's name and the version's number."""
+        ``default`` is false; ``expires`` given sets the skill's expiry. An upload equal to a
+        stored version is that version. Returns the skill's name and the version's number."""
         name = uploaded_name(upload)
         writer = self.gateway.writer
         with self.gateway.writer_lock:
@@ -62,7 +66,7 @@ class SkillShelf:
             before = writer.store.skill_default(name) if held else None
             with tempfile.TemporaryDirectory(prefix="skillgraft-upload-") as temp:
                 folder = write_upload(upload, temp, upload.folder or name)
-                report = writer.import_skills([folder], origin=f"upload:{uuid.uuid4().hex[:12]}")
+                report = writer.import_skills([folder], origin=f"upload:{uuid.uuid4().hex[:12]}", expires=expires)
             if report.skipped:
                 raise SkillFolderError(upload.folder or name, report.skipped[0]["reason"])
             if report.imported:
@@ -80,6 +84,11 @@ class SkillShelf:
     def set_default(self, name: str, version: int):
         with self.gateway.writer_lock:
             return self.gateway.writer.set_default_skill_version(name, version)
+
+    def expire(self, name: str, at: Optional[str]) -> None:
+        """Set skill ``name``'s expiry (None: none)."""
+        with self.gateway.writer_lock:
+            self.gateway.writer.expire(name, at)
 
     def remove(self, name: str, version: Optional[int] = None) -> list[str]:
         """Remove one version of ``name``, or the whole skill; the ids of the blocks removed."""

@@ -24,8 +24,9 @@ def guards_itself(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
-def mount_inspector(app, source: InspectorSource, *, api_key: Optional[str] = None) -> None:
-    """Serve the inspector's pages for ``source`` under ``/ui`` of the FastAPI ``app``."""
+def mount_inspector(app, source: InspectorSource, *, api_key: Optional[str] = None, viewers=None) -> None:
+    """Serve the inspector's pages for ``source`` under ``/ui`` of the FastAPI ``app``; ``viewers``
+    says who holds a key (:class:`~.pages.Viewer`: a namespace's key sees that namespace)."""
     from .pages import inspector_router
 
-    app.include_router(inspector_router(source, api_key=api_key))
+    app.include_router(inspector_router(source, api_key=api_key, viewers=viewers))

@@ -3,6 +3,8 @@
 With an API key every page but the sign-in form needs the key: as ``Authorization: Bearer``
 or as the session cookie the sign-in form sets (a random token of that sign-in, never the
 key; signing out revokes it, and at most :data:`MAX_SESSIONS` live for :data:`SESSION_S`).
+Who holds the key (a :class:`Viewer`) chooses what is shown: an admin the source's own memory
+(or, with ``?namespace=NAME``, that namespace's), anyone else their namespace's memory only.
 Without a key the app around it accepts loopback hosts only. Responses forbid scripts,
 framing and any asset from elsewhere (CSP), and every redirect is relative: a foreign
 ``Host`` header is never sent back as a place to go.
@@ -14,6 +16,7 @@ import hmac
 import secrets
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from typing import Callable, Optional
@@ -78,38 +81,60 @@ def _environment() -> Environment:
     return env
 
 
-class Access:
-    """Who may see the pages: anyone (no API key) or holders of the key or of a session cookie."""
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking: ``namespace`` None for the source's own memory; only an ``admin`` may pick another."""
 
-    def __init__(self, api_key: Optional[str], clock=time.monotonic) -> None:
+    namespace: Optional[str] = None
+    admin: bool = True
+
+
+Viewers = Callable[[str], Optional[Viewer]]  # who holds a key (None: nobody it opens the pages to)
+
+
+class Access:
+    """Who may see the pages: anyone (no API key) or holders of a key (the API key, or one
+    ``viewers`` knows) or of a session cookie, each as the :class:`Viewer` the key is."""
+
+    def __init__(self, api_key: Optional[str], clock=time.monotonic, viewers: Optional[Viewers] = None) -> None:
         self.api_key, self.clock = api_key, clock
-        self._sessions: dict[str, float] = {}  # token -> when it expires, oldest first
+        self.viewers = viewers or self._admin_key
+        self.locked = api_key is not None or viewers is not None
+        self._sessions: dict[str, tuple[float, Viewer]] = {}  # token -> (when it expires, who), oldest first
         self._lock = threading.Lock()
 
-    def granted(self, request: Request) -> bool:
-        if self.api_key is None:
-            return True
-        bearer = request.headers.get("authorization", "").encode()
-        if hmac.compare_digest(bearer, f"Bearer {self.api_key}".encode()):
-            return True
+    def _admin_key(self, given: str) -> Optional[Viewer]:
+        if self.api_key is not None and hmac.compare_digest(given.encode(), self.api_key.encode()):
+            return Viewer()
+        return None
+
+    def granted(self, request: Request) -> Optional[Viewer]:
+        """Who ``request`` is (None: not let in)."""
+        if not self.locked:
+            return Viewer()
+        bearer = request.headers.get("authorization", "")
+        if bearer.startswith("Bearer ") and len(bearer) <= MAX_KEY_CHARS:
+            found = self.viewers(bearer[len("Bearer "):])
+            if found is not None:
+                return found
         token = request.cookies.get(COOKIE, "")
         with self._lock:
-            expires = self._sessions.get(token) if token else None
-            if expires is not None and expires < self.clock():
+            session = self._sessions.get(token) if token else None
+            if session is not None and session[0] < self.clock():
                 del self._sessions[token]
-                expires = None
-        return expires is not None
+                session = None
+        return session[1] if session is not None else None
 
-    def key_matches(self, given: str) -> bool:
-        return self.api_key is not None and hmac.compare_digest(given.encode(), self.api_key.encode())
+    def key_matches(self, given: str) -> Optional[Viewer]:
+        return self.viewers(given) if self.locked else None
 
-    def open_session(self) -> str:
-        """A fresh session token (the sign-in cookie)."""
+    def open_session(self, viewer: Viewer = Viewer()) -> str:
+        """A fresh session token (the sign-in cookie) for ``viewer``."""
         token = secrets.token_urlsafe(32)
         with self._lock:
             while len(self._sessions) >= MAX_SESSIONS:
                 del self._sessions[next(iter(self._sessions))]
-            self._sessions[token] = self.clock() + SESSION_S
+            self._sessions[token] = (self.clock() + SESSION_S, viewer)
         return token
 
     def close_session(self, token: str) -> None:
@@ -125,51 +150,60 @@ def _status_of(exc: SkillgraftError) -> int:
     return 503 if isinstance(exc, StoreError) else 500
 
 
-def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) -> APIRouter:
-    """The ``/ui`` pages over ``source``."""
+def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None,
+                     viewers: Optional[Viewers] = None) -> APIRouter:
+    """The ``/ui`` pages over ``source``, or over the namespace of who signed in (``viewers``)."""
     router = APIRouter(prefix=PREFIX)
     env = _environment()
-    access = Access(api_key)
+    access = Access(api_key, viewers=viewers)
     static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
 
     def html(template: str, status: int = 200, **context) -> HTMLResponse:
-        body = env.get_template(template).render(locked=api_key is not None, **context)
+        body = env.get_template(template).render(locked=access.locked, **context)
         return HTMLResponse(body, status_code=status, headers=HEADERS)
 
     def login(status: int, refused: bool = False) -> HTMLResponse:
         return html("login.html", status, refused=refused, title="Sign in", bare=True)
 
-    async def page(request: Request, template: str, build: Callable[[], dict], **context) -> Response:
-        if not access.granted(request):
+    def shown(viewer: Viewer, request: Request) -> InspectorSource:
+        """What ``viewer`` sees: their namespace's memory; an admin the source's, or the one picked."""
+        picked = request.query_params.get("namespace") if viewer.admin else None
+        name = picked or viewer.namespace
+        return source if name is None else source.namespace(name)
+
+    async def page(request: Request, template: str, build: Callable[[InspectorSource], dict], **context) -> Response:
+        viewer = access.granted(request)
+        if viewer is None:
             return login(401)
         try:
-            found = await run_in_threadpool(build)
+            found = await run_in_threadpool(lambda: build(shown(viewer, request)))
         except SkillgraftError as exc:
             return html("error.html", _status_of(exc), error=str(exc), **{**context, "title": "Error"})
         return html(template, **context, **found)
 
     @router.get("", response_class=HTMLResponse)
     async def skills(request: Request, q: str = "", sort: str = "created", order: str = "asc"):
-        def build() -> dict:
-            with source.reading() as store:
-                rows = views.skill_rows(store, search=q, sort=sort, descending=order == "desc")
-                total = len(store)
+        def build(source: InspectorSource) -> dict:
+            with source.reading_all() as stores:  # a namespace's own skills, then the base's
+                rows = [row for store in stores
+                        for row in views.skill_rows(store, search=q, sort=sort, descending=order == "desc")]
+                total = sum(len(store) for store in stores)
             return {"rows": rows, "total": total}
 
         return await page(request, "skills.html", build, title="Skills", q=q, sort=sort, order=order, sorts=list(views.SORTS))
 
     @router.get("/skills/{ref}", response_class=HTMLResponse)
     async def skill(request: Request, ref: str):
-        def build() -> dict:
-            with source.reading() as store:
-                detail = views.skill_detail(store, ref)
+        def build(source: InspectorSource) -> dict:
+            with source.reading_all() as stores:
+                detail = views.skill_detail(stores, ref)
             return {"skill": detail, "triggers": views.skill_triggers(source, detail.imported.name) if detail.imported else None}
 
         return await page(request, "skill.html", build, title="Skill")
 
     @router.get("/decisions", response_class=HTMLResponse)
     async def decisions(request: Request):
-        def build() -> dict:
+        def build(source: InspectorSource) -> dict:
             with source.reading() as store:
                 stats = views.decision_stats(store)
             return {"stats": stats, **_decision_plots(stats)}
@@ -178,12 +212,12 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
 
     @router.get("/route", response_class=HTMLResponse)
     async def route(request: Request, q: str = ""):
-        def build() -> dict:
+        def build(source: InspectorSource) -> dict:
             if not q.strip():
                 return {"result": None}
             recall = source.recall(q)
-            with source.reading() as store:
-                result = views.route_view(store, q, recall)
+            with source.reading_all() as stores:
+                result = views.route_view(stores, q, recall)
             rows = [(c.name, c.score, c.block_id == recall.block_id) for c in result.candidates]
             plot = plots.score_bars("candidate scores", rows, recall.threshold) if rows else ""
             return {"result": result, "plot": Markup(plot)}
@@ -192,11 +226,11 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
 
     @router.get("/cache", response_class=HTMLResponse)
     async def cache(request: Request):
-        return await page(request, "cache.html", lambda: {"cache": source.cache()}, title="Cache")
+        return await page(request, "cache.html", lambda source: {"cache": source.cache()}, title="Cache")
 
     @router.get("/health", response_class=HTMLResponse)
     async def health(request: Request):
-        def build() -> dict:
+        def build(source: InspectorSource) -> dict:
             with source.checking() as store:
                 return {"health": views.health(store)}
 
@@ -204,11 +238,11 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
 
     @router.get("/runtime", response_class=HTMLResponse)
     async def runtime(request: Request):
-        return await page(request, "runtime.html", lambda: {"runtime": source.runtime()}, title="Runtime")
+        return await page(request, "runtime.html", lambda source: {"runtime": source.runtime()}, title="Runtime")
 
     @router.get("/login", response_class=HTMLResponse)
     async def login_form(request: Request):
-        if api_key is None or access.granted(request):
+        if not access.locked or access.granted(request) is not None:
             return RedirectResponse(PREFIX, status_code=303)
         return login(200)
 
@@ -219,10 +253,11 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None) 
         except ValueError:  # more fields than the form has
             return login(400, refused=True)
         given = (form.get("key") or [""])[0][:MAX_KEY_CHARS]
-        if not access.key_matches(given):
+        viewer = access.key_matches(given)
+        if viewer is None:
             return login(401, refused=True)
         response = RedirectResponse(PREFIX, status_code=303, headers=HEADERS)
-        response.set_cookie(COOKIE, access.open_session(), path=PREFIX, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, access.open_session(viewer), path=PREFIX, httponly=True, samesite="strict")
         return response
 
     @router.post("/logout")

@@ -1,8 +1,10 @@
 """Where the inspector reads from: a running gateway, or a local store (``skillgraft ui``).
 
-A source hands the page its store under the lock that store's connection needs, asks the
-memory for a routing decision (``recall(query, log=False)``: nothing generated, nothing
-written) and describes the runtime. The page itself never writes.
+A source hands the page its store under the lock that store's connection needs (and, for a
+namespace's memory, the base it reads after its own), asks the memory for a routing decision
+(``recall(query, log=False)``: nothing generated, nothing written) and describes the runtime;
+``namespace(name)`` is the source of another namespace's memory (a gateway's; a local store
+shows its own only). The page itself never writes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ContextManager, Iterator, Optional, Protocol
+
+from ..errors import InputError
 
 if TYPE_CHECKING:
     from ..core.recall import Recall
@@ -43,6 +47,12 @@ class InspectorSource(Protocol):
     def reading(self) -> ContextManager["BlockStore"]:
         """The store, held for the reads of one page."""
 
+    def reading_all(self) -> ContextManager[list]:
+        """The stores the memory reads, its own first, then (for a namespace) the base."""
+
+    def namespace(self, name: str) -> "InspectorSource":
+        """The source of namespace ``name``'s memory (:class:`InputError` where there is none to show)."""
+
     def checking(self) -> ContextManager["BlockStore"]:
         """The store to run a (long) check on."""
 
@@ -54,6 +64,11 @@ class InspectorSource(Protocol):
 
     def cache(self) -> "CacheReport":
         """The derived-state cache: its budget, use and pins, by skill."""
+
+
+def stores_of(memory: "SkillMemory") -> list:
+    """The stores ``memory`` reads: its own, then the base a namespace reads."""
+    return [memory.store] + ([memory.base] if memory.base is not None else [])
 
 
 def stored_fingerprints(store: "BlockStore") -> dict[str, int]:
@@ -76,6 +91,17 @@ class LocalSource:
             yield self.memory.store
 
     checking = reading
+
+    @contextmanager
+    def reading_all(self) -> Iterator[list]:
+        with self.lock:
+            yield stores_of(self.memory)
+
+    def namespace(self, name: str) -> "LocalSource":
+        if name != self.memory.namespace:
+            raise InputError(f"this inspector shows namespace {self.memory.namespace!r} only "
+                             f"(skillgraft ui --namespace {name} shows that one)")
+        return self
 
     def recall(self, query: str) -> "Recall":
         with self.lock:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from ..core.blocks import Block
-from ..errors import InputError
+from ..core.expiry import expired
+from ..errors import BlockNotFoundError, InputError
 from ..memory.skill_evals import SkillTriggerScore, score_triggers, skill_eval_queries
 from ..store.ledger import BlockUse, LedgerRow
 
@@ -56,11 +57,13 @@ class SkillRow:
     status: str
     uses: int = 0
     last_use: Optional[str] = None
+    expired: bool = False  # past its expiry, or its skill's: hidden from routing and listings
 
     @classmethod
-    def of(cls, block: Block, use: Optional[BlockUse]) -> "SkillRow":
+    def of(cls, block: Block, use: Optional[BlockUse], expired: bool = False) -> "SkillRow":
         return cls(block.id, block.name, block.kind, block.description or block.question or "", block.n_tokens,
-                   block.n_bytes, block.created_at, block.status, use.uses if use else 0, use.last_use if use else None)
+                   block.n_bytes, block.created_at, block.status, use.uses if use else 0, use.last_use if use else None,
+                   expired)
 
 
 def skill_rows(store: "BlockStore", *, search: str = "", sort: str = "created", descending: bool = False) -> list[SkillRow]:
@@ -69,7 +72,10 @@ def skill_rows(store: "BlockStore", *, search: str = "", sort: str = "created", 
     if sort not in SORTS:
         raise InputError(f"sort must be one of {', '.join(SORTS)}, got {sort[:40]!r}")
     uses = store.block_uses()
-    rows = [SkillRow.of(block, uses.get(block.id)) for block in store.blocks()]
+    gone = store.deadlines(()).passed()  # the skills past their expiry
+    skill_of = store.skill_routing()[0] if gone else {}
+    rows = [SkillRow.of(block, uses.get(block.id), expired(block.expires_at) or skill_of.get(block.id) in gone)
+            for block in store.blocks()]
     needle = search.strip().casefold()
     if needle:
         rows = [r for r in rows if needle in f"{r.name}\n{r.description}\n{r.id}".casefold()]
@@ -125,9 +131,16 @@ class SkillDetail:
         return self.keys.get("example", [])
 
 
-def skill_detail(store: "BlockStore", ref: str) -> SkillDetail:
-    """The skill ``ref`` names (id, unique id prefix or name), or :class:`BlockNotFoundError`."""
-    block = store.get(ref)
+def skill_detail(stores: list, ref: str) -> SkillDetail:
+    """The skill ``ref`` names (id, unique id prefix or name) in the first of ``stores`` holding
+    it, or :class:`BlockNotFoundError`."""
+    for store in stores:
+        try:
+            block = store.get(ref)
+            break
+        except BlockNotFoundError:
+            if store is stores[-1]:
+                raise
     keys: dict[str, list[str]] = {}
     for key in store.routing_keys(block.id):
         keys.setdefault(key["kind"], []).append(key["text"])
@@ -256,8 +269,8 @@ class RouteView:
     candidates: list[Candidate]
 
 
-def route_view(store: "BlockStore", query: str, recall: "Recall") -> RouteView:
-    names = {block.id: block for block in store.blocks()}
+def route_view(stores: list, query: str, recall: "Recall") -> RouteView:
+    names = {block.id: block for store in reversed(stores) for block in store.blocks()}
     candidates = []
     for block_id, score in recall.candidates:
         block = names.get(block_id)

@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 
 from ..core.blocks import Block, solution_text
 from ..core.chat_layout import block_tokens
+from ..core import telemetry
+from ..core.expiry import Expiry
 from ..core.questions import normalize_question, question_sha256
 from ..core.sha import ID_LIKE
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text
@@ -20,6 +22,7 @@ from ..errors import BlockNotFoundError, ConflictError, ContextOverflowError, Du
 from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
 from ..verify.verifiers import make_verifier
 from ..store.ledger import LedgerEvent
+from .expiry import expiry_of
 
 # A block must leave this many tokens of the context free for the question and the answer.
 QUERY_ROOM_TOKENS = 256
@@ -107,7 +110,7 @@ class Deposits:
 
     def add_manual(
         self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None,
-        capture: bool = True,
+        capture: bool = True, expires: Optional[Expiry] = None,
     ) -> Block:
         """Capture a skill manual as a block and make it routable by its name, description,
         examples and its own sentences; with ``capture`` False store it as a text block instead
@@ -117,11 +120,18 @@ class Deposits:
         A name already taken raises :class:`NameTakenError` and a text already stored under
         another name :class:`DuplicateBlockError`, both before anything is captured; the same
         text under the same name returns the stored block. ``progress(done, total)`` is
-        called as the manual's tokens are prefilled.
+        called as the manual's tokens are prefilled. ``expires`` (a time, a duration from now,
+        or a text naming either: :mod:`skillgraft.core.expiry`) hides the block after it.
         """
         name = clean_name(name)
         self._not_a_question(name)
         examples = clean_keys(description, examples)
+        stamp = expiry_of(expires)
+        block = telemetry.deposited(self.namespace, lambda: self._manual(name, text, description, examples, progress,
+                                                                         capture), _named, text=text)
+        return block if expires is None else self.store.set_block_expiry(block, stamp)
+
+    def _manual(self, name: str, text: str, description: str, examples: list, progress, capture: bool) -> Block:
         block = self._capture(name, "manual", text, description, None, progress) if capture \
             else self._text_manual(name, text, description)
         self._add_keys(block, name=True, description=description, examples=examples, manual=text)
@@ -147,13 +157,21 @@ class Deposits:
         expected: Optional[str] = None,
         name: Optional[str] = None,
         examples: Sequence[str] = (),
+        expires: Optional[Expiry] = None,
     ) -> Block:
         """Verify a solution and deposit it; unverified or failing solutions are never stored.
 
         ``verifier`` is ``"python"``, ``"exact"``, ``"numeric"``, a :class:`Verifier` or a
         callable ``(question, answer, method) -> bool``; ``exact`` and ``numeric`` compare
-        with ``expected`` (the ground truth).
+        with ``expected`` (the ground truth). ``expires`` as for :meth:`add_manual` (given, it
+        is also set on the solution already stored for the question).
         """
+        stamp = expiry_of(expires)
+        block = telemetry.deposited(self.namespace, lambda: self._add_solution(
+            question, answer, method, verifier, expected, name, examples), _named, text=f"{question}\n{answer}")
+        return block if expires is None else self.store.set_block_expiry(block, stamp)
+
+    def _add_solution(self, question, answer, method, verifier, expected, name, examples) -> Block:
         question = clean_query(question)
         if len(question) > MAX_QUERY_CHARS:
             raise InputError(f"the question is {len(question)} characters (at most {MAX_QUERY_CHARS})")
@@ -212,6 +230,10 @@ class Deposits:
         if taken.kind == "solution" and taken.status == "ok" and taken.question_key == key:
             return same_answer(taken)  # another writer stored this question between the two reads
         raise NameTakenError(name, taken.id)
+
+
+def _named(block: Block) -> list[str]:
+    return [block.name]
 
 
 def clean_name(name) -> str:

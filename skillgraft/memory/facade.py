@@ -13,7 +13,6 @@ mixed in; this module holds recall and answers.
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..core.blocks import Block
 from ..core.chat_layout import with_system
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
+from ..core import telemetry
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, chat_recall, forced_recall, near_miss, plan_answer
 from ..kv.prefixes import PrefixCache
@@ -133,6 +133,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         if embedder is not None and not isinstance(embedder, (str, Path)):
             embedder = choose_embedder(embedder)  # checked before the store is opened
         self.namespace = check_namespace(namespace)
+        telemetry.check()  # spans asked for without opentelemetry: a ConfigError now, not at the first recall
         home = Path(home or default_home()).expanduser()
         own_home = namespace_home(home, self.namespace)
         self.base: Optional[BlockStore] = open_base(home, self.namespace, catalog, blocks)  # None but for a namespace
@@ -221,17 +222,17 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         query = clean_query(query)
         if isinstance(earlier, (str, bytes)):
             raise InputError("earlier must be a list of the chat's earlier user turns, not one text")
-        started = time.perf_counter()
-        recall = chat_recall(PlanningView(self), [*earlier, query]) if earlier else self._recalled(query)
+        recall, took = telemetry.recalled(self.namespace, query, lambda: chat_recall(PlanningView(self), [*earlier, query])
+                                          if earlier else self._recalled(query))
         if log:
-            self._log("recall", query, recall, timings=Timings(recall_s=time.perf_counter() - started))
+            self._log("recall", query, recall, timings=Timings(recall_s=took))
         return recall
 
     def _recalled(self, query: str) -> Recall:
         """The recall of one clean query, alone: its verified answer, else :meth:`route`."""
         key = normalize_question(query)
         for store in self._stores():
-            matches = store.solutions_for(key)
+            matches = self._visible(store.solutions_for(key))  # an expired solution answers nothing
             if matches:
                 block = matches[0]
                 return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")
@@ -296,7 +297,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
             return recall
         if recall is not None:
             raise InputError("give a recall or a block to graft, not both")
-        block = block if isinstance(block, Block) else self.get(block)
+        block = self.live(block if isinstance(block, Block) else self.get(block))
         return forced_recall(block, self.router.threshold, f"block {block.name!r} named by the caller")
 
     def _forced(self, block: Union[Block, str], messages, options: AnswerOptions) -> Answer:

@@ -18,21 +18,28 @@ write lock of the database.
 A name is 1-64 of ``a-z``, ``0-9``, ``.``, ``_`` and ``-``, opening with a letter or digit
 (:data:`NAMESPACE`, the key file's rule): it cannot hold a path separator, open with a dot or
 leave the home. Anything else is a :class:`~skillgraft.errors.NamespaceError`.
+
+:func:`delete_namespace` deletes a namespace's store in a home: its folder, with its catalog,
+blocks, derived KV states, ledger and router index; the base and the other namespaces are left
+as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 from ..core.recall import Recall
-from ..errors import ConfigError, NamespaceError
+from ..errors import ConfigError, InputError, NamespaceError, StoreError
 
 __all__ = [
-    "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "better_recall", "catalog_schema", "check_namespace",
-    "namespace_backends", "namespace_home", "open_base",
+    "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "NamespaceDeletion", "better_recall", "catalog_schema",
+    "check_namespace", "delete_namespace", "namespace_backends", "namespace_home", "namespaces", "open_base",
 ]
 
 DEFAULT_NAMESPACE = "default"
@@ -111,3 +118,52 @@ def better_recall(own: Recall, base: Recall) -> Recall:
         return rank.get(recall.decision, 0), recall.score if recall.decision != "abstain" else 0.0
 
     return base if key(base) > key(own) else own
+
+
+def namespaces(home: Union[str, Path]) -> list[str]:
+    """The namespaces with a store in ``home``, by name (``default``, the home's own, aside)."""
+    folder = Path(home).expanduser() / NAMESPACES_FOLDER
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if NAMESPACE.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+
+
+@dataclass(frozen=True)
+class NamespaceDeletion:
+    """What :func:`delete_namespace` removed: the namespace's folder, its files and their bytes."""
+
+    namespace: str
+    folder: str
+    files: int
+    bytes: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def delete_namespace(home: Union[str, Path], namespace: str, catalog=None, blocks=None) -> NamespaceDeletion:
+    """Delete namespace ``namespace``'s store in ``home``: its folder, whatever it holds (catalog,
+    blocks, derived KV states, ledger, index). ``default`` (the home's own store, every namespace's
+    base) is never deleted; a home whose stores are shared (``catalog``/``blocks`` URLs, or the
+    environment's) is refused: its namespaces live in the database and the bucket."""
+    from ..store.backends import blocks_url, catalog_url
+
+    namespace = check_namespace(namespace)
+    if namespace == DEFAULT_NAMESPACE:
+        raise InputError("namespace 'default' is the home's own store, the base every namespace reads: it is not deleted")
+    if catalog_url(catalog) is not None or blocks_url(blocks) is not None:
+        raise ConfigError(f"namespace {namespace!r} lives in a shared store (a PostgreSQL schema, a blocks prefix): "
+                          "this command deletes namespaces of a home's own store only")
+    folder = namespace_home(home, namespace)
+    if folder.is_symlink() or not folder.is_dir():
+        raise StoreError(f"no namespace {namespace!r} in {Path(home).expanduser()}")
+    files = size = 0
+    for root, _, names in os.walk(folder):  # links are not followed: what they point to stays
+        for name in names:
+            files += 1
+            size += os.lstat(os.path.join(root, name)).st_size
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        raise StoreError(f"cannot delete namespace {namespace!r} ({folder}): {exc.strerror or exc}") from exc
+    return NamespaceDeletion(namespace, str(folder), files, size)

@@ -29,10 +29,13 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..core.blocks import block_id_for, text_sha256
+from ..core import telemetry
+from ..core.expiry import Expiry
 from ..core.progress import Progress
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
+from .expiry import expiry_of
 from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
 from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
 
@@ -74,16 +77,23 @@ class SkillImports:
 
     def import_skills(
         self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
-        origin: Optional[str] = None, keys: Optional[str] = None,
+        origin: Optional[str] = None, keys: Optional[str] = None, expires: Optional[Expiry] = None,
     ) -> SkillImportReport:
         """Import the skill folders at or under ``paths``; see the module's docstring.
 
         ``keys`` is the key policy of the body's parts (:data:`~.skill_plan.KEY_POLICIES`);
         None keeps each skill's recorded one (a new skill gets :data:`~.skill_plan.DEFAULT_KEY_POLICY`).
         ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
-        temp folder): such a skill is not compared with a folder on disk, nor updated from one."""
+        temp folder): such a skill is not compared with a folder on disk, nor updated from one.
+        ``expires`` (:mod:`skillgraft.core.expiry`) is set on every skill imported or found unchanged."""
         if keys is not None:
             key_policy(keys)
+        stamp = expiry_of(expires)
+        return telemetry.deposited(self.namespace, lambda: self._import_all(paths, prune, progress, origin, keys, stamp),
+                                   lambda report: [item.name for item in report.imported])
+
+    def _import_all(self, paths, prune: bool, progress, origin: Optional[str], keys: Optional[str],
+                    stamp: Optional[str]) -> SkillImportReport:
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         report = SkillImportReport()
@@ -97,6 +107,9 @@ class SkillImports:
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         self._sync_pins()  # a pinned skill's new default version is pinned too
+        if stamp is not None:
+            for name in [item.name for item in report.imported] + [item["name"] for item in report.unchanged]:
+                self.store.set_skill_expiry(name, stamp)
         return report
 
     def _import_path(

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence, Union
 
 from ..core.chat_layout import block_size
+from ..core.expiry import expired
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
@@ -53,13 +54,18 @@ class SkillRecord:
     warnings: list
     created_at: str = ""
     keys: str = EARLIER_KEY_POLICY  # the key policy the version was imported under
+    expires_at: Optional[str] = None  # the skill's expiry (every version's), None for none
 
     @property
     def n_tokens(self) -> int:
         return sum(part.n_tokens for part in self.parts)
 
+    @property
+    def expired(self) -> bool:
+        return expired(self.expires_at)
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "n_tokens": self.n_tokens}
+        return {**asdict(self), "n_tokens": self.n_tokens, "expired": self.expired}
 
 
 @dataclass
@@ -83,9 +89,11 @@ class SkillVerbs(SkillCache):
     ``export_skill``, ``skill_contents``, ``skill_changes``, the warms and (:class:`SkillCache`)
     the pins of a memory."""
 
-    def skills(self) -> list[SkillRecord]:
-        """The default version of every imported skill, by name."""
-        return [self.skill(name) for name in self.store.skill_names()]
+    def skills(self, *, include_expired: bool = False) -> list[SkillRecord]:
+        """The default version of every imported skill, by name; those past their expiry only
+        with ``include_expired``."""
+        hidden = set() if include_expired else self.hidden_skills()
+        return [self.skill(name) for name in self.store.skill_names() if name not in hidden]
 
     def skill(self, name: str, version: Optional[int] = None) -> SkillRecord:
         """Version ``version`` of skill ``name`` (the default one when None)."""
@@ -107,6 +115,7 @@ class SkillVerbs(SkillCache):
             files=[{k: f[k] for k in ("path", "size", "sha256")} for f in self.store.skill_files(name, row["version"])],
             scripts=record.get("scripts", []), assets=record.get("assets", []), parts=parts,
             warnings=record.get("warnings", []), created_at=row.get("created_at") or "", keys=recorded_policy(row),
+            expires_at=self.store.skill_expiries().get(name),
         )
 
     def skill_of(self, block_id: str) -> Optional[str]:

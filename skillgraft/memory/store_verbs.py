@@ -8,11 +8,12 @@ from typing import Optional
 from ..core.blocks import Block
 from ..core.questions import normalize_question
 from ..errors import BlockNotFoundError, InputError, SharedBaseError
+from .expiry import Expiring
 
 
-class StoreVerbs:
+class StoreVerbs(Expiring):
     """Mixed into :class:`~skillgraft.memory.SkillMemory`: ``store`` (its own) and ``base`` (None
-    but for a namespace's memory)."""
+    but for a namespace's memory); with what has expired hidden (:class:`~.expiry.Expiring`)."""
 
     def _stores(self) -> list:
         """The stores this memory reads, its own first: with a namespace, then the base."""
@@ -28,10 +29,13 @@ class StoreVerbs:
         except BlockNotFoundError:
             return self.base
 
-    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False) -> list[Block]:
-        """Every block (of ``kind``), oldest first; a namespace's own, then the base's."""
-        return [block for store in self._stores()
-                for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
+    def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False,
+             include_expired: bool = False) -> list[Block]:
+        """Every block (of ``kind``), oldest first; a namespace's own, then the base's. Those
+        past their expiry (or their skill's) only with ``include_expired``."""
+        blocks = [block for store in self._stores()
+                  for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
+        return blocks if include_expired else self._visible(blocks)
 
     def get(self, ref: str) -> Block:
         """A block by id, unique id prefix, name, an imported skill's name (the first block of

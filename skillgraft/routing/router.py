@@ -16,8 +16,8 @@ key of its block; a ``negative`` (a query no block fits) vetoes a graft when it 
 the query than the best block's nearest key. A skill's near misses (the negative queries its
 authors wrote, :mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a
 skill whose nearest near miss is at least as near a query as its nearest own key is not offered
-for it. The encoder must be the one the store recorded (:mod:`skillgraft.routing.encoders`):
-another is refused at the first route or key it would embed, never mixed in.
+for it, nor is an entry past its expiry (at route time, :mod:`skillgraft.core.expiry`). The encoder must be
+the one the store recorded (:mod:`skillgraft.routing.encoders`): refused at the first route or key it would embed.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ class Router:
         self._parts = {}
         for row, block_id in enumerate(index.part_block_ids):
             self._parts.setdefault(block_id, []).append(row)
-        self._index, self._blocks, self._version = index, blocks, version
+        self._index, self._blocks, self._version, self._expires = index, blocks, version, self.store.deadlines(blocks.values())
         return index
 
     def _searched(self, row: dict) -> bool:
@@ -256,7 +256,7 @@ class Router:
         vectors = self._encode_queries(queries)
         found = index.nearest_blocks(vectors, lambda block_id: self._groups.get(block_id, block_id), CENTROID_CANDIDATES)
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
-        kept_out = self._near_misses.blocked(vectors)
+        kept_out, gone = self._near_misses.blocked(vectors), self._expires.passed()
         results = []
         for row, query in enumerate(queries):
             vector = vectors[row]
@@ -277,7 +277,7 @@ class Router:
                 b = index.blocks[position]
                 nearest[b] = float(near)
                 owner = self._groups.get(b, b)
-                if owner in kept_out[row]:
+                if owner in kept_out[row] or owner in gone:
                     continue
                 lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
                 scored[b] = (1 - w) * float(near) + w * float(centroid) + LEXICAL_WEIGHT * float(lexical)

@@ -44,6 +44,7 @@ from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .check import CheckReport, Recapture, check_store, row_problems
 from .edits import CatalogEdits
+from .expiry import Expiries
 from .ledger import LedgerReads
 from .protocols import BlockStorage, Catalog
 from .reads import CatalogReads
@@ -72,7 +73,7 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords, SkillPins):
+class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords, SkillPins, Expiries):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and

@@ -97,7 +97,8 @@ def test_metrics_need_an_admin_key_when_namespaces_have_keys(gateway_at):
         assert http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
         assert http.get("/v1/models", headers={"Authorization": f"Bearer {KEY_B}"}).status_code == 200
         assert http.get("/v1/models", headers={"Authorization": "Bearer key-of-team-b-000"}).status_code == 401
-        assert http.get("/ui", headers={"Authorization": f"Bearer {KEY_A}"}).status_code == 401  # the admin's page
+        assert http.get("/ui", headers={"Authorization": f"Bearer {KEY_A}"}).status_code == 200  # team-a's own page
+        assert http.get("/ui/runtime", headers={"Authorization": f"Bearer {KEY_A}"}).text.count('id="slots"') == 0
         assert http.get("/ui", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).status_code == 200
 
 

@@ -263,3 +263,35 @@ def test_mcp_serves_the_namespace_it_is_given(monkeypatch, tenants, fake_engine,
     assert "sourdough" in seen["names"]
     server.run_stdio(base.store.home, namespace="team-b")
     assert "sourdough" not in seen["names"] and "git-squash" in seen["names"]
+
+
+# -- deleting a namespace --------------------------------------------------------------------
+
+
+def test_deleting_a_namespace_deletes_its_store_and_states_only(tenants, opened, tmp_path, runner):
+    base, a, b = tenants
+    home = tmp_path / "home"
+    from .skill_folders import git_skill
+
+    assert a.generate(BREAD_QUERY, max_tokens=2).decision == "graft"
+    a.import_skills([git_skill(tmp_path / "skills")])
+    assert a.warm_skills(["git-squash"]).warmed  # a KV state of its own skill, kept
+    a.close()
+    own = namespace_home(home, "team-a")
+    assert list((own / "blocks").glob("*.kv"))
+    held = [p for p in own.rglob("*") if p.is_file()]
+    assert any("derived" in p.parts for p in held)  # its KV states lie in its own folder
+    size = sum(p.stat().st_size for p in held)
+    b.add_manual("kettle", "Skill manual: descaling a kettle. Boil water with citric acid, rinse twice.")
+    for bad, code in (("default", 1), ("team-c", 1), ("../home", 1)):
+        refused = runner.invoke(cli, ["--home", str(home), "namespaces", "delete", bad])
+        assert refused.exit_code == code, refused.output
+    listed = runner.invoke(cli, ["--home", str(home), "namespaces", "list", "--json"])
+    assert json.loads(listed.stdout) == {"namespaces": ["team-a", "team-b"]}
+    deleted = runner.invoke(cli, ["--home", str(home), "namespaces", "delete", "team-a", "--json"])
+    assert deleted.exit_code == 0, deleted.output
+    report = json.loads(deleted.stdout)
+    assert report["files"] == len(held) and report["bytes"] == size
+    assert not own.exists()
+    assert names(opened("team-a")) == names(base)  # opened again: an empty namespace over the base
+    assert "kettle" in names(b) and {"git-squash"} <= names(base)

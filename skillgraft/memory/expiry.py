@@ -1,0 +1,109 @@
+"""Expiry of skills and verified solutions: set it, read it, remove what passed it.
+
+An imported skill, a manual or a verified solution may carry an expiry
+(:mod:`skillgraft.core.expiry` says what one may be). After it the thing is hidden: never
+routed to (the router drops it at route time), never answered from (a recurring question is
+not answered by an expired solution, a forced graft of it is :class:`ExpiredError`), and not
+listed unless asked (``include_expired``). It is never deleted silently: :meth:`prune_expired`
+or the usual removal does it. Mixed into :class:`~skillgraft.memory.SkillMemory`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from ..core.blocks import Block
+from ..core.expiry import Expiry, expired, expiry_stamp, expiry_time
+from ..errors import ExpiredError, InputError, SharedBaseError
+
+
+@dataclass(frozen=True)
+class ExpiryRecord:
+    """The expiry of one thing: an imported ``skill``, a ``manual`` or a ``solution`` (its
+    ``block_id``); ``expires_at`` None when it has none."""
+
+    name: str
+    kind: str
+    expires_at: Optional[str]
+    expired: bool
+    block_id: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def expiry_of(value: Optional[Expiry]) -> Optional[str]:
+    """The stamp the catalog stores for an expiry a caller gave (None: none)."""
+    return None if value is None else expiry_stamp(expiry_time(value))
+
+
+class Expiring:
+    """``expire``, ``expiries``, ``prune_expired`` and the hiding rules; mixed into the memory."""
+
+    def expire(self, name: str, at: Optional[Expiry]) -> ExpiryRecord:
+        """Give ``name`` (an imported skill's name, else a block of this memory's own store) the
+        expiry ``at`` (a time, a duration from now, or a text naming either); None removes it."""
+        stamp = expiry_of(at)
+        if name in self.store.skill_names():
+            self.store.set_skill_expiry(name, stamp)
+            return ExpiryRecord(name, "skill", stamp, expired(stamp))
+        block = self.get(name)
+        if self.store_of(block) is not self.store:
+            raise SharedBaseError(name, self.namespace)
+        skill = self.store.skill_of_block(block.id)
+        if skill is not None:
+            raise InputError(f"block {block.id} is part of skill {skill!r}: set the skill's expiry "
+                             f"(skillgraft skills expire {skill})")
+        return record_of(self.store.set_block_expiry(block, stamp))
+
+    def expiries(self) -> list[ExpiryRecord]:
+        """Everything of this memory's own store that carries an expiry, soonest first."""
+        records = [ExpiryRecord(name, "skill", stamp, expired(stamp))
+                   for name, stamp in self.store.skill_expiries().items()]
+        records += [record_of(block) for block in self.store.blocks() if block.expires_at is not None]
+        return sorted(records, key=lambda r: (r.expires_at, r.name))
+
+    def prune_expired(self) -> list[ExpiryRecord]:
+        """Remove every skill and block of this memory's own store whose expiry has passed (an
+        expired skill with its blocks, as :meth:`remove_skill` does); what was removed."""
+        now = time.time()
+        gone = [record for record in self.expiries() if expired(record.expires_at, now)]
+        for record in gone:
+            if record.kind == "skill":
+                self.remove_skill(record.name)
+            else:
+                self.store.remove(record.block_id)
+        return gone
+
+    def live(self, block: Block) -> Block:
+        """``block`` itself, or :class:`ExpiredError` when it (or the skill it is part of) expired."""
+        if expired(block.expires_at):
+            raise ExpiredError(block.name, block.expires_at)
+        hidden = self.hidden_skills()
+        if hidden:
+            store = self.store_of(block)
+            skill = store.skill_of_block(block.id)
+            if skill in hidden:
+                raise ExpiredError(skill, store.skill_expiries()[skill])
+        return block
+
+    def hidden_skills(self) -> set[str]:
+        """The imported skills (of this memory and the base it reads) whose expiry has passed."""
+        now = time.time()
+        return {name for store in self._stores() for name, stamp in store.skill_expiries().items()
+                if expired(stamp, now)}
+
+    def _visible(self, blocks: list[Block]) -> list[Block]:
+        """``blocks`` less those expired, and less the parts of the expired skills."""
+        if not blocks:
+            return blocks
+        now = time.time()
+        hidden = self.hidden_skills()
+        return [b for b in blocks if not expired(b.expires_at, now)
+                and (not hidden or self.store_of(b).skill_of_block(b.id) not in hidden)]
+
+
+def record_of(block: Block) -> ExpiryRecord:
+    return ExpiryRecord(block.name, block.kind, block.expires_at, expired(block.expires_at), block.id)
