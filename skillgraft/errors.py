@@ -30,6 +30,8 @@ The tree::
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
     │   ├── SharedBaseError            a namespace asked to change the shared base it only reads
+    │   ├── AppNotFoundError           no app prefix with that name
+    │   ├── AppTakenError              an app prefix with that name is stored already
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
@@ -45,7 +47,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = [
-    "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
+    "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
     "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError", "RestoreRejectedError",
@@ -276,6 +278,22 @@ class SkillNotFoundError(BlockNotFoundError):
         self.name, self.version = name, version
         what = f"version {version} of skill {name!r}" if version is not None else f"skill {name!r}"
         super().__init__(f"no {what} is stored: see `skillgraft skills list`")
+
+
+class AppNotFoundError(StoreError):
+    """No app prefix has that name (``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no app {name!r} is stored: see `skillgraft apps list`")
+
+
+class AppTakenError(StoreError):
+    """An app prefix with that name is stored already (``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"an app named {name!r} is stored already: remove it first, or replace it")
 
 
 class BlockIntegrityError(StoreError):
