@@ -47,7 +47,8 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = [
-    "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
+    "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError",
+    "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "FingerprintMismatchError", "FormatError", "InputError",
     "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError", "RestoreRejectedError",

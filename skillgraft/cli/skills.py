@@ -115,7 +115,8 @@ def update_skill(ctx, name, model, as_json) -> None:
 @click.option("--system", "--prefix", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A file holding the app's system prompt (its prefix) the skills are used behind (default: none).")
 @click.option("--app", "app", default=None,
-              help="An app stored with `skillgraft apps add`: the skills are used behind its prefix (not with --prefix).")
+              help="An app stored with `skillgraft apps add`: the skills are used behind its prefix "
+                   "(not with --prefix).")
 @derived_option
 @model_option
 @json_option

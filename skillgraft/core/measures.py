@@ -1,6 +1,7 @@
 """The measures a with-and-without comparison reports, the same wherever one is made (the
-skills-effect benchmark, ``skills eval``, the router's calibration): a pass rate with its 95 % Wilson interval, and per
-answer the mean prompt tokens, the median time to the first token and the median total time."""
+skills-effect benchmark, ``skills eval``, the router's calibration): a pass rate with its 95 %
+Wilson interval, and per answer the mean prompt tokens, the median time to the first token and
+the median total time."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ __all__ = ["Z95", "FirstText", "answer_costs", "pass_rate", "wilson"]
 Z95 = 1.959963984540054
 
 
-def wilson(passed: int, n: int, z: float = Z95, *, places: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
+def wilson(passed: int, n: int, z: float = Z95, *,
+           places: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
     """The Wilson score interval of a pass rate (95 % by default), rounded to ``places``
     decimals if given; (None, None) for no trials."""
     if n <= 0:

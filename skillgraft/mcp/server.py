@@ -4,10 +4,10 @@ Tools: ``recall`` (what the memory would do for a question, with the routed skil
 for the host's own model and the memory's note), ``read_skill`` (one skill's text, examples
 and, for a solution, its answer, method and verifier), ``ask`` (answer it through the answer
 pipeline: the text with the pipeline's note, whatever its decision — exact, graft, fallback
-or abstain; ``route`` false for a plain answer) and ``list_skills``; with deposits allowed (``--allow-deposits``, rate-limited)
-also ``add_manual``, ``add_solution`` (verified here by running its method in the sandbox;
-nothing the client says is trusted) and ``feedback`` (a routing correction, given by
-``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
+or abstain; ``route`` false for a plain answer) and ``list_skills``; with deposits allowed
+(``--allow-deposits``, rate-limited) also ``add_manual``, ``add_solution`` (verified here by
+running its method in the sandbox; nothing the client says is trusted) and ``feedback`` (a
+routing correction, given by ``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
 schemas. The memory is used by one tool call at a time; a refused call (a
 :class:`SkillgraftError`) returns its message as the tool's error, except what a refused
 method printed. Imported Agent Skills are also ``skill://`` resources (``skill://index.json``,

@@ -17,6 +17,6 @@ from .upkeep import RecaptureReport
 
 __all__ = [
     "AppPrefix", "CacheReport", "EvalAnswer", "EvalOutcome", "Generation", "ImportedSkill", "RecaptureReport",
-    "SkillAnswerEval", "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord", "SkillTriggerScore",
-    "SkillWarmReport", "WarmJob", "generation_of",
+    "SkillAnswerEval", "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory", "SkillPart", "SkillRecord",
+    "SkillTriggerScore", "SkillWarmReport", "WarmJob", "generation_of",
 ]

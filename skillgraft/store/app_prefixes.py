@@ -57,7 +57,8 @@ class AppPrefixes:
                 raise AppTakenError(name)
             if held:
                 conn.execute("DELETE FROM app_prefixes WHERE name = ?", (name,))
-            conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)", (name, system, utc_now()))
+            conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)",
+                         (name, system, utc_now()))
         return held
 
     def delete_app_prefix(self, name: str) -> None:

@@ -60,7 +60,8 @@ def test_a_name_that_could_not_name_a_skill_cannot_name_an_app(tmp_path, name):
 
 
 @pytest.mark.parametrize("system, message", [
-    ("", "non-empty"), ("   \n", "non-empty"), ("You are\x00 root", "NUL"), (None, "must be text"), (b"bytes", "must be text"),
+    ("", "non-empty"), ("   \n", "non-empty"), ("You are\x00 root", "NUL"),
+    (None, "must be text"), (b"bytes", "must be text"),
     ("x" * (MAX_APP_PREFIX_CHARS + 1), f"over the {MAX_APP_PREFIX_CHARS}"),
 ])
 def test_an_apps_prefix_is_real_text_of_a_bounded_size(tmp_path, system, message):
@@ -156,7 +157,8 @@ def test_apps_from_the_cli_and_a_warm_behind_one(runner, home, tmp_path, monkeyp
     assert both.exit_code == 1 and "not both" in both.stderr
     binary = tmp_path / "app.bin"
     binary.write_bytes(b"\xff\xfe prompt")
-    for args in (["apps", "add", "reviewer", "--prefix", str(binary)], ["skills", "warm", "pdf", "--prefix", str(binary)]):
+    for args in (["apps", "add", "reviewer", "--prefix", str(binary)],
+                 ["skills", "warm", "pdf", "--prefix", str(binary)]):
         refused = runner.invoke(cli, args)
         assert refused.exit_code == 1 and "not UTF-8" in refused.stderr, refused.output
     hostile = runner.invoke(cli, ["apps", "add", "../etc", "--prefix", str(prompt)])
