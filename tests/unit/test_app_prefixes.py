@@ -129,15 +129,11 @@ def test_a_namespaces_apps_live_in_its_own_store(tmp_path):
         assert base.app("coder").system == APP
 
 
-def test_apps_from_the_cli_and_a_warm_behind_one(runner, home, tmp_path, monkeypatch):
+def test_apps_from_the_cli_and_a_warm_behind_one(runner, home, tmp_path, fake_cli):
     from skillgraft.cli.main import cli
 
-    engine, embedder = FakeEngine(), FakeEmbedder()
     with _memory(tmp_path):
         pass
-    monkeypatch.setattr(SkillMemory, "open", classmethod(
-        lambda cls, home_, derived_bytes=None, **o: cls(home_, engine=engine, embedder=embedder,
-                                                        derived_bytes=derived_bytes)))
     prompt = tmp_path / "app.txt"
     prompt.write_text(APP, encoding="utf-8")
     added = runner.invoke(cli, ["apps", "add", "coder", "--prefix", str(prompt), "--json"])
@@ -148,6 +144,8 @@ def test_apps_from_the_cli_and_a_warm_behind_one(runner, home, tmp_path, monkeyp
     listed = runner.invoke(cli, ["apps", "list", "--json"])
     assert [row["name"] for row in json.loads(listed.stdout)["rows"]] == ["coder"]
     assert "coder" in runner.invoke(cli, ["apps", "list"]).stdout
+    team = runner.invoke(cli, ["apps", "list", "--namespace", "team-a", "--json"])
+    assert team.exit_code == 0 and json.loads(team.stdout)["rows"] == []  # a namespace's apps are its own
     warmed = runner.invoke(cli, ["skills", "warm", "pdf", "--app", "coder", "--json"])
     assert warmed.exit_code == 0, warmed.output
     assert json.loads(warmed.stdout)["warmed"]
