@@ -75,7 +75,7 @@ class AppPrefixVerbs:
         """Forget app ``name`` (the states warmed behind it stay in the cache until evicted)."""
         self.store.delete_app_prefix(check_app_name(name))
 
-    def warm_prefix(self, system: Optional[str], app: Optional[str]) -> Optional[str]:
+    def _warm_prefix(self, system: Optional[str], app: Optional[str]) -> Optional[str]:
         """The system prompt a warm is made behind: ``system`` as given, or app ``app``'s; not both."""
         if app is None:
             return system

@@ -185,7 +185,7 @@ class SkillVerbs(SkillCache, AppPrefixVerbs):
         neither: at the start of the chat), kept as a prefix state. A part whose state is kept
         already is skipped, so a warm that was interrupted goes on where it stopped;
         ``progress(done, total)`` per part."""
-        return warm_parts(self, names, self.warm_prefix(system, app), progress)
+        return warm_parts(self, names, self._warm_prefix(system, app), progress)
 
     def warm_skills_in_background(self, names: Sequence[str], *, system: Optional[str] = None,
                                   app: Optional[str] = None, lock=None) -> WarmJob:
@@ -194,7 +194,7 @@ class SkillVerbs(SkillCache, AppPrefixVerbs):
         lock the caller's own threads hold around their calls on this memory, which is not
         thread-safe), released between parts so that chats go first. Names and prompt are
         checked before it starts."""
-        job = start_warm(self, names, self.warm_prefix(system, app), lock)
+        job = start_warm(self, names, self._warm_prefix(system, app), lock)
         self.__dict__.setdefault("_warm_jobs", weakref.WeakSet()).add(job)
         return job
 
