@@ -88,6 +88,7 @@ class Warm:
     app: Optional[str]
     job: WarmJob
     created: int
+    logged: bool = False
 
     @property
     def status(self) -> str:
@@ -98,22 +99,25 @@ class Warm:
         return "stopped" if self.job.report is not None and self.job.report.stopped else "done"
 
     def as_dict(self) -> dict:
+        status = self.status  # once: the job may end meanwhile
         done, total = self.job.progress
         row = {"object": "skill.warm", "id": self.id, "skills": self.skills, "app": self.app,
-               "status": self.status, "done": done, "total": total, "created": self.created}
-        if self.status in ("done", "stopped"):
+               "status": status, "done": done, "total": total, "created": self.created}
+        if status in ("done", "stopped"):
             row["report"] = self.job.report.as_dict()
-        elif self.status == "failed":
-            row["error"] = _told(self.job.error)
+        elif status == "failed":
+            row["error"] = self._told(self.job.error)
         return row
 
-
-def _told(error: BaseException) -> str:
-    """What a client is told of a warm's failure: a refusal's message, never an internal error's."""
-    if isinstance(error, (SkillgraftError, ApiError)):
-        return str(error)
-    logger.error("a background warm failed", exc_info=error)
-    return "internal error (see the gateway's log)"
+    def _told(self, error: BaseException) -> str:
+        """What a client is told of the failure: a refusal's message, never an internal error's
+        (that is logged, once)."""
+        if isinstance(error, (SkillgraftError, ApiError)):
+            return str(error)
+        if not self.logged:
+            self.logged = True
+            logger.error("background warm %s failed", self.id, exc_info=error)
+        return "internal error (see the gateway's log)"
 
 
 def add_warm_routes(app, tenant_of, in_thread, slots) -> None:

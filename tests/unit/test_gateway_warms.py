@@ -149,3 +149,17 @@ def test_a_warm_waits_for_a_chats_slot_without_holding_the_memory_the_chat_recor
         warm = _follow(http, started["id"])
         assert answered[0].status_code == 200 and warm["status"] == "done", warm
     gateway.close()
+
+
+def test_a_failed_warm_says_so_without_telling_an_internal_errors_text(home):
+    gateway = _gateway(home)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("a secret of the host: /etc/shadow")
+
+    gateway.memory._forced = refuse
+    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+        warm = _follow(http, http.post(WARMS, json={"skills": ["pdf"]}).json()["id"])
+        assert warm["status"] == "failed" and warm["error"] == "internal error (see the gateway's log)"
+        assert "report" not in warm and "secret" not in str(http.get(WARMS).json())
+    gateway.close()
