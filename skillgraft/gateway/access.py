@@ -10,10 +10,10 @@ ASGI middlewares, outermost first (:func:`guard`):
   alone (it counts every namespace's reuse). The store's write routes (:func:`is_write`:
   ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there,
   and the warms under ``/v1/skillgraft/warms``) are off unless deposits are allowed, then need
-  the deposit key (when one is set), which writes to the ``default`` namespace (the base the others read), or a key of a namespace
-  of its own, which writes to that namespace alone; they are rate-limited per credential
-  (the key used), per address only when there is none
-  (all of loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
+  the deposit key (when one is set), which writes to the ``default`` namespace (the base the
+  others read), or a key of a namespace of its own, which writes to that namespace alone; they
+  are rate-limited per credential (the key used), per address only when there is none (all of
+  loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
 

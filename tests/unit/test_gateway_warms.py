@@ -24,6 +24,7 @@ from .skill_folders import pdf_skill  # noqa: E402
 from .test_text_skills import APP, QUESTION  # noqa: E402
 
 WARMS = "/v1/skillgraft/warms"
+WRITERS = DepositPolicy(allowed=True, per_minute=1000)  # following polls: room for them all
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def _follow(http, warm_id: str) -> dict:
 def test_a_warm_behind_an_app_is_started_followed_and_serves_that_apps_chat(home):
     gateway = _gateway(home)
     parts = len(gateway.memory.skill("pdf").parts)
-    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+    with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         started = http.post(WARMS, json={"skills": ["pdf"], "app": "coder"})
         assert started.status_code == 202, started.text
         warm = _follow(http, started.json()["id"])
@@ -68,7 +69,7 @@ def test_a_running_warm_is_the_namespaces_only_one_stops_between_parts_and_resum
     engine.reply = lambda prompt: "ok" if release.wait(30) else None  # the first part waits for the test
     gateway = _gateway(home, engine)
     parts = len(gateway.memory.skill("pdf").parts)
-    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+    with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         first = http.post(WARMS, json={"skills": ["pdf"], "app": "coder"}).json()
         assert first["status"] == "running" and first["total"] == parts
         second = http.post(WARMS, json={"skills": ["pdf"]})
@@ -96,7 +97,7 @@ def test_a_running_warm_is_the_namespaces_only_one_stops_between_parts_and_resum
 ])
 def test_a_warm_that_cannot_run_is_refused_before_it_starts(home, body, status, code):
     gateway = _gateway(home)
-    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+    with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         refused = http.post(WARMS, json=body)
         assert refused.status_code == status, refused.text
         assert code is None or refused.json()["error"]["code"] == code
@@ -136,7 +137,7 @@ def test_a_warm_waits_for_a_chats_slot_without_holding_the_memory_the_chat_recor
 
     engine.reply = reply
     gateway = _gateway(home, engine)
-    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+    with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         answered = []
         chat = threading.Thread(target=lambda: answered.append(http.post("/v1/chat/completions", json={
             "model": "fake-chatml", "max_tokens": 2, "messages": [{"role": "user", "content": "hello there"}]})))
@@ -158,7 +159,7 @@ def test_a_failed_warm_says_so_without_telling_an_internal_errors_text(home):
         raise RuntimeError("a secret of the host: /etc/shadow")
 
     gateway.memory._forced = refuse
-    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+    with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         warm = _follow(http, http.post(WARMS, json={"skills": ["pdf"]}).json()["id"])
         assert warm["status"] == "failed" and warm["error"] == "internal error (see the gateway's log)"
         assert "report" not in warm and "secret" not in str(http.get(WARMS).json())
