@@ -19,7 +19,7 @@ from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
-from skillgraft.routing.calibration import wilson_interval
+from skillgraft.core.measures import wilson
 
 LOGPROBS = ("mean_logprob", "min_logprob", "first_logprob")
 ROUTE = ("route_score", "margin")
@@ -96,10 +96,10 @@ class Outcome:
     def as_dict(self) -> dict:
         return {
             "right": self.right, "kept": self.kept, "kept_share": round(self.kept_share, 4),
-            "kept_ci95": wilson_interval(self.kept, self.right),
+            "kept_ci95": wilson(self.kept, self.right, places=4),
             "wrong": self.wrong, "turned_away": self.turned_away,
             "turned_away_share": round(self.turned_away_share, 4),
-            "turned_away_ci95": wilson_interval(self.turned_away, self.wrong),
+            "turned_away_ci95": wilson(self.turned_away, self.wrong, places=4),
         }
 
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from skillgraft.routing.embedder import Embedder
 from skillgraft.memory import SkillMemory
-from skillgraft.routing.router import evaluate_threshold, wilson_interval
+from skillgraft.core.measures import wilson
+from skillgraft.routing.router import evaluate_threshold
 
 from reports import write_report
 
@@ -167,11 +168,11 @@ def measure(memory: SkillMemory, data: dict, ids: dict) -> dict:
             "in_domain": n_in,
             "out_of_domain": n_ood,
             "in_scope_accuracy": round(right / n_in, 4),
-            "in_scope_accuracy_ci95": wilson_interval(right, n_in),
+            "in_scope_accuracy_ci95": wilson(right, n_in, places=4),
             "false_abstain": round(abstained / n_in, 4),
             "misroute": round((n_in - right - abstained) / n_in, 4),
             "ood_recall": round(ood_abstained / n_ood, 4),
-            "ood_recall_ci95": wilson_interval(ood_abstained, n_ood),
+            "ood_recall_ci95": wilson(ood_abstained, n_ood, places=4),
             "route_ms_median": round(statistics.median(latencies) * 1000, 2),
             "route_ms_p90": round(float(np.percentile(latencies, 90)) * 1000, 2),
         },

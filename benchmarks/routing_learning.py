@@ -37,7 +37,7 @@ import numpy as np
 
 from skillgraft.memory import SkillMemory
 from skillgraft.routing.encoders import make_embedder
-from skillgraft.routing.router import wilson_interval
+from skillgraft.core.measures import wilson
 from skillgraft.testing import FakeEngine
 
 from reports import write_report
@@ -66,9 +66,9 @@ def rates(outcomes: list[tuple[object, bool]]) -> dict:
     ood = [ok for expected, ok in outcomes if expected is None]
     return {
         "in_scope_accuracy": round(sum(in_domain) / len(in_domain), 4) if in_domain else None,
-        "in_scope_ci95": wilson_interval(sum(in_domain), len(in_domain)),
+        "in_scope_ci95": wilson(sum(in_domain), len(in_domain), places=4),
         "ood_recall": round(sum(ood) / len(ood), 4) if ood else None,
-        "ood_ci95": wilson_interval(sum(ood), len(ood)),
+        "ood_ci95": wilson(sum(ood), len(ood), places=4),
         "in_domain": len(in_domain),
         "out_of_domain": len(ood),
     }

@@ -32,6 +32,8 @@ The tree::
     │   ├── NameTakenError             another block already has that name
     │   ├── DuplicateBlockError        the same text is already stored as another block
     │   ├── SharedBaseError            a namespace asked to change the shared base it only reads
+    │   ├── AppNotFoundError           no app prefix with that name
+    │   ├── AppTakenError              an app prefix with that name is stored already
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
@@ -47,7 +49,8 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = [
-    "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError", "ConflictError",
+    "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError",
+    "ConflictError",
     "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
     "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError", "FingerprintMismatchError", "FormatError",
     "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError",
@@ -296,6 +299,22 @@ class ExpiredError(BlockNotFoundError):
     def __init__(self, name: str, expires_at: str) -> None:
         self.name, self.expires_at = name, expires_at
         super().__init__(f"{name!r} expired at {expires_at}: set a new expiry (skillgraft skills expire) to use it")
+
+
+class AppNotFoundError(StoreError):
+    """No app prefix has that name (``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no app {name!r} is stored: see `skillgraft apps list`")
+
+
+class AppTakenError(StoreError):
+    """An app prefix with that name is stored already (``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"an app named {name!r} is stored already: remove it first, or replace it")
 
 
 class BlockIntegrityError(StoreError):

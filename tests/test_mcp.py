@@ -53,9 +53,10 @@ def test_mcp_tools_answer_the_sdk_client(mcp_home, tmp_path):
     from tests.conftest import GIT_MANUAL
 
     with open(tmp_path / "stderr.txt", "w+") as errlog:
-        tools, (recall, exact, listing, refused, method, corrected) = call_tools(mcp_home, [
+        tools, (recall, exact, plain, listing, refused, method, corrected) = call_tools(mcp_home, [
             ("recall", {"question": "How do I squash my last three commits with git?"}),
             ("ask", {"question": "what is 17*23"}),
+            ("ask", {"question": "what is 17*23", "route": False, "max_tokens": 4}),
             ("list_skills", {}),
             ("add_solution", {"question": "What is 6 * 7?", "answer": "41", "method": "print(6 * 7)"}),
             ("read_skill", {"ref": "What is 17 * 23?"}),
@@ -74,6 +75,9 @@ def test_mcp_tools_answer_the_sdk_client(mcp_home, tmp_path):
     asked = exact.structured_content
     assert (asked["decision"], asked["routed"], asked["text"], asked["completion_tokens"]) == ("exact", "exact", "391", 0)
     assert asked["block_id"] and asked["prefill_tokens_avoided"] > 0 and asked["gate"] is None
+    unrouted = plain.structured_content  # the model alone, although the memory holds the answer
+    assert (unrouted["decision"], unrouted["block_id"], unrouted["completion_tokens"]) == ("abstain", None, 4)
+    assert "route=False" in unrouted["reason"]
     names = {skill["name"] for skill in listing.structured_content["result"]}
     assert "git-squash" in names and len(names) == 2
     assert refused.is_error  # a wrong answer is verified and refused, never stored

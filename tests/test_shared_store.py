@@ -471,3 +471,30 @@ def test_namespaces_of_a_shared_store_keep_apart_on_every_host_and_read_one_base
     assert prefix not in bucket_keys(s3, shared["blocks"])
     with host(tmp_path, "a", shared, namespace="team-a") as a:
         assert {x.name for x in a.list()} == {"git-squash"}
+
+
+def test_an_apps_prefix_is_one_for_every_host_of_its_namespace(tmp_path, shared):
+    """An app stored on one host is found on another in the same namespace (a schema of the
+    shared catalog), warmed behind there, and is no other namespace's."""
+    from skillgraft.errors import AppNotFoundError, AppTakenError
+
+    from .unit.skill_folders import pdf_skill
+
+    prompt = "You are a coding agent working in the user's repository. Answer briefly."
+    with host(tmp_path, "a", shared):  # the base the namespaces read
+        pass
+    with host(tmp_path, "a", shared, namespace="team-a") as a:
+        a.add_app("coder", prompt)
+        a.import_skills(pdf_skill(tmp_path / "skills"))
+    with host(tmp_path, "b", shared, namespace="team-a") as a_on_b, host(tmp_path, "b", shared) as base_on_b:
+        assert [(app.name, app.system) for app in a_on_b.apps()] == [("coder", prompt)]
+        with pytest.raises(AppTakenError):
+            a_on_b.add_app("coder", "Another prompt.")
+        assert base_on_b.apps() == []
+        with pytest.raises(AppNotFoundError):
+            base_on_b.warm_skills(["pdf"], app="coder")
+        report = a_on_b.warm_skills(["pdf"], app="coder")
+        assert report.warmed and not report.left_out
+        a_on_b.remove_app("coder")
+    with host(tmp_path, "a", shared, namespace="team-a") as a:
+        assert a.apps() == []

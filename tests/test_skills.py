@@ -216,8 +216,9 @@ def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tm
 
 
 def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path, smollm2, embedder):
-    """``warm_skills`` on the embedded model: the state it keeps serves the app's next request
-    (restored, not prefilled), and that answer is the one a plain prefill of the same chat gives."""
+    """``warm_skills`` on the embedded model, behind an app's stored prefix: the state it keeps
+    serves the next request with that system prompt (restored, not prefilled), and that answer
+    is the one a plain prefill of the same chat gives."""
     from skillgraft.core.answer import AnswerOptions
     from skillgraft.memory import SkillMemory
 
@@ -225,7 +226,8 @@ def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path,
     system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
         memory.import_skills(tmp_path / "skills")
-        report = memory.warm_skills(["regex-crafting"], system=system)
+        memory.add_app("team", system)
+        report = memory.warm_skills(["regex-crafting"], app="team")
         assert report.warmed and not report.left_out
         first = report.warmed[0]
         block = memory.get(first["block_id"])

@@ -54,6 +54,7 @@ def cli(ctx: click.Context, debug: bool, home: Optional[str], namespace: Optiona
 
 
 def _register_commands() -> None:
+    from .apps import apps
     from . import blocks as cli_blocks
     from .bench import bench
     from . import runs as cli_runs
@@ -68,7 +69,7 @@ def _register_commands() -> None:
         cli_blocks.rm, cli_blocks.recapture, cli_blocks.check, cli_blocks.export_command, cli_blocks.import_command,
         cli_runs.verify, cli_runs.models, cli_runs.demo, cli_runs.route, cli_runs.calibrate, cli_runs.ask,
         cli_runs.solve, cli_runs.ledger, bench, serve_command, ui_command, mcp_command, migrate_store, feedback,
-        reembed, skills, namespaces,
+        reembed, skills, namespaces, apps,
     ):
         cli.add_command(command)
     cli.add_command(cli_blocks.show)

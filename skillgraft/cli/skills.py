@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import (
     Activity, SkillgraftGroup, derived_option, emit, expires_option, json_option, model_option, open_memory,
+    read_text_file,
 )
 from .blocks import skill_change_hint
 
@@ -120,17 +120,20 @@ def update_skill(ctx, name, model, as_json) -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.option("--system", "--prefix", "system_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A file holding the app's system prompt (its prefix) the skills are used behind (default: none).")
+@click.option("--app", "app", default=None,
+              help="An app stored with `skillgraft apps add`: the skills are used behind its prefix "
+                   "(not with --prefix).")
 @derived_option
 @model_option
 @json_option
 @click.pass_context
-def warm_skills(ctx, names, system_file, derived_mib, model, as_json) -> None:
+def warm_skills(ctx, names, system_file, app, derived_mib, model, as_json) -> None:
     """Capture the KV state of skills NAMES now, as their first use would (interrupt it and run
     it again: what is kept is skipped)."""
-    system = Path(system_file).read_text(encoding="utf-8") if system_file else None
+    system = read_text_file(system_file, "the app's prefix") if system_file else None
     memory = open_memory(ctx, model, derived_mib)
     with Activity(f"warm {' '.join(names)}", f"loading {memory.model}", unit="part") as progress:
-        report = memory.warm_skills(list(names), system=system, progress=progress)
+        report = memory.warm_skills(list(names), system=system, app=app, progress=progress)
     emit(report.as_dict(), as_json, _render_warm)
 
 

@@ -1,6 +1,7 @@
 """The measures a with-and-without comparison reports, the same wherever one is made (the
-skills-effect benchmark, ``skills eval``): a pass rate with its 95 % Wilson interval, and per
-answer the mean prompt tokens, the median time to the first token and the median total time."""
+skills-effect benchmark, ``skills eval``, the router's calibration): a pass rate with its 95 %
+Wilson interval, and per answer the mean prompt tokens, the median time to the first token and
+the median total time."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ __all__ = ["Z95", "FirstText", "answer_costs", "pass_rate", "wilson"]
 Z95 = 1.959963984540054
 
 
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[Optional[float], Optional[float]]:
-    """The Wilson score interval of a pass rate (95 % by default); (None, None) for no trials."""
+def wilson(passed: int, n: int, z: float = Z95, *,
+           places: Optional[int] = None) -> tuple[Optional[float], Optional[float]]:
+    """The Wilson score interval of a pass rate (95 % by default), rounded to ``places``
+    decimals if given; (None, None) for no trials."""
     if n <= 0:
         return None, None
     rate = passed / n
     centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return (low, high) if places is None else (round(low, places), round(high, places))
 
 
 def pass_rate(outcomes: Iterable[bool]) -> dict:

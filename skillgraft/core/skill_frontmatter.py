@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..errors import SkillFolderError
 from .sha import ID_LIKE
@@ -126,19 +127,26 @@ def spec_problems(text: str, folder_name: str) -> list[str]:
     return problems
 
 
-def _usable_name(name) -> str:
+def name_problem(name) -> Optional[str]:
+    """Why ``name`` cannot name a skill (or an app's prefix), as a phrase ("the name 'x': ..."),
+    or None when it can."""
     if not isinstance(name, str):
-        raise SkillFolderError("SKILL.md", f"has a name that is not text ({type(name).__name__})")
-    name = name.strip()
+        return f"a name that is not text ({type(name).__name__})"
     if len(name) > MAX_NAME_CHARS or not USABLE_NAME.fullmatch(name):
-        raise SkillFolderError(
-            "SKILL.md", f"has the name {name[:40]!r}: a name is letters, digits, '.', '_' and '-' (at most {MAX_NAME_CHARS})"
-        )
+        return f"the name {name[:40]!r}: a name is letters, digits, '.', '_' and '-' (at most {MAX_NAME_CHARS})"
     if ID_LIKE.fullmatch(name):
-        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which has the form of a block id or an id's prefix "
-                                           "(hex digits only): ids and names must not be confused")
+        return (f"the name {name!r}, which has the form of a block id or an id's prefix "
+                "(hex digits only): ids and names must not be confused")
     if name.casefold().startswith("solution-"):
-        raise SkillFolderError("SKILL.md", f"has the name {name!r}, which reads as a verified solution's name")
+        return f"the name {name!r}, which reads as a verified solution's name"
+    return None
+
+
+def _usable_name(name) -> str:
+    name = name.strip() if isinstance(name, str) else name
+    problem = name_problem(name)
+    if problem:
+        raise SkillFolderError("SKILL.md", f"has {problem}")
     return name
 
 

@@ -8,12 +8,12 @@ ASGI middlewares, outermost first (:func:`guard`):
   request's :class:`~skillgraft.gateway.keys.Principal` (its namespace) is put in its
   ``state``; when some key stands for a namespace of its own, ``/metrics`` is the admin keys'
   alone (it counts every namespace's reuse). The store's write routes (:func:`is_write`:
-  ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there)
-  are off unless deposits are allowed, then need the deposit key (when one is set), which
-  writes to the ``default`` namespace (the base the others read), or a key of a namespace
-  of its own, which writes to that namespace alone; they are rate-limited per credential
-  (the key used), per address only when there is none
-  (all of loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
+  ``POST`` under ``/v1/skills`` or ``/v1/skillgraft/skills`` but a recall, ``DELETE`` there,
+  and the warms under ``/v1/skillgraft/warms``) are off unless deposits are allowed, then need
+  the deposit key (when one is set), which writes to the ``default`` namespace (the base the
+  others read), or a key of a namespace of its own, which writes to that namespace alone; they
+  are rate-limited per credential (the key used), per address only when there is none (all of
+  loopback one client, IPv6 by ``/64``), and for all clients together (:class:`DepositRate`);
 - Starlette's trusted-host check (loopback ``Host`` headers only when no API key is set);
 - :class:`BodyLimit`: the body, read whole, at most ``limit`` bytes.
 
@@ -62,12 +62,16 @@ def json_error(error: ApiError, *, close: bool = False, retry_after: Optional[st
 
 
 SKILL_ROOTS = ("/v1/skills", "/v1/skillgraft/skills")
+WARM_ROOT = "/v1/skillgraft/warms"
 
 
 def is_write(scope) -> bool:
     """Whether a request changes the store: any ``POST`` under a skills root but a recall (adds a
-    skill or a version, sets a default version, gives a routing correction), any ``DELETE``."""
+    skill or a version, sets a default version, gives a routing correction), any ``DELETE``, and
+    every request about background warms (they fill the store's KV cache)."""
     path, method = scope.get("path", "").rstrip("/"), scope.get("method", "")
+    if path == WARM_ROOT or path.startswith(WARM_ROOT + "/"):
+        return True
     for root in SKILL_ROOTS:
         if path == root or path.startswith(root + "/"):
             return method == "DELETE" or (method == "POST" and path != root + "/recall")

@@ -54,6 +54,7 @@ from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, r
 from .service import Gateway
 from .openai_skills import register_openai_skill_routes
 from .skills_api import decision_headers, register_skill_routes
+from .warm_api import add_warm_routes
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -305,6 +306,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return await deposit(skill, request)
 
     add_feedback_routes(app, tenant_of, in_thread)
+    add_warm_routes(app, tenant_of, in_thread, slots)
 
     @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")

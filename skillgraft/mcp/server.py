@@ -4,10 +4,10 @@ Tools: ``recall`` (what the memory would do for a question, with the routed skil
 for the host's own model and the memory's note), ``read_skill`` (one skill's text, examples
 and, for a solution, its answer, method and verifier), ``ask`` (answer it through the answer
 pipeline: the text with the pipeline's note, whatever its decision — exact, graft, fallback
-or abstain) and ``list_skills``; with deposits allowed (``--allow-deposits``, rate-limited)
-also ``add_manual``, ``add_solution`` (verified here by running its method in the sandbox;
-nothing the client says is trusted) and ``feedback`` (a routing correction, given by
-``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
+or abstain; ``route`` false for a plain answer) and ``list_skills``; with deposits allowed
+(``--allow-deposits``, rate-limited) also ``add_manual``, ``add_solution`` (verified here by
+running its method in the sandbox; nothing the client says is trusted) and ``feedback`` (a
+routing correction, given by ``mcp``). Results are typed (pydantic models and dataclasses), so MCP hosts see their
 schemas. The memory is used by one tool call at a time; a refused call (a
 :class:`SkillgraftError`) returns its message as the tool's error, except what a refused
 method printed. Imported Agent Skills are also ``skill://`` resources (``skill://index.json``,
@@ -121,12 +121,12 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
             return skill_text(memory, ref)
 
     @server.tool()
-    def ask(question: str, system: Optional[str] = None, max_tokens: int = 128) -> AskResult:
+    def ask(question: str, system: Optional[str] = None, max_tokens: int = 128, route: bool = True) -> AskResult:
         """Answer a question with the memory's own model: the verified answer (exact), a grafted skill
         (graft), a plain answer after a graft that did not stand (fallback), or a plain answer (abstain),
-        with what the memory did and why."""
+        with what the memory did and why. ``route`` false answers plainly, nothing recalled (abstain)."""
         with one_call():
-            result = memory.generate(question, system=system, max_tokens=max(1, min(max_tokens, 1024)))
+            result = memory.generate(question, system=system, max_tokens=max(1, min(max_tokens, 1024)), route=route)
         return AskResult.of(result.note, result.text, result.decoded_tokens)
 
     @server.tool()

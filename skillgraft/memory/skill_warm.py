@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
 from ..core.answer import AnswerOptions
-from ..core.chat_layout import skill_prompt
+from ..core.chat_layout import skill_prompt, with_system
 from ..core.progress import Progress
 from ..errors import InputError
 
@@ -45,9 +45,7 @@ def warm_plan(memory, names: Sequence[str], system: Optional[str]) -> tuple[list
     """``(chat, [(skill, part), ...])`` of a warm, or a clear error before anything runs."""
     if memory.prefixes is None:
         raise InputError("derived states are off in this memory (a read-only store, or derived_bytes=0): nothing to warm")
-    if system is not None and (not isinstance(system, str) or not system.strip()):
-        raise InputError("the app's system prompt must be non-empty text")
-    chat = [*([("system", system)] if system else []), ("user", WARM_QUESTION)]
+    chat = with_system(system, [("user", WARM_QUESTION)])
     return chat, [(name, part) for name in dict.fromkeys(names) for part in memory.skill(name).parts]
 
 

@@ -15,6 +15,7 @@ from ..core.expiry import expired
 from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
 from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
+from .app_prefixes import AppPrefixVerbs
 from .skill_cache import SkillCache
 from .skill_import import SkillImportReport, recorded_policy
 from .skill_plan import EARLIER_KEY_POLICY
@@ -84,10 +85,10 @@ class SkillExport:
         return asdict(self)
 
 
-class SkillVerbs(SkillCache):
+class SkillVerbs(SkillCache, AppPrefixVerbs):
     """``skills``, ``skill``, ``update_skill``, ``remove_skill``, ``set_default_skill_version``,
-    ``export_skill``, ``skill_contents``, ``skill_changes``, the warms and (:class:`SkillCache`)
-    the pins of a memory."""
+    ``export_skill``, ``skill_contents``, ``skill_changes``, the warms, (:class:`SkillCache`)
+    the pins and (:class:`AppPrefixVerbs`) the app prefixes of a memory."""
 
     def skills(self, *, include_expired: bool = False) -> list[SkillRecord]:
         """The default version of every imported skill, by name; those past their expiry only
@@ -186,21 +187,23 @@ class SkillVerbs(SkillCache):
             checked.append((item["path"], item["data"]))
         return row["version"], checked
 
-    def warm_skills(self, names: Sequence[str], *, system: Optional[str] = None, progress=None) -> SkillWarmReport:
+    def warm_skills(self, names: Sequence[str], *, system: Optional[str] = None, app: Optional[str] = None,
+                    progress=None) -> SkillWarmReport:
         """Capture now what the first use of each part of skills ``names`` would: its KV state
-        behind the app's ``system`` prompt (none: at the start of the chat), kept as a prefix
-        state. A part whose state is kept already is skipped, so a warm that was interrupted
-        goes on where it stopped; ``progress(done, total)`` per part."""
-        return warm_parts(self, names, system, progress)
+        behind the app's ``system`` prompt, or that of the stored app ``app`` (:meth:`add_app`;
+        neither: at the start of the chat), kept as a prefix state. A part whose state is kept
+        already is skipped, so a warm that was interrupted goes on where it stopped;
+        ``progress(done, total)`` per part."""
+        return warm_parts(self, names, self._warm_prefix(system, app), progress)
 
     def warm_skills_in_background(self, names: Sequence[str], *, system: Optional[str] = None,
-                                  lock=None) -> WarmJob:
+                                  app: Optional[str] = None, lock=None) -> WarmJob:
         """:meth:`warm_skills` in a thread of its own: the :class:`WarmJob` tells its progress
         while it runs and stops it between two parts. Each part is warmed holding ``lock`` (the
         lock the caller's own threads hold around their calls on this memory, which is not
         thread-safe), released between parts so that chats go first. Names and prompt are
         checked before it starts."""
-        job = start_warm(self, names, system, lock)
+        job = start_warm(self, names, self._warm_prefix(system, app), lock)
         self.__dict__.setdefault("_warm_jobs", weakref.WeakSet()).add(job)
         return job
 

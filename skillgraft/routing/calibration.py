@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..core.measures import wilson
 from ..core.text_checks import clean_query
 from ..errors import InputError, RouterError
 
@@ -46,16 +46,6 @@ class RouterCalibration:
         return asdict(self)
 
 
-def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score 95% interval of a proportion."""
-    if total == 0:
-        return (0.0, 1.0)
-    p = successes / total
-    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
-
-
 def evaluate_threshold(threshold: float, in_best, targets, ood_best: np.ndarray) -> dict:
     """Rates of one threshold: false accepts (OOD routed), false abstains, misroutes."""
     accepted = [score >= threshold for _, score in in_best]
@@ -67,10 +57,10 @@ def evaluate_threshold(threshold: float, in_best, targets, ood_best: np.ndarray)
     return {
         "in_scope_accuracy": round(right / n_in, 4),
         "false_abstain": round(abstained / n_in, 4),
-        "false_abstain_ci95": wilson_interval(abstained, n_in),
+        "false_abstain_ci95": wilson(abstained, n_in, places=4),
         "misroute": round(misrouted / n_in, 4),
         "false_accept": round(false_accepts / n_ood, 4),
-        "false_accept_ci95": wilson_interval(false_accepts, n_ood),
+        "false_accept_ci95": wilson(false_accepts, n_ood, places=4),
         "ood_recall": round(1 - false_accepts / n_ood, 4),
         "in_domain": n_in,
         "out_of_domain": n_ood,

@@ -43,7 +43,6 @@ from .near_misses import NEAR_MISS, NearMisses
 from .parts import PartCandidate, choose_part, is_instructional
 from .calibration import (  # noqa: F401  (re-exported)
     DEFAULT_THRESHOLD, THRESHOLD_SETTING, RouterCalibration, calibrate_router, encoder_threshold, evaluate_threshold,
-    wilson_interval,
 )
 from ..core.recall import Decision, Recall  # noqa: F401
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text  # noqa: F401

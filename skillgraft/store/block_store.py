@@ -50,6 +50,7 @@ from .protocols import BlockStorage, Catalog
 from .reads import CatalogReads
 from .routing_edits import RoutingEdits
 from .skill_pins import SkillPins
+from .app_prefixes import AppPrefixes
 from .skill_records import SkillRecords
 
 __all__ = ["BlockStore", "CheckReport", "LoadedState", "conflict_error", "row_problems", "DEFAULT_CACHE_BYTES"]
@@ -73,7 +74,8 @@ def conflict_error(stored: Block, block: Block) -> ConflictError:
     return ConflictError(block.question or "", stored.id, stored.answer or "", block.answer or "", block.id)
 
 
-class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords, SkillPins, Expiries):
+class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRecords, SkillPins, Expiries,
+                 AppPrefixes):
     """The catalog and block payloads of one store.
 
     ``catalog`` and ``blocks`` are URLs (default: ``$SKILLGRAFT_CATALOG`` and

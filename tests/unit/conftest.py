@@ -65,6 +65,17 @@ def fake_embedder() -> FakeEmbedder:
 
 
 @pytest.fixture
+def fake_cli(monkeypatch) -> tuple[FakeEngine, FakeEmbedder]:
+    """The memories the CLI opens (``SkillMemory.open``) run on one fake engine and embedder,
+    with the namespace and derived-state budget the command gives: ``(engine, embedder)``."""
+    engine, embedder = FakeEngine(), FakeEmbedder()
+    monkeypatch.setattr(SkillMemory, "open", classmethod(
+        lambda cls, home, derived_bytes=None, namespace=None, **options: cls(
+            home, engine=engine, embedder=embedder, derived_bytes=derived_bytes, namespace=namespace)))
+    return engine, embedder
+
+
+@pytest.fixture
 def fake_memory(tmp_path, fake_engine, fake_embedder):
     """A SkillMemory on a fresh store over the fake engine and embedder."""
     with SkillMemory(tmp_path / "store", engine=fake_engine, embedder=fake_embedder) as mem:

@@ -137,6 +137,22 @@ def test_ask_returns_the_pipelines_answer_and_note_whatever_it_decided(fake_stoc
         assert asked["reason"].startswith("graft not confident")
 
 
+@pytest.mark.parametrize("question", [QUESTION, GIT_QUERY])
+def test_ask_without_routing_answers_plainly_as_the_memory_does(fake_stocked, fake_engine, question):
+    """``route: false`` is the memory's own ``route=False``: no verified answer, no graft."""
+    from skillgraft.core.planning import NOT_ROUTED
+
+    fake_engine.reply = lambda prompt: "Run git rebase -i." if "squashing commits" in prompt else PLAIN_REPLY
+    asked = dict(_call(fake_stocked, "ask", {"question": question, "max_tokens": 64, "route": False}).structured_content)
+    direct = fake_stocked.answer([("user", question)], AnswerOptions(max_tokens=64), route=False)
+    assert (asked.pop("text"), asked.pop("completion_tokens")) == (direct.text, direct.end.completion_tokens)
+    assert direct.text == PLAIN_REPLY
+    assert (asked["decision"], asked["routed"], asked["block_id"]) == ("abstain", "abstain", None)
+    assert asked["reason"] == NOT_ROUTED
+    routed = _call(fake_stocked, "ask", {"question": question, "max_tokens": 16}).structured_content
+    assert routed["decision"] in ("exact", "graft")
+
+
 def test_recall_reports_the_note_of_handing_the_skill_over(fake_stocked):
     recalled = _call(fake_stocked, "recall", {"question": GIT_QUERY}).structured_content
     note = recalled["note"]

@@ -168,15 +168,11 @@ def test_updating_a_text_manual_keeps_it_text_and_drops_its_states(tmp_path):
             memory.update("notes", text="   ")
 
 
-def test_skills_pin_unpin_cache_and_warm_with_a_prefix_from_the_cli(runner, home, tmp_path, monkeypatch):
+def test_skills_pin_unpin_cache_and_warm_with_a_prefix_from_the_cli(runner, home, tmp_path, fake_cli):
     from skillgraft.cli.main import cli
 
-    engine, embedder = FakeEngine(), FakeEmbedder()
     with _memory(tmp_path):
         pass
-    monkeypatch.setattr(SkillMemory, "open", classmethod(
-        lambda cls, home_, derived_bytes=None, **o: cls(home_, engine=engine, embedder=embedder,
-                                                        derived_bytes=derived_bytes)))
     app = tmp_path / "app.txt"
     app.write_text(APP, encoding="utf-8")
     warmed = runner.invoke(cli, ["skills", "warm", "pdf", "--prefix", str(app), "--json"])

@@ -4,7 +4,8 @@ Tool calling and structured output are on: the answer pipeline holds the model t
 of tool calls or of the schema, so even the 135M model answers in the right shape (their
 tests get room for a whole JSON answer: :data:`FORMAT_MAX_TOKENS`). Capabilities the local
 model does not have (media input, another model per call) are switched off through the
-suites' documented properties; what it cannot pass is marked ``xfail`` with the reason.
+suites' documented properties; what it cannot pass is marked ``xfail`` with the reason (strict:
+the pytest configs set ``xfail_strict``, so a mark that starts passing fails the run and goes).
 """
 
 from __future__ import annotations
@@ -84,12 +85,13 @@ class TestChatSkillGraftIntegration(ChatModelIntegrationTests):
         return True
 
     @pytest.mark.xfail(reason="json_mode holds the answer to any JSON object; SmolLM2-135M repeats itself inside "
-                              "the first string until max_tokens and never writes the keys the prompt asks for")
+                              "the first string ('setup') until max_tokens, so the Joke's 'punchline' is never written")
     def test_json_mode(self, model) -> None:
         super().test_json_mode(model)
 
     @pytest.mark.xfail(reason="the tool call is held to the schema, but SmolLM2-135M repeats itself inside the "
-                              "Japanese customer's free-text description until max_tokens, so the call is cut short")
+                              "Japanese customer's free-text description until max_tokens, so the call is cut short "
+                              "and the message carries no tool call")
     def test_unicode_tool_call_integration(self, model, *, tool_choice=None, force_tool_call=True) -> None:
         super().test_unicode_tool_call_integration(model, tool_choice=tool_choice, force_tool_call=force_tool_call)
 

@@ -71,3 +71,8 @@ def test_call_options_are_checked_and_one_stop_text_is_one_stop_sequence():
     for bad in ({"temperature": float("nan")}, {"temperature": -1}, {"seed": -5}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             chat._options(None, bad)
+
+
+def test_an_xfail_that_passes_fails_the_run(pytestconfig):
+    """The standard suites' xfails are strict under both configs (the adapter's and the project's)."""
+    assert pytestconfig.getini("xfail_strict") is True

@@ -1,0 +1,183 @@
+"""The gateway's background warms: ``/v1/skillgraft/warms`` (start, follow, stop).
+
+``POST /v1/skillgraft/warms`` with ``{"skills": [NAME, ...], "app": APP}`` (``app`` optional: a
+prefix stored with ``skillgraft apps add``) starts capturing, in the background, the KV state
+each part of those skills gets on its first use behind that app's prompt
+(:meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills_in_background` over the memory of the
+request's namespace); 202 with the warm. One warm runs at a time in a namespace (409 while one
+runs). ``GET /v1/skillgraft/warms/{id}`` follows it: ``status`` (``running``, ``stopped``,
+``done`` or ``failed``), ``done`` and ``total`` parts, and once it ended its ``report`` (or
+``error``); ``?wait=S`` (at most 30 s) answers as soon as it moves on or ends. ``GET
+/v1/skillgraft/warms`` lists the namespace's last warms; ``DELETE /v1/skillgraft/warms/{id}``
+stops one after the part at hand (start it again to go on: what is kept is skipped).
+
+Every route is a write (:func:`~skillgraft.gateway.access.is_write`): off unless deposits are
+allowed, then the deposit key's or a namespace key's (for its namespace), rate-limited. Each
+part takes a slot of the gateway's gate, then the memory's lock — the order a chat takes them
+in (it holds its slot while it records) — so a warm never waits for a slot holding the lock,
+and chats go first between parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core.skill_frontmatter import MAX_NAME_CHARS
+from ..errors import AppNotFoundError, SkillgraftError
+from ..memory import WarmJob
+from .access import WARM_ROOT, ApiError
+
+__all__ = ["add_warm_routes"]
+
+logger = logging.getLogger("skillgraft.gateway")
+
+MAX_SKILLS = 256          # skills one warm names
+MAX_KEPT = 16             # warms of a namespace kept to follow, the running one among them
+MAX_WAIT_S = 30.0         # the longest a follow waits for a warm to move on
+FOLLOW_POLL_S = 0.05
+GATE_MARGIN_S = 5.0       # beyond the gate's own timeout, for an event loop that stopped
+
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+
+
+class WarmRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    skills: Annotated[list[Name], Field(min_length=1, max_length=MAX_SKILLS)]
+    app: Optional[Name] = None
+
+
+class SlotThenLock:
+    """The hold of one part of a warm (a thread's): a slot of the gateway's gate, taken on its
+    event loop, then the memory's lock; both let go after the part."""
+
+    def __init__(self, slots, loop: asyncio.AbstractEventLoop, lock) -> None:
+        self.slots, self.loop, self.lock = slots, loop, lock
+
+    def __enter__(self) -> "SlotThenLock":
+        taken = asyncio.run_coroutine_threadsafe(self.slots.acquire(), self.loop)
+        try:
+            taken.result(self.slots.timeout_s + GATE_MARGIN_S)
+        except BaseException:
+            taken.cancel()
+            raise
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+        self.loop.call_soon_threadsafe(self.slots.release)
+
+
+@dataclass
+class Warm:
+    """One background warm of a namespace, as its routes report it."""
+
+    id: str
+    skills: list
+    app: Optional[str]
+    job: WarmJob
+    created: int
+    logged: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.job.running:
+            return "running"
+        if self.job.error is not None:
+            return "failed"
+        return "stopped" if self.job.report is not None and self.job.report.stopped else "done"
+
+    def as_dict(self) -> dict:
+        status = self.status  # once: the job may end meanwhile
+        done, total = self.job.progress
+        row = {"object": "skill.warm", "id": self.id, "skills": self.skills, "app": self.app,
+               "status": status, "done": done, "total": total, "created": self.created}
+        if status in ("done", "stopped"):
+            row["report"] = self.job.report.as_dict()
+        elif status == "failed":
+            row["error"] = self._told(self.job.error)
+        return row
+
+    def _told(self, error: BaseException) -> str:
+        """What a client is told of the failure: a refusal's message, never an internal error's
+        (that is logged, once)."""
+        if isinstance(error, (SkillgraftError, ApiError)):
+            return str(error)
+        if not self.logged:
+            self.logged = True
+            logger.error("background warm %s failed", self.id, exc_info=error)
+        return "internal error (see the gateway's log)"
+
+
+def add_warm_routes(app, tenant_of, in_thread, slots) -> None:
+    """Add the warm routes to ``app``, each over the request's namespace (``await
+    tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and turns a
+    :class:`SkillgraftError` into its HTTP error; ``slots`` is the gateway's slot gate."""
+    warms: dict[str, OrderedDict[str, Warm]] = {}  # by namespace, oldest first
+    starting = asyncio.Lock()
+
+    def namespace_of(tenant) -> "OrderedDict[str, Warm]":
+        return warms.setdefault(tenant.namespace, OrderedDict())
+
+    def start(tenant, body: WarmRequest, loop) -> WarmJob:
+        with tenant.memory_lock:  # names, app and prompt are checked here, before it starts
+            try:
+                return tenant.memory.warm_skills_in_background(
+                    body.skills, app=body.app, lock=SlotThenLock(slots, loop, tenant.memory_lock))
+            except AppNotFoundError as exc:
+                raise ApiError(404, str(exc), code="app_not_found", param="app") from None
+
+    def found(tenant, warm_id: str) -> Warm:
+        warm = namespace_of(tenant).get(warm_id)
+        if warm is None:
+            raise ApiError(404, f"no warm {warm_id[:80]!r} in this namespace", code="warm_not_found")
+        return warm
+
+    @app.post(WARM_ROOT, status_code=202)
+    async def start_warm(body: WarmRequest, request: Request):
+        tenant = await tenant_of(request)
+        async with starting:
+            kept = namespace_of(tenant)
+            running = next((w for w in kept.values() if w.job.running), None)
+            if running is not None:
+                raise ApiError(409, f"warm {running.id} is running in this namespace: stop it or wait for it",
+                               code="warm_running")
+            job = await in_thread(start, tenant, body, asyncio.get_running_loop())
+            warm = Warm(f"warm_{secrets.token_hex(12)}", list(dict.fromkeys(body.skills)), body.app, job,
+                        int(time.time()))
+            kept[warm.id] = warm
+            while len(kept) > MAX_KEPT:
+                kept.popitem(last=False)  # the oldest has ended: only one runs
+        return warm.as_dict()
+
+    @app.get(WARM_ROOT)
+    async def list_warms(request: Request):
+        kept = namespace_of(await tenant_of(request))
+        return {"object": "list", "data": [warm.as_dict() for warm in reversed(kept.values())]}
+
+    @app.get(WARM_ROOT + "/{warm_id}")
+    async def follow_warm(warm_id: str, request: Request, wait: float = 0.0):
+        if not 0 <= wait <= MAX_WAIT_S:
+            raise ApiError(400, f"wait is 0 to {MAX_WAIT_S:g} seconds, got {wait:g}", param="wait")
+        warm = found(await tenant_of(request), warm_id)
+        seen, until = warm.job.progress, time.monotonic() + wait
+        while warm.job.running and warm.job.progress == seen and time.monotonic() < until:
+            await asyncio.sleep(FOLLOW_POLL_S)
+        return warm.as_dict()
+
+    @app.delete(WARM_ROOT + "/{warm_id}")
+    async def stop_warm(warm_id: str, request: Request):
+        warm = found(await tenant_of(request), warm_id)
+        warm.job.stop()
+        return warm.as_dict()

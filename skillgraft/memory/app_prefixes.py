@@ -1,0 +1,84 @@
+"""Apps' own prefixes by name: an app's system prompt, stored in the memory's catalog so that
+skills are warmed behind it (:meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills` with
+``app=``) exactly as that app's chats will use them. :class:`AppPrefixVerbs` is mixed into
+:class:`~skillgraft.memory.SkillMemory`.
+
+An app's prefix is its leading system turn (:func:`~skillgraft.core.chat_layout.skill_prompt`
+places a skill after it); an app's tools are described in its first user turn, after the
+skill, so they are no part of it. Names follow the skill name rules
+(:func:`~skillgraft.core.skill_frontmatter.name_problem`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from ..core.chat_layout import with_system
+from ..core.skill_frontmatter import name_problem
+from ..errors import InputError
+
+__all__ = ["AppPrefix", "AppPrefixVerbs", "MAX_APP_PREFIX_CHARS"]
+
+MAX_APP_PREFIX_CHARS = 256_000  # an agent's prompt of some 60k tokens; longer is refused, never stored
+
+
+@dataclass(frozen=True)
+class AppPrefix:
+    """A stored app prefix: its ``name``, its ``system`` prompt and when it was stored."""
+
+    name: str
+    system: str
+    created_at: str
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "chars": len(self.system)}
+
+
+def check_app_name(name) -> str:
+    """``name`` if it can name an app, else :class:`InputError` saying why."""
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"an app cannot have {problem}")
+    return name
+
+
+def check_app_prefix(system) -> str:
+    """``system`` if it can be an app's prefix (non-empty text without NUL bytes, at most
+    :data:`MAX_APP_PREFIX_CHARS`), else :class:`InputError`."""
+    if not isinstance(system, str):
+        raise InputError(f"an app's prefix must be text, not {type(system).__name__}")
+    with_system(system, [])
+    if len(system) > MAX_APP_PREFIX_CHARS:
+        raise InputError(f"an app's prefix is {len(system)} characters, over the {MAX_APP_PREFIX_CHARS} one may hold")
+    return system
+
+
+class AppPrefixVerbs:
+    """``add_app``, ``apps``, ``app`` and ``remove_app``: the app prefixes of a memory's store."""
+
+    def add_app(self, name: str, system: str, *, replace: bool = False) -> AppPrefix:
+        """Store app ``name``'s ``system`` prompt (refused with :class:`AppTakenError` if the
+        name is taken, unless ``replace``)."""
+        self.store.put_app_prefix(check_app_name(name), check_app_prefix(system), replace=replace)
+        return self.app(name)
+
+    def apps(self) -> list[AppPrefix]:
+        """Every stored app prefix, by name."""
+        return [AppPrefix(**row) for row in self.store.app_prefix_rows()]
+
+    def app(self, name: str) -> AppPrefix:
+        """App ``name``'s prefix (:class:`AppNotFoundError` if none)."""
+        return AppPrefix(**self.store.app_prefix_row(check_app_name(name)))
+
+    def remove_app(self, name: str) -> None:
+        """Forget app ``name`` (the states warmed behind it stay in the cache until evicted)."""
+        self.store.delete_app_prefix(check_app_name(name))
+
+    def _warm_prefix(self, system: Optional[str], app: Optional[str]) -> Optional[str]:
+        """The system prompt a warm is made behind: ``system`` as given, or app ``app``'s; not both."""
+        if app is None:
+            return system
+        if system is not None:
+            raise InputError("warm behind an app's stored prefix or a system prompt given here, not both")
+        return self.app(app).system
