@@ -34,8 +34,7 @@ MIGRATIONS: list[Migration] = []
 
 
 def migration(function: Migration) -> Migration:
-    """Register a migration; they run once each, in the order of their numbered names
-    (``m001_…``), whichever module registered them first."""
+    """Register a migration; they run once each, in their names' (numbers') order."""
     MIGRATIONS.append(function)
     MIGRATIONS.sort(key=lambda step: step.__name__)
     return function
