@@ -27,7 +27,9 @@ sequences share their first ``k`` blocks exactly when their ``k``-th keys are eq
 longest stored prefix of a prompt is found with a few key lookups (a binary search over the
 prompt's own keys: a state that shares ``k`` blocks shares every fewer; :class:`PrefixIndex`),
 never by comparing the prompt with every state. The same keys address states in memory, on
-disk and in a shared store (:func:`state_key`).
+disk and in a shared store (:func:`state_key`); a store that learns of states only when asked
+for them (a shared store's published states) is asked for the prompt's deeper keys when its
+states at hand do not serve the prompt to the end (:meth:`DerivedStore.find`).
 
 **Scoped.** Reuse is shared only within a *scope* (:func:`reuse_scope`: a namespace, and a
 salt a client may add): the chain starts from the runtime and the scope, so a state kept in one
@@ -141,7 +143,11 @@ def shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Seque
 # -- derived states ----------------------------------------------------------------
 
 class DerivedStore(Protocol):
-    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
+    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`).
+    A store that does not list every state it can give (the shared one,
+    :class:`~skillgraft.store.shared_derived.SharedDerivedStates`) also has
+    ``find(keys) -> bool``: learn those holding the deepest of a prompt's chain ``keys``
+    (deepest last), True when :meth:`entries` changed."""
 
     def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
         """The key, the tokens and the scope of every state held."""
@@ -205,7 +211,14 @@ class PrefixCache:
         if limit < self.min_tokens:
             return None
         self._sync()
-        for shared, key in self._shared.index.candidates(prompt, at_least=self.min_tokens, scope=self.scope):
+        index, keys = self._shared.index, chain_keys(self.fingerprint_id, prompt, self.scope)
+        found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+        reached = min(found[0][0], limit) if found else 0
+        find = getattr(self.store, "find", None)  # states the store learns of by key
+        if find is not None and reached < limit and find(keys[reached // BLOCK_TOKENS:]):
+            self._sync()
+            found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+        for shared, key in found:
             shared = min(shared, limit)
             if shared < self.min_tokens:
                 continue

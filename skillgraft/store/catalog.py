@@ -34,8 +34,9 @@ MIGRATIONS: list[Migration] = []
 
 
 def migration(function: Migration) -> Migration:
-    """Register a migration; they run in the order they are defined, once each."""
+    """Register a migration; they run in the order of their numbers (``mNNN_``), once each."""
     MIGRATIONS.append(function)
+    MIGRATIONS.sort(key=lambda step: step.__name__)
     return function
 
 
