@@ -41,6 +41,7 @@ how soon the first token comes).
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -49,13 +50,15 @@ from typing import Callable, Hashable, Optional, Protocol, Sequence
 import numpy as np
 
 from ..core.states import KVState
-from ..errors import ConfigError
+from ..errors import BlockIntegrityError, ConfigError
 from .prefix_keys import BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope, state_key
 
 __all__ = [
     "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
     "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
 ]
+
+logger = logging.getLogger("skillgraft.kv")
 
 # Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
 MIN_DERIVED_TOKENS = 64
@@ -159,6 +162,10 @@ class DerivedStore(Protocol):
 
     def put(self, key: str, state: KVState, parent: Optional[str] = None, scope: str = "") -> None: ...
 
+    def forget(self, keys: list[str]) -> None:
+        """Delete the states of ``keys`` (found unusable where they were read)."""
+        ...
+
     @property
     def generation(self) -> Hashable:
         """Changes whenever the states held change (their keys, not their use order)."""
@@ -222,11 +229,24 @@ class PrefixCache:
             shared = min(shared, limit)
             if shared < self.min_tokens:
                 continue
-            state = self.store.get(key)
+            state = self.store.get(key)  # its payload is read where it is used (or cut here)
             if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
                 continue
-            return state if shared == state.n_tokens else self.cut(state, shared)
+            if shared == state.n_tokens:
+                return state
+            try:
+                return self.cut(state, shared)
+            except BlockIntegrityError as exc:
+                self.refuse(state, exc)
         return None
+
+    def refuse(self, state: KVState, reason: BaseException) -> None:
+        """``state``, as the store gave it, turned out unusable where its payload was read (a
+        file swapped since it was found): deleted, with a log line; its prompt is prefilled."""
+        key = state_key(self.fingerprint_id, state.tokens, self.scope)
+        logger.warning("derived state %s is damaged or not what the index recorded (%s): deleted, its prompt is "
+                       "prefilled", key[:12], reason)
+        self.store.forget([key])
 
     def _sync(self) -> None:
         """Index the store's states again when they changed since the last look."""

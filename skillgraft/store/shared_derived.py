@@ -154,6 +154,10 @@ class SharedDerivedStates:
         """Delete this host's derived states (the published ones age out under the budget)."""
         return self.local.clear()
 
+    def forget(self, keys: list[str]) -> None:
+        """Delete this host's copies of ``keys`` (a published one is checked again when downloaded)."""
+        self.local.forget(keys)
+
     def pin(self, parents: frozenset) -> None:
         """Pin on this host (:meth:`DerivedStates.pin`); the published states age out under their own budget."""
         self.local.pin(parents)

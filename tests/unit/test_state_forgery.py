@@ -89,3 +89,21 @@ def test_the_folders_made_for_blocks_are_the_owners_alone(tmp_path):
     with open_memory(tmp_path / "store") as memory:
         folders = [memory.store.storage.folder, memory.store.storage.quarantine_dir]
     assert [stat.S_IMODE(folder.stat().st_mode) for folder in folders] == [0o700, 0o700]
+
+
+def test_a_payload_swapped_after_its_state_was_found_is_refused_where_it_is_read(tmp_path, caplog):
+    home = tmp_path / "store"
+    with open_memory(home) as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)
+    (path,) = list((home / "derived").rglob("*.state"))
+    data = path.read_bytes()
+    header = len(data) - len(decode_state(data).payload)
+    other = FakeEngine().capture([t % 200 + 3 for t in decode_state(data).tokens[::-1]])
+    path.write_bytes(data[:header] + other.payload)  # the header the index recorded, another prompt's cells
+    with open_memory(home) as restarted:
+        with caplog.at_level(logging.WARNING, logger="skillgraft.kv"):
+            answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from != "derived" and "damaged" in caplog.text
+        assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+    assert not path.exists()
