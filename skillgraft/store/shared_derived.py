@@ -14,15 +14,16 @@ the catalog once for the prompt's deeper block keys (:meth:`SharedDerivedStates.
 states holding the deepest one found are learned (at most :data:`MAX_ROWS`, the latest found
 kept) and join :meth:`~SharedDerivedStates.entries`, so a state published on another host is
 found on the next request, and no host lists the rows. :meth:`~SharedDerivedStates.get` of a
-state this host lacks downloads it, checks it and keeps it in the host's cache. The published states are held under a budget shared by the
-hosts (the catalog setting :data:`BUDGET_SETTING`, default :data:`DEFAULT_SHARED_DERIVED_BYTES`):
-whoever publishes removes the least recently used rows and objects beyond it.
+state this host lacks downloads it, checks it and keeps it in the host's cache. The published
+states are held under a budget shared by the hosts (the catalog setting :data:`BUDGET_SETTING`,
+default :data:`DEFAULT_SHARED_DERIVED_BYTES`): whoever publishes removes the least recently used
+rows and objects beyond it (their key rows go with them).
 
 Rows and objects are input from whoever can write the store: a row is used only when its key
 is a SHA-256 that its runtime, scope and token ids hash to, its token list short and
-non-negative and its size within the budget (whatever key row led to it); an object is read only when it has the row's size
-and used only when its payload's digest, runtime and tokens are the row's (so whoever can write
-the bucket alone cannot swap a state). A damaged one is removed (row and object)
+non-negative and its size within the budget, whatever key row led to it; an object is read only
+when it has the row's size and used only when its payload's digest, runtime and tokens are the
+row's (so whoever can write the bucket alone cannot swap a state). A damaged one is removed (row and object)
 with a warning, and so is the row of a missing one. Nothing names a path from a row. When the
 catalog or the bucket fails, the shared tier only logs (at most once a minute) and rests for
 :data:`BACKOFF_S` seconds: the prompt is prefilled, the state kept on this host.

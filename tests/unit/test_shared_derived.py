@@ -170,6 +170,10 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
     kept = [state_key(engine.fingerprint.id, s.tokens) for s in states[2:]]
     assert sorted(r["key"] for r in rows) == sorted(kept)  # the oldest went first: rows and objects
     assert objects(tmp_path) == sorted(f"{k}.state" for k in kept)
+    catalog = SqliteCatalog(tmp_path / "shared.db")
+    keyed = catalog.query("SELECT state_key, count(*) AS n FROM derived_keys GROUP BY state_key ORDER BY state_key")
+    catalog.close()
+    assert keyed == [{"state_key": k, "n": 191 // 16} for k in sorted(kept)]  # and their key rows with them
 
 
 def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
