@@ -29,7 +29,7 @@ from .protocols import Catalog
 __all__ = ["find_states", "insert_keys", "row_tokens"]
 
 _ROWS_PER_INSERT = 150  # 5 parameters a row: within SQLite's oldest limit of 999
-_KEYS_PER_QUERY = 500
+_KEYS_PER_QUERY = 400  # 2 parameters a key: within SQLite's oldest limit of 999
 FOUND_LIMIT = 8  # the states read for one prompt: of those holding its deepest key found
 
 
@@ -79,16 +79,19 @@ def insert_keys(conn, key: str, fingerprint_id: str, scope: str, tokens: Sequenc
 def find_states(catalog: Catalog, fingerprint_id: str, keys: Sequence[bytes], *, max_tokens: int) -> list[dict]:
     """The rows (``derived_states``' columns but the times) of the published states of
     ``fingerprint_id`` that hold the deepest of ``keys`` (a prompt's chain keys, deepest last)
-    any state holds, at most :data:`FOUND_LIMIT`, most recently used first. One query; of a
-    long prompt the keys are asked for deepest first, a few hundred a query, until one finds."""
+    any state holds, at most :data:`FOUND_LIMIT`, most recently used first. One query: one index
+    probe a key, then the states of the deepest found; of a long prompt the keys are asked for
+    deepest first, a few hundred a query, until one finds."""
     for end in range(len(keys), 0, -_KEYS_PER_QUERY):
-        chunk = [key.hex() for key in keys[max(0, end - _KEYS_PER_QUERY):end]]
+        start = max(0, end - _KEYS_PER_QUERY)
+        prompt = [value for depth, key in enumerate(keys[start:end], start + 1) for value in (key.hex(), depth)]
         rows = catalog.query(
-            "SELECT d.key, d.n_tokens, d.tokens, d.n_bytes, d.scope, d.sha256, d.parent FROM derived_keys k"
-            " JOIN derived_states d ON d.key = k.state_key WHERE k.block_key = (SELECT block_key FROM derived_keys"
-            f" WHERE block_key IN ({', '.join('?' * len(chunk))}) AND fingerprint_id = ? ORDER BY depth DESC LIMIT 1)"
+            f"WITH prompt (block_key, depth) AS (VALUES {', '.join(['(?, CAST(? AS INTEGER))'] * (end - start))})"
+            " SELECT d.key, d.n_tokens, d.tokens, d.n_bytes, d.scope, d.sha256, d.parent FROM derived_keys k"
+            " JOIN derived_states d ON d.key = k.state_key WHERE k.block_key = (SELECT p.block_key FROM prompt p"
+            " WHERE EXISTS (SELECT 1 FROM derived_keys x WHERE x.block_key = p.block_key) ORDER BY p.depth DESC LIMIT 1)"
             " AND d.fingerprint_id = ? AND length(d.tokens) <= ? ORDER BY d.last_used DESC LIMIT ?",
-            [*chunk, fingerprint_id, fingerprint_id, 4 * max_tokens, FOUND_LIMIT])
+            [*prompt, fingerprint_id, 4 * max_tokens, FOUND_LIMIT])
         if rows:
             return rows
     return []
