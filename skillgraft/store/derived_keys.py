@@ -26,8 +26,9 @@ from ..kv.prefix_keys import chain_keys, state_key
 from .catalog import migration
 from .protocols import Catalog
 
-__all__ = ["find_states", "insert_keys", "row_tokens"]
+__all__ = ["MAX_TOKENS", "find_states", "insert_keys", "row_tokens"]
 
+MAX_TOKENS = 1 << 17  # the longest published state (its token ids are read)
 _ROWS_PER_INSERT = 150  # 5 parameters a row: within SQLite's oldest limit of 999
 _KEYS_PER_QUERY = 400  # 2 parameters a key: within SQLite's oldest limit of 999
 FOUND_LIMIT = 8  # the states read for one prompt: of those holding its deepest key found
@@ -45,8 +46,9 @@ def m020_create_derived_keys(db) -> None:
     db.execute("CREATE INDEX idx_derived_keys_state_key ON derived_keys (state_key)")
     listed = db.execute("SELECT key, fingerprint_id, scope, n_tokens FROM derived_states").fetchall()
     for key, fingerprint_id, scope, n_tokens in listed:
-        (blob,) = db.execute("SELECT tokens FROM derived_states WHERE key = ?", [key]).fetchone()
-        tokens = row_tokens(blob, n_tokens)
+        found = db.execute("SELECT tokens FROM derived_states WHERE key = ? AND length(tokens) <= ?",
+                           [key, 4 * MAX_TOKENS]).fetchone()
+        tokens = row_tokens(found[0], n_tokens) if found is not None else None
         if tokens is not None and isinstance(scope, str) and key == state_key(fingerprint_id, tokens, scope):
             insert_keys(db, key, fingerprint_id, scope, tokens)
 
@@ -76,9 +78,9 @@ def insert_keys(conn, key: str, fingerprint_id: str, scope: str, tokens: Sequenc
     return len(blocks)
 
 
-def find_states(catalog: Catalog, fingerprint_id: str, keys: Sequence[bytes], *, max_tokens: int) -> list[dict]:
+def find_states(catalog: Catalog, fingerprint_id: str, keys: Sequence[bytes]) -> list[dict]:
     """The rows (``derived_states``' columns but the times) of the published states of
-    ``fingerprint_id`` that hold the deepest of ``keys`` (a prompt's chain keys, deepest last)
+    ``fingerprint_id`` (at most :data:`MAX_TOKENS` tokens) that hold the deepest of ``keys`` (a prompt's chain keys, deepest last)
     any state holds, at most :data:`FOUND_LIMIT`, most recently used first. One query: one index
     probe a key, then the states of the deepest found; of a long prompt the keys are asked for
     deepest first, a few hundred a query, until one finds."""
@@ -91,7 +93,7 @@ def find_states(catalog: Catalog, fingerprint_id: str, keys: Sequence[bytes], *,
             " JOIN derived_states d ON d.key = k.state_key WHERE k.block_key = (SELECT p.block_key FROM prompt p"
             " WHERE EXISTS (SELECT 1 FROM derived_keys x WHERE x.block_key = p.block_key) ORDER BY p.depth DESC LIMIT 1)"
             " AND d.fingerprint_id = ? AND length(d.tokens) <= ? ORDER BY d.last_used DESC LIMIT ?",
-            [*prompt, fingerprint_id, 4 * max_tokens, FOUND_LIMIT])
+            [*prompt, fingerprint_id, 4 * MAX_TOKENS, FOUND_LIMIT])
         if rows:
             return rows
     return []

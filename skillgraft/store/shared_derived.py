@@ -46,7 +46,7 @@ from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .catalog import utc_now
 from .catalog_postgres import first_line
-from .derived_keys import find_states, insert_keys, row_tokens
+from .derived_keys import MAX_TOKENS, find_states, insert_keys, row_tokens
 from .derived_states import DERIVED_FOLDER, SUFFIX, DerivedStates, Record, decode_state, drop_descendants, encode_state
 from .protocols import Catalog
 
@@ -57,7 +57,6 @@ logger = logging.getLogger("skillgraft.store")
 BUDGET_SETTING = "derived.shared_bytes"
 DEFAULT_SHARED_DERIVED_BYTES = 8 << 30
 MAX_ROWS = 512  # published rows learned by key and kept in memory, the latest found last
-MAX_TOKENS = 1 << 17
 LOG_EVERY_S = 60.0
 TOUCH_EVERY_S = 300.0  # a host using its own copy marks the published state used at most this often
 BACKOFF_S = 30.0  # after a failure the shared tier rests: requests do not wait on a bucket that is down
@@ -188,7 +187,7 @@ class SharedDerivedStates:
         if not keys or self._resting():
             return False
         try:
-            rows = find_states(self.catalog, self.fingerprint_id, keys, max_tokens=MAX_TOKENS)
+            rows = find_states(self.catalog, self.fingerprint_id, keys)
         except Exception as exc:  # the catalog is down: prefill
             self._trouble("look up the shared derived states", exc)
             return False
