@@ -141,3 +141,31 @@ def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
         result = lenient.generate("how do I squash my last commits?", max_tokens=4, gate=False)
         assert result.decision == "graft" and result.prefill_tokens_avoided == 0 and result.timings.reprefilled
         lenient.close()
+
+
+def test_a_derived_state_read_from_disk_after_a_restart_answers_as_a_prefill(tmp_path, smollm2, embedder, monkeypatch):
+    """On the embedded model: a derived state found on disk is a file reference, read once where
+    it is restored, and the answer is the one a prefill of the whole prompt gives."""
+    from skillgraft.core.states import FileRef
+    from skillgraft.memory import SkillMemory
+
+    from .conftest import GIT_MANUAL
+    from .unit.test_prefix_reuse import OPTIONS, QUESTIONS, chat
+
+    home = tmp_path / "store"
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
+        memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert memory.flush_derived() == 1
+    reads, read = [], FileRef.read
+    monkeypatch.setattr(FileRef, "read", lambda ref: reads.append(ref) or read(ref))
+    smollm2.reset()
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as restarted:
+        answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert answer.note.reused_from == "derived" and answer.note.cache_n > 100 and len(reads) == 1
+    smollm2.reset()
+    with SkillMemory(home, engine=smollm2, embedder=embedder, derived_bytes=0) as plain:
+        fresh = plain.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert fresh.note.reused_from != "derived"
+    assert [s.token for s in answer.end.steps] == [s.token for s in fresh.end.steps]

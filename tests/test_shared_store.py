@@ -375,16 +375,22 @@ def derived_keys(s3: S3Server, blocks_url: str) -> list[str]:
 def test_a_derived_state_captured_on_one_host_is_restored_on_another(tmp_path, shared, s3):
     a, b, c = agent_hosts(tmp_path, shared)
     with a, b, c:
+        assert b.answer(chat(QUESTIONS[1]), OPTIONS).note.reused_from != "derived"  # nothing published yet
+        b.engine.reset()
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways after the agent's prefix: pending
         assert a.flush_derived() == 1  # kept (as when the context turns to another prompt) and published
         (key,) = derived_keys(s3, shared["blocks"])
-        third = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        third = b.answer(chat(QUESTIONS[4]), OPTIONS)  # B's next request finds it by key, no wait
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
         fresh = c.answer(chat(QUESTIONS[4]), OPTIONS)
         assert fresh.note.reused_from != "derived"
         assert third.text == fresh.text and [s.token for s in third.end.steps] == [s.token for s in fresh.end.steps]
         assert [p.name for p in (tmp_path / "b" / "derived").rglob("*.state")] == [key.split("/")[-1]]
+        ((n_tokens, n_keys),) = [(r["n_tokens"], r["n"]) for r in b.store.catalog.query(
+            "SELECT d.n_tokens, count(*) AS n FROM derived_keys k JOIN derived_states d ON d.key = k.state_key"
+            " GROUP BY d.n_tokens")]
+        assert n_keys == n_tokens // 16  # one key row a whole block
         assert a.check()["ok"] and b.check()["ok"]
         assert derived_keys(s3, shared["blocks"]) == [key]  # check leaves a derived state alone
 
@@ -407,6 +413,39 @@ def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, 
         assert answer.text == c.answer(chat(QUESTIONS[4]), OPTIONS).text
         assert derived_keys(s3, shared["blocks"]) == []
         assert b.store.catalog.query("SELECT key FROM derived_states") == []
+
+
+def test_published_states_are_keyed_by_the_migration_and_a_forged_key_row_leads_nowhere(tmp_path, shared, s3):
+    from skillgraft.kv.prefixes import chain_keys, state_key
+    from skillgraft.store.catalog_postgres import PostgresCatalog
+
+    a, b, c = agent_hosts(tmp_path, shared)
+    with a, c:
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert a.flush_derived() == 1
+        held = a.store.catalog.query("SELECT block_key, state_key, depth FROM derived_keys ORDER BY depth")
+        with a.store.catalog.write() as conn:  # as a catalog published to before the key index
+            conn.execute("DROP TABLE derived_keys")
+            conn.execute("DELETE FROM _migrations WHERE name = 'm020_create_derived_keys'")
+        fresh = c.answer(chat(QUESTIONS[4]), OPTIONS)
+    catalog = PostgresCatalog(shared["catalog"])  # migrated again: the rows keyed from their token ids
+    assert catalog.query("SELECT block_key, state_key, depth FROM derived_keys ORDER BY depth") == held
+    engine, tokens = FakeEngine(), list(range(5, 200))
+    forged = state_key(engine.fingerprint.id, tokens[:-1])
+    with catalog.write() as conn:  # a row whose ids are not its key's, and key rows leading a prompt to it
+        conn.execute("INSERT INTO derived_states (key, fingerprint_id, n_tokens, tokens, n_bytes, sha256, created_at,"
+                     " last_used) VALUES (?, ?, ?, ?, 10, ?, 'x', 'x')",
+                     [forged, engine.fingerprint.id, len(tokens), b"".join(t.to_bytes(4, "little") for t in tokens), "0" * 64])
+        conn.executemany("INSERT INTO derived_keys (block_key, state_key, fingerprint_id, scope, depth)"
+                         " VALUES (?, ?, ?, '', ?)", [[key.hex(), forged, engine.fingerprint.id, depth]
+                                                      for depth, key in enumerate(chain_keys(engine.fingerprint.id, tokens), 1)])
+    catalog.close()
+    with b:
+        assert b.prefixes.lookup([*tokens, *range(300, 320)]) is None and b.prefixes.store.entries() == []
+        third = b.answer(chat(QUESTIONS[4]), OPTIONS)
+        assert third.note.reused_from == "derived" and third.text == fresh.text
+        assert b.store.catalog.query("SELECT key FROM derived_states WHERE key = ?", [forged])  # never fetched
 
 
 def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, shared, s3):

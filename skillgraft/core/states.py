@@ -4,6 +4,8 @@ capture or a graft reaches native code: no llama.cpp, no torch."""
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Protocol, runtime_checkable
@@ -40,20 +42,42 @@ class BytesRef:
 
 @dataclass(frozen=True)
 class FileRef:
-    """A payload of ``n_bytes`` at ``offset`` in a file, read only when asked for (a file
-    shorter than that, or gone, is an :class:`OSError`)."""
+    """A payload of ``n_bytes`` at ``offset`` in a file, read only when asked for and then
+    checked against ``sha256`` (when given) on every read: a file gone, cut short, swapped or
+    not a regular file is a :class:`BlockIntegrityError`, never bytes handed on."""
 
     path: Path
     offset: int
     n_bytes: int
+    sha256: str = ""
 
     def read(self) -> bytes:
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read(self.n_bytes)
-        if len(data) != self.n_bytes:
-            raise OSError(f"{self.path} holds {len(data)} of the payload's {self.n_bytes} bytes")
-        return data
+        data = {"n_bytes": self.n_bytes, "sha256": self.sha256}
+        try:
+            with open_regular(self.path) as handle:
+                handle.seek(self.offset)
+                payload = handle.read(self.n_bytes)
+        except OSError as exc:
+            raise BlockIntegrityError(f"the payload in {Path(self.path).name} cannot be read: {exc}", **data) from None
+        if len(payload) != self.n_bytes:
+            raise BlockIntegrityError(f"{Path(self.path).name} holds {len(payload)} of the payload's {self.n_bytes} bytes",
+                                      **data)
+        if self.sha256 and sha256_hex(payload) != self.sha256:
+            raise BlockIntegrityError(f"the payload in {Path(self.path).name} does not match its SHA-256 "
+                                      f"{self.sha256[:16]}…", **data)
+        return payload
+
+
+def open_regular(path: Path):
+    """``path`` opened for reading, never through a link nor into a FIFO or device (OSError)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{Path(path).name} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep, require_fits, sha256_hex
-from ..errors import InputError
+from ..errors import BlockIntegrityError, InputError
 from .backend import EngineCells, KVBackend
 from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
@@ -236,23 +236,35 @@ class AnswerContext:
         after = restored[2] if restored else 0  # the block's cells in front of the app's prompt
         require_fits(self.backend, len(prompt) + 1, "the prompt plus one answer token")
         prefixes = self.prefixes
-        surely, at_most = self.backend.held_cells(prompt)
         if prefixes is not None:
             KEEPER.drain()  # the states handed over while the last prompt was evaluated are found
+        block = (restored[0], restored[2]) if restored else None
         derived = prefixes.lookup(prompt) if prefixes else None
-        capture_at = 0
-        if prefixes is not None:
-            at_hand = derived.n_tokens if derived is not None else 0
-            capture_at = mark if mark >= at_hand + MIN_DERIVED_TOKENS else prefixes.capture_point(prompt, after)
-        reuse = choose_reuse(
-            prompt, held=surely, held_at_most=at_most, block=(restored[0], restored[2]) if restored else None,
-            derived=derived, capture_at=capture_at,
-        )
-        self.backend.evaluate(prompt, reuse, block_id)
+        reuse = self._choose(prompt, block, derived, mark, after)
+        try:
+            self.backend.evaluate(prompt, reuse, block_id)
+        except BlockIntegrityError as exc:  # a derived state's file, read only now, is not what was kept
+            if reuse.source != "derived" or prefixes is None:
+                raise
+            prefixes.refuse(reuse.state, exc)
+            reuse = self._choose(prompt, block, None, mark, after)
+            self.backend.evaluate(prompt, reuse, block_id)
         if prefixes is not None:
             prefixes.remember(prompt, after)
         self._planned = (prompt, reuse, block_id)
         self.reused_cells, self.reused_from = reuse.cells, reuse.source
+
+    def _choose(self, prompt: list[int], block: Optional[tuple[KVState, int]], derived: Optional[KVState],
+                mark: int, after: int) -> Reuse:
+        """What ``prompt`` reuses of what the cells hold now, ``derived`` and ``block``, and where
+        a derived state of it is asked for."""
+        prefixes, capture_at = self.prefixes, 0
+        if prefixes is not None:
+            at_hand = derived.n_tokens if derived is not None else 0
+            capture_at = mark if mark >= at_hand + MIN_DERIVED_TOKENS else prefixes.capture_point(prompt, after)
+        surely, at_most = self.backend.held_cells(prompt)
+        return choose_reuse(prompt, held=surely, held_at_most=at_most, block=block, derived=derived,
+                            capture_at=capture_at)
 
     def generate(self, options: SamplingOptions) -> Iterator[TokenStep]:
         planned, self._planned = self._planned, None

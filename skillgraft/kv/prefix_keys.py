@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -119,11 +119,14 @@ class PrefixIndex:
             if key not in self._states:
                 self.add(key, tokens, scope)
 
-    def candidates(self, prompt: Sequence[int], *, at_least: int = 1, scope: str = "") -> list[tuple[int, str]]:
+    def candidates(self, prompt: Sequence[int], *, at_least: int = 1, scope: str = "",
+                   keys: Optional[list[bytes]] = None) -> list[tuple[int, str]]:
         """``(shared tokens, key)`` of the states of ``scope`` sharing the most whole blocks
         with ``prompt`` (at least ``at_least`` tokens), longest first, then those sharing fewer
-        blocks: what a caller tries in order when a state turns out unusable."""
-        keys = chain_keys(self.runtime_id, prompt, scope)
+        blocks: what a caller tries in order when a state turns out unusable. ``keys``: the
+        prompt's chain keys in ``scope``, when the caller has them."""
+        if keys is None:
+            keys = chain_keys(self.runtime_id, prompt, scope)
         prompt = np.asarray(prompt, dtype=np.int64)
         found: list[tuple[int, str]] = []
         seen: set[str] = set()

@@ -27,7 +27,9 @@ sequences share their first ``k`` blocks exactly when their ``k``-th keys are eq
 longest stored prefix of a prompt is found with a few key lookups (a binary search over the
 prompt's own keys: a state that shares ``k`` blocks shares every fewer; :class:`PrefixIndex`),
 never by comparing the prompt with every state. The same keys address states in memory, on
-disk and in a shared store (:func:`state_key`).
+disk and in a shared store (:func:`state_key`); a store that learns of states only when asked
+for them (a shared store's published states) is asked for the prompt's deeper keys when its
+states at hand do not serve the prompt to the end (:meth:`DerivedStore.find`).
 
 **Scoped.** Reuse is shared only within a *scope* (:func:`reuse_scope`: a namespace, and a
 salt a client may add): the chain starts from the runtime and the scope, so a state kept in one
@@ -39,6 +41,7 @@ how soon the first token comes).
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -47,13 +50,15 @@ from typing import Callable, Hashable, Optional, Protocol, Sequence
 import numpy as np
 
 from ..core.states import KVState
-from ..errors import ConfigError
+from ..errors import BlockIntegrityError, ConfigError
 from .prefix_keys import BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope, state_key
 
 __all__ = [
     "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
     "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
 ]
+
+logger = logging.getLogger("skillgraft.kv")
 
 # Shorter shared prefixes are not worth a state file (a few hundred KB of KV for a few ms).
 MIN_DERIVED_TOKENS = 64
@@ -141,7 +146,11 @@ def shared_after_heads(earlier: Sequence[int], earlier_after: int, prompt: Seque
 # -- derived states ----------------------------------------------------------------
 
 class DerivedStore(Protocol):
-    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`)."""
+    """Where derived states are kept (:class:`~skillgraft.store.derived_states.DerivedStates`).
+    A store that does not list every state it can give (the shared one,
+    :class:`~skillgraft.store.shared_derived.SharedDerivedStates`) also has
+    ``find(keys) -> bool``: learn those holding the deepest of a prompt's chain ``keys``
+    (deepest last), True when :meth:`entries` changed."""
 
     def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
         """The key, the tokens and the scope of every state held."""
@@ -152,6 +161,10 @@ class DerivedStore(Protocol):
         ...
 
     def put(self, key: str, state: KVState, parent: Optional[str] = None, scope: str = "") -> None: ...
+
+    def forget(self, keys: list[str]) -> None:
+        """Delete the states of ``keys`` (found unusable where they were read)."""
+        ...
 
     @property
     def generation(self) -> Hashable:
@@ -205,15 +218,35 @@ class PrefixCache:
         if limit < self.min_tokens:
             return None
         self._sync()
-        for shared, key in self._shared.index.candidates(prompt, at_least=self.min_tokens, scope=self.scope):
+        index, keys = self._shared.index, chain_keys(self.fingerprint_id, prompt, self.scope)
+        found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+        reached = min(found[0][0], limit) if found else 0
+        find = getattr(self.store, "find", None)  # states the store learns of by key
+        if find is not None and reached < limit and find(keys[reached // BLOCK_TOKENS:]):
+            self._sync()
+            found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+        for shared, key in found:
             shared = min(shared, limit)
             if shared < self.min_tokens:
                 continue
-            state = self.store.get(key)
+            state = self.store.get(key)  # its payload is read where it is used (or cut here)
             if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
                 continue
-            return state if shared == state.n_tokens else self.cut(state, shared)
+            if shared == state.n_tokens:
+                return state
+            try:
+                return self.cut(state, shared)
+            except BlockIntegrityError as exc:
+                self.refuse(state, exc)
         return None
+
+    def refuse(self, state: KVState, reason: BaseException) -> None:
+        """``state``, as the store gave it, turned out unusable where its payload was read (a
+        file swapped since it was found): deleted, with a log line; its prompt is prefilled."""
+        key = state_key(self.fingerprint_id, state.tokens, self.scope)
+        logger.warning("derived state %s is damaged or not what the index recorded (%s): deleted, its prompt is "
+                       "prefilled", key[:12], reason)
+        self.store.forget([key])
 
     def _sync(self) -> None:
         """Index the store's states again when they changed since the last look."""

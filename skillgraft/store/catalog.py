@@ -34,7 +34,7 @@ MIGRATIONS: list[Migration] = []
 
 
 def migration(function: Migration) -> Migration:
-    """Register a migration; they run once each, in their names' (numbers') order."""
+    """Register a migration; they run in the order of their numbers (``mNNN_``), once each."""
     MIGRATIONS.append(function)
     MIGRATIONS.sort(key=lambda step: step.__name__)
     return function

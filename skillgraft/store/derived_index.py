@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..core.sha import SHA256_HEX
+from ..core.states import open_regular
 from ..kv.prefixes import SCOPE_HEX
 
 __all__ = ["INDEX_FILE", "SUFFIX", "IndexLog", "Record", "StateUse", "derived_usage", "entry_of", "open_regular",
@@ -149,15 +150,3 @@ def write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-
-
-def open_regular(path: Path):
-    """``path`` opened for reading, never through a link nor into a FIFO or device (OSError)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise

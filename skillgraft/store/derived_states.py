@@ -16,11 +16,15 @@ are not what it recorded (a swapped or forged file, whatever its own header clai
 with a warning and deleted: a derived state is only ever a shortcut, so the prompt is then
 prefilled as if it had none. Files are private to their owner (0600 in 0700 folders).
 
-Reads check the header's size and shape, the runtime's fingerprint and the payload's SHA-256;
-a file is opened without following a link and read only when it is a regular file within the
+A lookup reads only a file's header (its size and shape, the runtime's fingerprint, the
+digest the index recorded) and hands out a :class:`~skillgraft.core.states.FileRef`: the payload
+is read where it is used (restored, cut, written for a llama-server) and its SHA-256 checked
+then, so a state found but not used is never read, and one swapped since is refused there. A
+file is opened without following a link and read only when it is a regular file within the
 cache's size. Files are written whole (staged, then renamed); the folder is held under
 ``max_bytes`` (oldest use first out, the use time kept as the file's mtime, so the order
-outlives the process), and the latest states are also kept in memory up to ``memory_bytes``.
+outlives the process), and the latest states this process kept are also held in memory up to
+``memory_bytes``.
 
 **Pins.** The states kept behind a *pinned* block (the blocks of a pinned skill,
 :meth:`DerivedStates.pin`) are never evicted; they count against ``max_bytes`` all the same, so
@@ -46,7 +50,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..core.fingerprint import RuntimeFingerprint
-from ..core.states import KVState, sha256_hex
+from ..core.states import FileRef, KVState, sha256_hex
 from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
 from ..kv.prefixes import state_key
@@ -82,10 +86,15 @@ def decode_state(data: bytes) -> KVState:
     payload = handle.read()
     if sha256_hex(payload) != header["sha256"]:
         raise ValueError("payload does not match its SHA-256")
+    return _state_of(header, payload)
+
+
+def _state_of(header: dict, ref) -> KVState:
+    """The state a checked header describes, its payload where ``ref`` says."""
     fingerprint = RuntimeFingerprint.model_validate(header["fingerprint"])
     if fingerprint.id != header.get("fingerprint_id"):
         raise ValueError("its fingerprint does not match its id")
-    return KVState(tuple(header["tokens"]), payload, header["sha256"], fingerprint)
+    return KVState(tuple(header["tokens"]), ref, header["sha256"], fingerprint)
 
 
 def _read_header(handle) -> dict:
@@ -256,6 +265,9 @@ class DerivedStates:
             return [(key, tokens, record.scope) for key, (_, tokens, record) in self._files.items()]
 
     def get(self, key: str) -> Optional[KVState]:
+        """The state under ``key`` (None: not held, or its header is not what the index
+        recorded: then deleted). Its payload is in memory when it was kept by this process and
+        still is, else a :class:`FileRef` to the file, digest-checked when it is read."""
         with self._lock:
             if key not in self._files:
                 return None
@@ -267,7 +279,7 @@ class DerivedStates:
                 return state
         path = self.folder / f"{key}{SUFFIX}"
         try:
-            state = self._read(path)
+            state = self._open(path, record)
             if state.fingerprint.id == self.fingerprint.id and (state.sha256 != record.sha256 or state.tokens != tokens):
                 raise ValueError("its bytes are not those the index recorded")
         except (OSError, ValueError, KeyError) as exc:
@@ -283,17 +295,17 @@ class DerivedStates:
             os.utime(path, (now, now), follow_symlinks=False)
         except (OSError, NotImplementedError) as exc:  # no lutimes here, or a read-only folder
             logger.debug("derived state %s: its use is ordered in memory only (%s)", key[:12], exc)
-        with self._lock:
-            self._memory[key] = state
-            self._evict()
         return state
 
-    def _read(self, path: Path) -> KVState:
+    def _open(self, path: Path, record: Record) -> KVState:
+        """The state of a file, its header read and its payload referred to (checked against
+        ``record``'s digest when it is read)."""
         with open_regular(path) as handle:
-            data = handle.read(self.max_bytes + 1)
-        if len(data) > self.max_bytes:
+            header = _read_header(handle)
+            offset, size = handle.tell(), os.fstat(handle.fileno()).st_size
+        if size > self.max_bytes:
             raise ValueError(f"over the cache's {self.max_bytes} bytes")
-        return decode_state(data)
+        return _state_of(header, FileRef(path, offset, size - offset, record.sha256))
 
     def put(self, key: str, state: KVState, parent: Optional[str] = None, scope: str = "") -> None:
         self.keep_file(key, state, encode_state(state, parent), Record(state.sha256, scope, parent))

@@ -4,23 +4,26 @@ A derived state (:mod:`skillgraft.kv.prefixes`) is kept on the host that capture
 (:class:`~skillgraft.store.derived_states.DerivedStates`). When the store is shared
 (:attr:`~skillgraft.store.block_store.BlockStore.shared`: blocks in object storage, catalog in
 PostgreSQL) it is also *published*: its file goes to the block storage as
-``derived/<key>.state`` (not a block: ``check`` never counts it as a stray) and a row to the
+``derived/<key>.state`` (not a block: ``check`` never counts it as a stray), a row to the
 catalog's ``derived_states`` table (key, runtime, reuse scope, token ids, bytes, the payload's
-SHA-256, parent block, created and last used), so the other hosts learn of it without listing
-the bucket.
+SHA-256, parent block, created and last used) and the chained keys of its whole blocks to
+``derived_keys`` (:mod:`skillgraft.store.derived_keys`), so the other hosts find it by key.
 
-:meth:`SharedDerivedStates.entries` adds the rows of this runtime to the host's own states
-(read again at most every :data:`REFRESH_S` seconds: a lookup per request costs no catalog
-round trip); :meth:`~SharedDerivedStates.get` of a state this host lacks downloads it, checks it
-and keeps it in the host's cache. The published states are held under a budget shared by the
-hosts (the catalog setting :data:`BUDGET_SETTING`, default :data:`DEFAULT_SHARED_DERIVED_BYTES`):
-whoever publishes removes the least recently used rows and objects beyond it.
+**Found by key.** A prompt's lookup that this host's own states do not serve to the end asks
+the catalog once for the prompt's deeper block keys (:meth:`SharedDerivedStates.find`): the
+states holding the deepest one found are learned (at most :data:`MAX_ROWS`, the latest found
+kept) and join :meth:`~SharedDerivedStates.entries`, so a state published on another host is
+found on the next request, and no host lists the rows. :meth:`~SharedDerivedStates.get` of a
+state this host lacks downloads it, checks it and keeps it in the host's cache. The published
+states are held under a budget shared by the hosts (the catalog setting :data:`BUDGET_SETTING`,
+default :data:`DEFAULT_SHARED_DERIVED_BYTES`): whoever publishes removes the least recently used
+rows and objects beyond it (their key rows go with them).
 
 Rows and objects are input from whoever can write the store: a row is used only when its key
 is a SHA-256 that its runtime, scope and token ids hash to, its token list short and
-non-negative and its size within the budget; an object is read only when it has the row's size
-and used only when its payload's digest, runtime and tokens are the row's (so whoever can write
-the bucket alone cannot swap a state). A damaged one is removed (row and object)
+non-negative and its size within the budget, whatever key row led to it; an object is read only
+when it has the row's size and used only when its payload's digest, runtime and tokens are the
+row's (so whoever can write the bucket alone cannot swap a state). A damaged one is removed (row and object)
 with a warning, and so is the row of a missing one. Nothing names a path from a row. When the
 catalog or the bucket fails, the shared tier only logs (at most once a minute) and rests for
 :data:`BACKOFF_S` seconds: the prompt is prefilled, the state kept on this host.
@@ -32,7 +35,8 @@ import logging
 import threading
 import time
 import weakref
-from typing import Optional, Protocol
+from collections import OrderedDict
+from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -42,6 +46,7 @@ from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .catalog import utc_now
 from .catalog_postgres import first_line
+from .derived_keys import MAX_TOKENS, find_states, insert_keys, row_tokens
 from .derived_states import DERIVED_FOLDER, SUFFIX, DerivedStates, Record, decode_state, drop_descendants, encode_state
 from .protocols import Catalog
 
@@ -51,13 +56,10 @@ logger = logging.getLogger("skillgraft.store")
 
 BUDGET_SETTING = "derived.shared_bytes"
 DEFAULT_SHARED_DERIVED_BYTES = 8 << 30
-REFRESH_S = 5.0
-MAX_ROWS = 512  # rows of one runtime read, most recently used first
-MAX_TOKENS = 1 << 17
+MAX_ROWS = 512  # published rows learned by key and kept in memory, the latest found last
 LOG_EVERY_S = 60.0
 TOUCH_EVERY_S = 300.0  # a host using its own copy marks the published state used at most this often
 BACKOFF_S = 30.0  # after a failure the shared tier rests: requests do not wait on a bucket that is down
-_NEW_ROWS = 64  # rows whose token ids are read in one statement
 _OPEN: "weakref.WeakSet[SharedDerivedStates]" = weakref.WeakSet()
 
 
@@ -125,18 +127,17 @@ class SharedDerivedStates:
     ``objects``, at most ``max_bytes`` published. Thread-safe; never raises on the shared tier."""
 
     def __init__(self, local: DerivedStates, catalog: Catalog, objects: DerivedObjects, *,
-                 max_bytes: int = DEFAULT_SHARED_DERIVED_BYTES, refresh_s: float = REFRESH_S) -> None:
+                 max_bytes: int = DEFAULT_SHARED_DERIVED_BYTES) -> None:
         self.local = local
         self.catalog = catalog
         self.objects = objects
         self.max_bytes = max_bytes
-        self.refresh_s = refresh_s
         self.fingerprint_id = local.fingerprint.id
         self._lock = threading.Lock()
-        self._rows: dict[str, tuple[int, tuple[int, ...], Record]] = {}  # key -> (bytes, tokens, record), most recent first
-        self._rows_read = 0  # counts the reads of the rows that changed them
-        self._read_at = float("-inf")
-        self._skipped: set[str] = set()  # missing or damaged: not tried again until the rows are read again
+        # key -> (bytes, tokens, record) of the rows learned by key, the latest found last
+        self._rows: OrderedDict[str, tuple[int, tuple[int, ...], Record]] = OrderedDict()
+        self._learned = 0  # counts the changes of the rows learned
+        self._skipped: set[str] = set()  # missing or damaged: not tried again until found again
         self._logged_at = float("-inf")
         self._down_until = float("-inf")
         self._touched: dict[str, float] = {}  # key -> when this process last marked it used
@@ -153,6 +154,10 @@ class SharedDerivedStates:
         """Delete this host's derived states (the published ones age out under the budget)."""
         return self.local.clear()
 
+    def forget(self, keys: list[str]) -> None:
+        """Delete this host's copies of ``keys`` (a published one is checked again when downloaded)."""
+        self.local.forget(keys)
+
     def pin(self, parents: frozenset) -> None:
         """Pin on this host (:meth:`DerivedStates.pin`); the published states age out under their own budget."""
         self.local.pin(parents)
@@ -161,26 +166,57 @@ class SharedDerivedStates:
 
     @property
     def generation(self) -> tuple:
-        """Changes whenever this host's states, the published rows (read again once
-        :attr:`refresh_s` has passed) or the rows found unusable change."""
-        if not self._resting():
-            self._published()
-        return self.local.generation, self._rows_read, len(self._skipped), self._resting()
+        """Changes whenever this host's states, the published rows learned or those found
+        unusable change."""
+        return self.local.generation, self._learned, len(self._skipped), self._resting()
 
     def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
         mine = self.local.entries()
         if self._resting():
             return mine
         held = {key for key, _, _ in mine}
-        rows = self._published()
-        return mine + [(key, tokens, record.scope) for key, (_, tokens, record) in rows.items()
+        with self._lock:
+            rows = list(self._rows.items())
+        return mine + [(key, tokens, record.scope) for key, (_, tokens, record) in rows
                        if key not in held and key not in self._skipped]
+
+    def find(self, keys: Sequence[bytes]) -> bool:
+        """Learn the published states that hold the deepest of ``keys`` (a prompt's chain keys,
+        deepest last) any state holds: one catalog query. Whether any was new here (then
+        :attr:`generation` changed and :meth:`entries` lists them)."""
+        if not keys or self._resting():
+            return False
+        try:
+            rows = find_states(self.catalog, self.fingerprint_id, keys)
+        except Exception as exc:  # the catalog is down: prefill
+            self._trouble("look up the shared derived states", exc)
+            return False
+        learned = False
+        for row in rows:
+            record = Record.parse(row) if self._plausible(row) else None
+            tokens = row_tokens(row.get("tokens"), row.get("n_tokens")) if record is not None else None
+            if tokens is None or row["key"] != state_key(self.fingerprint_id, tokens, record.scope):
+                continue  # not what its key says: never used
+            key, entry = row["key"], (row["n_bytes"], tokens, record)
+            with self._lock:
+                if self._rows.get(key) != entry or key in self._skipped:
+                    learned = True
+                    self._skipped.discard(key)  # published again since it was found unusable
+                self._rows[key] = entry
+                self._rows.move_to_end(key)
+                while len(self._rows) > MAX_ROWS:
+                    self._rows.popitem(last=False)
+                    learned = True
+        if learned:
+            self._learned += 1
+        return learned
 
     def get(self, key: str) -> Optional[KVState]:
         state = self.local.get(key)
         row = self._rows.get(key)
         since = time.monotonic() - self._touched.get(key, float("-inf"))
-        if state is not None and row is not None and since > TOUCH_EVERY_S and not self._resting():
+        published = row is not None or key in self._touched  # found by key, or published or used from here
+        if state is not None and published and since > TOUCH_EVERY_S and not self._resting():
             self._touch(key)  # its use on this host counts for the shared budget's order too
         if state is not None or row is None or key in self._skipped or self._resting():
             return state
@@ -222,66 +258,18 @@ class SharedDerivedStates:
             self._trouble("publish a derived state", exc)
 
     def reread(self) -> None:
-        """Read the published rows again at the next lookup (some were removed)."""
+        """Forget the published rows learned (some were removed): they are found again by key."""
         with self._lock:
-            self._read_at = float("-inf")
-            self._rows = {}
+            self._rows.clear()
+            self._learned += 1
 
     # -- the shared tier -------------------------------------------------------------------
-
-    def _published(self) -> dict[str, tuple[int, tuple[int, ...], Record]]:
-        """The usable rows of this runtime, read again once :attr:`refresh_s` has passed."""
-        with self._lock:
-            if time.monotonic() - self._read_at < self.refresh_s:
-                return self._rows
-            self._read_at = time.monotonic()  # one refresh at a time; a failed one is tried again later
-        try:
-            rows = self._read_rows()
-        except Exception as exc:
-            self._trouble("read the shared derived states", exc)
-            return self._rows
-        if rows != self._rows or self._skipped:
-            self._rows_read += 1
-        self._rows = rows
-        self._skipped.clear()  # what was missing or damaged was removed: a key published again is new
-        return rows
-
-    def _read_rows(self) -> dict[str, tuple[int, tuple[int, ...], Record]]:
-        listed = self.catalog.query(
-            "SELECT key, n_bytes, n_tokens, scope, sha256, parent FROM derived_states WHERE fingerprint_id = ?"
-            " ORDER BY last_used DESC LIMIT ?", [self.fingerprint_id, MAX_ROWS])
-        known = self._rows
-        found = {row["key"]: (row["n_bytes"], record) for row in listed
-                 if self._plausible(row) and (record := Record.parse(row)) is not None}
-        new = [key for key in found if key not in known or known[key][::2] != found[key]]
-        tokens = {key: known[key][1] for key in found if key not in new}
-        for start in range(0, len(new), _NEW_ROWS):
-            chunk = new[start:start + _NEW_ROWS]
-            marks = ", ".join("?" * len(chunk))
-            for row in self.catalog.query(
-                    "SELECT key, n_tokens, tokens FROM derived_states WHERE fingerprint_id = ? AND length(tokens) <= ?"
-                    f" AND key IN ({marks})", [self.fingerprint_id, 4 * MAX_TOKENS, *chunk]):
-                checked = self._token_list(row, found[row["key"]][1].scope)
-                if checked is not None:
-                    tokens[row["key"]] = checked
-        return {key: (found[key][0], tokens[key], found[key][1]) for key in found if key in tokens}
 
     def _plausible(self, row: dict) -> bool:
         key, n_bytes, n_tokens = row.get("key"), row.get("n_bytes"), row.get("n_tokens")
         return (isinstance(key, str) and SHA256_HEX.fullmatch(key) is not None
                 and isinstance(n_bytes, int) and 0 < n_bytes <= min(self.max_bytes, self.local.max_bytes)
                 and isinstance(n_tokens, int) and 0 < n_tokens <= MAX_TOKENS)
-
-    def _token_list(self, row: dict, scope: str) -> Optional[tuple[int, ...]]:
-        """The row's token ids when they are its count's, non-negative, and hash to its key in ``scope``."""
-        blob, n_tokens = row.get("tokens"), row.get("n_tokens")
-        if not isinstance(blob, (bytes, memoryview)) or not isinstance(n_tokens, int) or len(blob) != 4 * n_tokens:
-            return None
-        ids = np.frombuffer(bytes(blob), dtype="<i4")
-        if ids.size == 0 or (ids < 0).any():
-            return None
-        tokens = tuple(int(t) for t in ids)
-        return tokens if row.get("key") == state_key(self.fingerprint_id, tokens, scope) else None
 
     def _publish(self, key: str, state: KVState, data: bytes, record: Record) -> None:
         if key in self._rows or self.catalog.query("SELECT key FROM derived_states WHERE key = ?", [key]):
@@ -297,12 +285,11 @@ class SharedDerivedStates:
                 " ON CONFLICT (key) DO UPDATE SET last_used = excluded.last_used",
                 [key, self.fingerprint_id, record.scope, state.n_tokens, tokens, len(data), record.sha256,
                  record.parent, now, now])
+            insert_keys(conn, key, self.fingerprint_id, record.scope, state.tokens)
             over = self._over_budget(conn)
-            conn.executemany("DELETE FROM derived_states WHERE key = ?", [[k] for k in over])
+            conn.executemany("DELETE FROM derived_states WHERE key = ?", [[k] for k in over])  # their keys go too
         self._touched[key] = time.monotonic()
         self._delete_objects(over)
-        with self._lock:
-            self._read_at = float("-inf")  # read the rows again at the next lookup
 
     def _over_budget(self, conn) -> list:
         """The keys of the least recently used rows beyond the budget, and of rows that make no sense."""

@@ -281,8 +281,9 @@ class FakeEngine(LocalContext):
         self.check_payload(state, block_id, verify_hash=verify_hash)
         self._cells_going(0)  # the cells are replaced
         started = time.perf_counter()
-        magic, count = PAYLOAD_HEADER.unpack_from(state.payload)
-        cells = [PAYLOAD_CELL.unpack_from(state.payload, PAYLOAD_HEADER.size + i * PAYLOAD_CELL.size)
+        payload = state.payload  # read once (a file's is read and checked here)
+        magic, count = PAYLOAD_HEADER.unpack_from(payload)
+        cells = [PAYLOAD_CELL.unpack_from(payload, PAYLOAD_HEADER.size + i * PAYLOAD_CELL.size)
                  for i in range(min(count, state.n_tokens))]
         misplaced = next((i for i, cell in enumerate(cells) if cell[1] != i), None)
         if magic != PAYLOAD_MAGIC or count != state.n_tokens or misplaced is not None:
@@ -290,7 +291,7 @@ class FakeEngine(LocalContext):
             last = cells[-1][1] if cells else -1
             where = "" if misplaced is None else f", cell {misplaced} at position {cells[misplaced][1]}"
             raise RestoreRejectedError(
-                block_id, len(state.payload), len(state.payload) if magic == PAYLOAD_MAGIC else 0, state.n_tokens,
+                block_id, len(payload), len(payload) if magic == PAYLOAD_MAGIC else 0, state.n_tokens,
                 last, f"{count} cells for {state.n_tokens} tokens{where}",
             )
         self._cells = cells

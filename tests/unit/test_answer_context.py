@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from skillgraft.core.states import BytesRef, FileRef, KVState
+from skillgraft.errors import BlockIntegrityError
 from skillgraft.kv.context import KEEPER, AnswerContext
 from skillgraft.kv.context import PendingCapture
 from skillgraft.kv.prefixes import PrefixCache
@@ -85,6 +86,48 @@ def test_a_payload_is_a_state_ref_in_memory_or_in_a_file(tmp_path):
     assert on_disk.n_bytes == state.n_bytes and on_disk.payload == state.payload
     engine.restore(on_disk)  # an engine reads it when it restores it
     assert engine.context_tokens == [1, 2, 3, 4]
+    checked = KVState(state.tokens, FileRef(path, 4, state.n_bytes, state.sha256), state.sha256, state.fingerprint)
+    assert checked.payload == state.payload
+    path.write_bytes(b"head" + bytes(state.n_bytes))  # swapped: the same size, other bytes
+    assert len(on_disk.payload) == state.n_bytes
+    with pytest.raises(BlockIntegrityError, match="SHA-256"):
+        checked.payload
     path.write_bytes(b"head")
-    with pytest.raises(OSError):
+    with pytest.raises(BlockIntegrityError, match="holds 0"):
         on_disk.payload
+
+
+def counting_reads(monkeypatch) -> list:
+    """The paths of the payloads read from files from now on."""
+    reads, read = [], FileRef.read
+
+    def counted(ref):
+        reads.append(ref.path)
+        return read(ref)
+
+    monkeypatch.setattr(FileRef, "read", counted)
+    return reads
+
+
+def test_a_state_on_disk_is_read_where_it_is_used_and_never_when_it_is_not(tmp_path, monkeypatch):
+    from .test_prefix_reuse import OPTIONS, QUESTIONS, chat, fresh_answer, open_memory
+
+    with open_memory(tmp_path / "home") as memory:
+        memory.answer(chat(QUESTIONS[2]), OPTIONS)
+        memory.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways: a derived state kept
+    reads = counting_reads(monkeypatch)
+    with open_memory(tmp_path / "home") as restarted:  # its states on disk only
+        found, lookup = [], restarted.prefixes.lookup
+
+        def spy(prompt):
+            found.append((lookup(prompt), len(reads)))
+            return found[-1][0]
+
+        monkeypatch.setattr(restarted.prefixes, "lookup", spy)
+        answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
+        ((state, read_then),) = found
+        assert isinstance(state.ref, FileRef) and state.ref.sha256 == state.sha256 and read_then == 0  # found, not read
+        assert answer.note.reused_from == "derived" and len(reads) == 1  # read once, where it was restored
+        assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
+        again = restarted.answer(chat(QUESTIONS[0]), OPTIONS)  # found again, but the context holds the prefix
+        assert isinstance(found[-1][0], KVState) and again.note.reused_from == "slot" and len(reads) == 1

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from skillgraft.kv.prefixes import state_key
+from skillgraft.kv.prefixes import chain_keys, state_key
 from skillgraft.errors import StoreError
 from skillgraft.memory import SkillMemory
 from skillgraft.store import block_objects
@@ -87,9 +87,69 @@ def test_a_damaged_or_forged_published_state_is_ignored_and_removed(tmp_path, ca
             conn.execute("INSERT INTO derived_states (key, fingerprint_id, n_tokens, tokens, n_bytes, sha256, created_at,"
                          " last_used) VALUES (?, ?, ?, ?, ?, ?, 'x', 'x')",
                          [key, engine.fingerprint.id, len(ids), np.asarray(ids, "<i4").tobytes(), n_bytes, "0" * 64])
+        forged = state_key(engine.fingerprint.id, tokens[:-1])  # key rows that lead a prompt to it: still refused
+        conn.executemany("INSERT INTO derived_keys (block_key, state_key, fingerprint_id, scope, depth) VALUES (?, ?, ?, '', ?)",
+                         [[block.hex(), forged, engine.fingerprint.id, depth]
+                          for depth, block in enumerate(chain_keys(engine.fingerprint.id, tokens), 1)])
     with open_host(tmp_path, "c") as c:
+        assert c.prefixes.lookup([*tokens, *range(300, 320)]) is None
         assert c.prefixes.store.entries() == []
+        assert catalog.query("SELECT key FROM derived_states WHERE key = ?", [forged])  # never learned, never fetched
     catalog.close()
+
+
+def spy_queries(memory: SkillMemory) -> list:
+    """The statements ``memory``'s catalog is sent from now on."""
+    sent, query = [], memory.store.catalog.query
+
+    def spy(sql, params=()):
+        sent.append(sql)
+        return query(sql, params)
+
+    memory.store.catalog.query = spy
+    return sent
+
+
+def test_a_state_published_on_one_host_is_found_on_the_next_request_of_another(tmp_path):
+    with open_host(tmp_path, "a") as a, open_host(tmp_path, "b") as b:
+        sent = spy_queries(b)
+        first = b.answer(chat(QUESTIONS[4]), OPTIONS)  # nothing published yet: found nothing
+        assert first.note.reused_from != "derived" and published(tmp_path) == []
+        a.answer(chat(QUESTIONS[2]), OPTIONS)
+        a.answer(chat(QUESTIONS[3]), OPTIONS)
+        assert a.flush_derived() == 1  # published now
+        b.engine.reset()
+        second = b.answer(chat(QUESTIONS[0]), OPTIONS)  # no wait: found by the prompt's keys
+        assert second.note.reused_from == "derived" and second.note.cache_n > 100
+        assert second.text == fresh_answer(tmp_path, chat(QUESTIONS[0])).text
+        reads = [sql for sql in sent if "derived_states" in sql]
+        assert len(reads) == 2 and all("derived_keys" in sql for sql in reads)  # one keyed query a request, no listing
+        sent.clear()
+        b.engine.reset()
+        third = b.answer(chat(QUESTIONS[1]), OPTIONS)  # kept on this host now; asked for longer ones only
+        assert third.note.reused_from == "derived" and len([sql for sql in sent if "derived_states" in sql]) == 1
+
+
+def test_the_migration_keys_the_rows_published_before_it(tmp_path):
+    row = capture_on_a(tmp_path)
+    catalog = SqliteCatalog(tmp_path / "shared.db")
+    held = catalog.query("SELECT block_key, state_key, depth FROM derived_keys ORDER BY depth")
+    (n_tokens,) = [r["n_tokens"] for r in catalog.query("SELECT n_tokens FROM derived_states")]
+    assert [r["depth"] for r in held] == list(range(1, n_tokens // 16 + 1)) and {r["state_key"] for r in held} == {row["key"]}
+    engine = FakeEngine()
+    with catalog.write() as conn:  # as before the migration, with one row whose ids are not its key's
+        conn.execute("DROP TABLE derived_keys")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm020_create_derived_keys'")
+        conn.execute("INSERT INTO derived_states (key, fingerprint_id, n_tokens, tokens, n_bytes, sha256, created_at,"
+                     " last_used) VALUES (?, ?, 17, ?, 10, ?, 'x', 'x')",
+                     [state_key(engine.fingerprint.id, [1] * 16), engine.fingerprint.id,
+                      np.asarray([1] * 17, "<i4").tobytes(), "0" * 64])
+    catalog.close()
+    catalog = SqliteCatalog(tmp_path / "shared.db")  # migrated again
+    assert catalog.query("SELECT block_key, state_key, depth FROM derived_keys ORDER BY depth") == held
+    catalog.close()
+    with open_host(tmp_path, "b") as b:
+        assert b.answer(chat(QUESTIONS[4]), OPTIONS).note.reused_from == "derived"
 
 
 def test_the_published_states_keep_within_their_budget(tmp_path):
@@ -110,6 +170,10 @@ def test_the_published_states_keep_within_their_budget(tmp_path):
     kept = [state_key(engine.fingerprint.id, s.tokens) for s in states[2:]]
     assert sorted(r["key"] for r in rows) == sorted(kept)  # the oldest went first: rows and objects
     assert objects(tmp_path) == sorted(f"{k}.state" for k in kept)
+    catalog = SqliteCatalog(tmp_path / "shared.db")
+    keyed = catalog.query("SELECT state_key, count(*) AS n FROM derived_keys GROUP BY state_key ORDER BY state_key")
+    catalog.close()
+    assert keyed == [{"state_key": k, "n": 191 // 16} for k in sorted(kept)]  # and their key rows with them
 
 
 def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):

@@ -9,6 +9,8 @@ import logging
 import stat
 import struct
 
+import pytest
+
 from skillgraft.core.states import KVState, sha256_hex
 from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.store.derived_states import DerivedStates, decode_state, encode_state
@@ -28,7 +30,17 @@ def forged(data: bytes, engine: FakeEngine) -> bytes:
     return encode_state(KVState(state.tokens, other.payload, sha256_hex(other.payload), state.fingerprint), parent)
 
 
-def test_a_state_swapped_after_a_restart_is_refused_and_the_answer_is_a_prefills(tmp_path, caplog):
+def payload_swapped(data: bytes) -> bytes:
+    """The file ``data`` with the header the index recorded and another prompt's cells after it."""
+    state = decode_state(data)
+    other = FakeEngine().capture([t % 200 + 3 for t in state.tokens[::-1]])
+    return data[: len(data) - state.n_bytes] + other.payload
+
+
+@pytest.mark.parametrize("swap", ["file", "payload"])
+def test_a_state_swapped_after_a_restart_is_refused_and_the_answer_is_a_prefills(tmp_path, caplog, swap):
+    """A file forged whole is refused when its state is found (its header), a payload swapped
+    under the recorded header where it is read (restored): either way the prompt is prefilled."""
     home = tmp_path / "store"
     with open_memory(home) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
@@ -36,8 +48,9 @@ def test_a_state_swapped_after_a_restart_is_refused_and_the_answer_is_a_prefills
     (path,) = list((home / "derived").rglob("*.state"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE((path.parent / "index.log").stat().st_mode) == 0o600
-    path.write_bytes(forged(path.read_bytes(), FakeEngine()))
-    with caplog.at_level(logging.WARNING, logger="skillgraft.store"), open_memory(home) as restarted:
+    data = path.read_bytes()
+    path.write_bytes(forged(data, FakeEngine()) if swap == "file" else payload_swapped(data))
+    with caplog.at_level(logging.WARNING), open_memory(home) as restarted:
         answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
         assert answer.note.reused_from != "derived" and "not what the index recorded" in caplog.text
         assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
@@ -89,3 +102,4 @@ def test_the_folders_made_for_blocks_are_the_owners_alone(tmp_path):
     with open_memory(tmp_path / "store") as memory:
         folders = [memory.store.storage.folder, memory.store.storage.quarantine_dir]
     assert [stat.S_IMODE(folder.stat().st_mode) for folder in folders] == [0o700, 0o700]
+
