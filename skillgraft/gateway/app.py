@@ -277,11 +277,12 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
 
     async def deposit(skill: NewSkill, request: Request) -> dict:
         tenant = await tenant_of(request)
-        if skill.kind == "manual":
-            block = await holding_slot(
-                lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
-                                           capture=skill.capture)
+        if skill.kind == "manual":  # stored as text, no slot held: a capture asked for runs in the background
+            block = await in_thread(
+                lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples)
             )
+            if skill.capture:
+                return {**served(block), "capture": (await in_thread(tenant.captures.start, block)).as_dict()}
         else:
             block = await holding_slot(
                 lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
@@ -291,7 +292,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
 
     # OpenAI's Skills API first: a /v1/skills path with a skill id is its; skillgraft's own
     # routes live under /v1/skillgraft/skills, the old /v1/skills paths kept where they do not collide.
-    register_openai_skill_routes(app, tenant_of, in_thread, holding_slot, deposit)
+    register_openai_skill_routes(app, tenant_of, in_thread, deposit)
 
     @app.get("/v1/skillgraft/skills")
     async def list_skills(request: Request, kind: Optional[str] = None):
@@ -305,6 +306,13 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
         return await deposit(skill, request)
 
     add_feedback_routes(app, tenant_of, in_thread)
+
+    @app.get("/v1/skillgraft/skills/{ref}/capture")
+    async def capture_status(ref: str, request: Request):
+        status = await in_thread((await tenant_of(request)).capture_status, ref)
+        if status is None:
+            raise ApiError(404, f"no capture of skill {ref!r} was asked for on this gateway", code="not_found")
+        return {"object": "skill.capture", **status.as_dict()}
 
     @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")

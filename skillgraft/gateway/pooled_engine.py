@@ -67,8 +67,9 @@ class PooledEngine:
 
     @contextmanager
     def answer_slot(self, prefixes=None) -> Iterator[AnswerSlot]:
-        """A leased slot, held for one answer (``prefixes``: see :class:`~skillgraft.kv.context.AnswerContext`)."""
-        with self.pool.lease() as lease:
+        """A leased slot, held for one answer in the reuse scope of ``prefixes`` (see
+        :class:`~skillgraft.kv.context.AnswerContext`)."""
+        with self.pool.lease(scope=prefixes.scope if prefixes is not None else "") as lease:
             yield lease.answer_slot(prefixes)
 
     def settle_derived(self) -> int:

@@ -37,6 +37,7 @@ from ..errors import DeadlineError, ServerError, SlotReuseError
 from ..memory import SkillMemory
 from ..memory.namespaces import DEFAULT_NAMESPACE, check_namespace
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
+from .captures import BackgroundCaptures, CaptureStatus
 from .metrics import GatewayMetrics
 from .pool import Lease, ServerPool
 from .pooled_engine import PooledEngine
@@ -98,6 +99,7 @@ class Gateway:
         self.memory_lock = threading.Lock()
         self.writer_lock = threading.Lock()
         self.prefixes = self.memory.prefixes  # derived prefix states, shared by every slot
+        self.captures = BackgroundCaptures(self.memory, self.memory_lock)  # the captures clients ask for
         self._warm_routing()
 
     def _warm_routing(self) -> None:
@@ -124,9 +126,11 @@ class Gateway:
         return self if namespace == self.namespace else self._tenants.get(namespace)
 
     def close(self) -> None:
-        self.pool.settle_captures()  # the derived states the slots still hold reach the store
         with self._tenants_lock:
             tenants, self._tenants = list(self._tenants.values()), {}
+        for gateway in [self, *tenants]:
+            gateway.captures.close()
+        self.pool.settle_captures()  # the derived states the slots still hold reach the store
         for tenant in tenants:
             tenant.memory.close()
             tenant.writer.close()
@@ -221,16 +225,23 @@ class Gateway:
         with self.memory_lock:
             return self.memory.list(kind)
 
-    def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = (),
-                   capture: bool = True) -> Block:
+    def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = ()) -> Block:
+        """Store a manual as text: no model runs for it here. Its state is made where it is first
+        used, or now in the background (:attr:`captures`)."""
         with self.writer_lock:
-            return self.writer.add_manual(name, text, description=description, examples=examples, capture=capture)
+            return self.writer.add_manual(name, text, description=description, examples=examples, capture=False)
 
     def add_solution(self, question: str, answer: str, method: str, *, name: Optional[str] = None,
                      examples: Sequence[str] = ()) -> Block:
         """Verify by running ``method`` here (the python verifier): nothing from the request is trusted."""
         with self.writer_lock:
             return self.writer.add_solution(question, answer, method=method, verifier="python", name=name, examples=examples)
+
+    def capture_status(self, ref: str) -> Optional[CaptureStatus]:
+        """Where the background capture of skill ``ref`` stands (None: none was asked for)."""
+        with self.memory_lock:
+            block = self.memory.get(ref)
+        return self.captures.status(block.id)
 
     def delete_skill(self, ref: str) -> Block:
         with self.writer_lock:

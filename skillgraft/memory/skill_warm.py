@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from ..core.answer import AnswerOptions
 from ..core.chat_layout import skill_prompt
 from ..core.progress import Progress
-from ..errors import InputError
+from ..errors import BlockNotFoundError, InputError, SkillNotFoundError
 
 __all__ = ["SkillWarmReport", "WARM_QUESTION", "WarmJob", "start_warm", "warm_parts"]
 
@@ -48,7 +48,23 @@ def warm_plan(memory, names: Sequence[str], system: Optional[str]) -> tuple[list
     if system is not None and (not isinstance(system, str) or not system.strip()):
         raise InputError("the app's system prompt must be non-empty text")
     chat = [*([("system", system)] if system else []), ("user", WARM_QUESTION)]
-    return chat, [(name, part) for name in dict.fromkeys(names) for part in memory.skill(name).parts]
+    return chat, [(name, part) for name in dict.fromkeys(names) for part in _parts(memory, name)]
+
+
+def _parts(memory, name: str) -> list:
+    """The parts of skill ``name``; a manual (``add_manual``) is a skill of one part."""
+    try:
+        return memory.skill(name).parts
+    except SkillNotFoundError:
+        try:
+            block = memory.get(name)
+        except BlockNotFoundError:
+            raise SkillNotFoundError(name) from None
+        if block.kind != "manual":
+            raise
+    from .skills import SkillPart  # the record a part is (imported here: skills imports this module)
+
+    return [SkillPart(block.id, block.name, "manual", block.name, 0)]
 
 
 def warm_parts(memory, names: Sequence[str], system: Optional[str], progress: Progress = None, *,
