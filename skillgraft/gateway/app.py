@@ -51,7 +51,7 @@ from ..core.answer import Answer, AnswerOptions
 from ..core.deadline import Deadline
 from ..core.pipeline import collect_choices
 from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
-from .service import Gateway
+from .service import Gateway, whole_answer
 from .openai_skills import register_openai_skill_routes
 from .skills_api import decision_headers, register_skill_routes
 
@@ -244,11 +244,11 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             if prepared.needs_model:
                 await departure.race(slots.acquire())
                 acquired = True
-            pump = EventPump(tenant.stream(prepared, options, n, deadline, scope=scope),
+            pump = EventPump(tenant.stream(prepared, options, n, deadline, scope=scope, buffered=not body.stream),
                              slots.release if prepared.needs_model else lambda: None)
             if not body.stream:
                 events = await pump.gather(departure)
-                answers = collect_choices(prepared, iter(events))
+                answers = collect_choices(prepared, iter(whole_answer(events)))
                 return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
             first = await departure.race(pump.next())  # errors before the first event get a status code
             handed = True  # the stream's response closes the pump from here on
