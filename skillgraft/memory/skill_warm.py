@@ -62,9 +62,15 @@ def _parts(memory, name: str) -> list:
             raise SkillNotFoundError(name) from None
         if block.kind != "manual":
             raise
-    from .skills import SkillPart  # the record a part is (imported here: skills imports this module)
+    return [ManualPart(block.id, block.name)]
 
-    return [SkillPart(block.id, block.name, "manual", block.name, 0)]
+
+@dataclass(frozen=True)
+class ManualPart:
+    """A manual warmed as a skill's part: what :func:`warm_part` reads of one."""
+
+    block_id: str
+    title: str
 
 
 def warm_parts(memory, names: Sequence[str], system: Optional[str], progress: Progress = None, *,
