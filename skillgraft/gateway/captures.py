@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from ..core.blocks import Block
+from ..errors import SkillgraftError
 
 __all__ = ["CAPTURE_DEADLINE_S", "BackgroundCaptures", "CaptureStatus"]
 
@@ -60,10 +61,15 @@ class BackgroundCaptures:
         """Make ``block``'s state (a manual stored as text) in the background, at the start of
         the chat as its first use there makes it; a capture of it still running is kept."""
         with self._guard:
+            if self._closed:
+                return CaptureStatus(block.id, block.name, "stopped", 0, 0, self.deadline_s, "the gateway is closing")
             running = self._captures.get(block.id)
-            if not self._closed and (running is None or not running.job.running):
-                with self.lock:  # the names are checked in the caller's call
-                    job = self.memory.warm_skills_in_background([block.name], lock=self.lock)
+            if running is None or not running.job.running:
+                try:
+                    with self.lock:  # the names are checked in the caller's call
+                        job = self.memory.warm_skills_in_background([block.name], lock=self.lock)
+                except SkillgraftError as exc:  # derived states off: the text is stored, nothing to make
+                    return CaptureStatus(block.id, block.name, "failed", 0, 0, self.deadline_s, str(exc))
                 self._captures[block.id] = _Capture(block, job, self.deadline_s)
                 self._captures.move_to_end(block.id)
                 self._forget_ended()

@@ -96,3 +96,19 @@ def test_a_capture_stops_at_its_deadline_and_when_asked_to_close(tmp_path, fake_
             time.sleep(0.05)
         assert (status.state, status.parts_done) == ("stopped", 0) and "before 1 of 1 parts" in status.reason
     gateway.close()
+
+
+def test_with_derived_states_off_the_manual_is_stored_and_its_capture_says_why_not(tmp_path, fake_embedder):
+    engine = FakeEngine()
+    with SkillMemory(tmp_path / "home", engine=engine, embedder=fake_embedder):
+        pass
+    gateway = Gateway(tmp_path / "home", FakePool(engine), embedder=fake_embedder, derived_bytes=0)
+    with TestClient(create_app(gateway, deposits=DepositPolicy(allowed=True)), base_url="http://127.0.0.1") as http:
+        reply = _deposit(http, capture=True)
+        assert reply.status_code == 201, reply.text
+        capture = reply.json()["capture"]
+        assert capture["state"] == "failed" and "derived states are off" in capture["reason"]
+        block = gateway.memory.get("sourdough")
+        assert block.text_only
+    gateway.close()
+    assert gateway.captures.start(block).state == "stopped"  # a closed gateway starts none
