@@ -1,14 +1,17 @@
 """Captures a client asked for, made in the background: a manual deposited with
 ``"capture": true`` is stored as text first (the request returns then), and its KV state is
-made by a warm (:class:`~skillgraft.memory.skill_warm.WarmJob`) that holds the gateway's
-memory lock one part at a time, so chats go in between. A capture stops at its deadline, when
-asked, or when the gateway closes; :meth:`BackgroundCaptures.status` tells how far it got.
+made by a warm (:class:`~skillgraft.memory.skill_warm.WarmJob`) that takes a slot of the pool,
+then the gateway's memory lock, one part at a time (the order a chat takes them in, which
+records its answer under that lock while it holds its slot), so chats go in between. A capture
+stops at its deadline, when asked, or when the gateway closes; :meth:`BackgroundCaptures.status`
+tells how far it got.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -40,6 +43,26 @@ class CaptureStatus:
         return asdict(self)
 
 
+class _Turn:
+    """A part's turn: a slot of the memory's pool (in the memory's reuse scope), then ``lock``."""
+
+    def __init__(self, memory, lock) -> None:
+        self.memory, self.lock, self._held = memory, lock, threading.local()
+
+    def __enter__(self) -> None:
+        stack = ExitStack()
+        try:
+            stack.enter_context(self.memory.engine.reserved(self.memory.prefixes.scope))
+            stack.enter_context(self.lock)
+        except BaseException:
+            stack.close()
+            raise
+        self._held.stack = stack
+
+    def __exit__(self, *exc) -> None:
+        self._held.stack.close()
+
+
 class _Capture:
     def __init__(self, block: Block, job, deadline_s: float) -> None:
         self.block, self.job, self.deadline_s = block, job, deadline_s
@@ -67,7 +90,7 @@ class BackgroundCaptures:
             if running is None or not running.job.running:
                 try:
                     with self.lock:  # the names are checked in the caller's call
-                        job = self.memory.warm_skills_in_background([block.name], lock=self.lock)
+                        job = self.memory.warm_skills_in_background([block.name], lock=_Turn(self.memory, self.lock))
                 except SkillgraftError as exc:  # derived states off: the text is stored, nothing to make
                     return CaptureStatus(block.id, block.name, "failed", 0, 0, self.deadline_s, str(exc))
                 self._captures[block.id] = _Capture(block, job, self.deadline_s)
