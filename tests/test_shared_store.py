@@ -360,6 +360,28 @@ def test_an_imported_skill_is_one_thing_on_every_host(tmp_path, shared):
         assert a.import_skills(folder).unchanged and b.remove_skill("pdf") and a.skills() == []
 
 
+def test_skill_versions_share_their_files_in_the_postgresql_catalog(tmp_path, shared):
+    from .unit.skill_folders import write_skill
+
+    blob = os.urandom(1 << 20)
+
+    def stored(memory) -> int:
+        return int(memory.store.catalog.query("SELECT COALESCE(SUM(LENGTH(data)), 0) AS n FROM skill_files")[0]["n"])
+
+    with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
+        a.import_skills(write_skill(tmp_path / "v1", "ledger", "The ledger.", "# Ledger\n\nOne entry a line.\n",
+                                    files={"assets/model.bin": blob}))
+        before = stored(a)
+        second = write_skill(tmp_path / "v2", "ledger", "The ledger.", "# Ledger\n\nOne signed entry a line.\n",
+                             files={"assets/model.bin": blob})
+        assert [s.version for s in b.import_skills(second).imported] == [2]
+        assert stored(a) - before == len((second / "SKILL.md").read_bytes())  # the changed file alone
+        b.remove_skill("ledger", 1)  # the version holding the shared bytes
+        assert dict(a.skill_contents("ledger", 2)[1])["assets/model.bin"] == blob
+        a.remove_skill("ledger")
+        assert stored(b) == 0
+
+
 def agent_hosts(tmp_path, shared, **options):
     """Hosts A and B of one shared store with a manual, and C, which keeps no derived state."""
     a, b = host(tmp_path, "a", shared, **options), host(tmp_path, "b", shared, **options)

@@ -38,6 +38,7 @@ from . import agent_data as data
 from .agent_texts import Texts
 from ..core.progress import Progress
 from .agent_rows import recorder, request_row as _row, take_turns
+from .serve import capture_manuals
 
 MAX_TOKENS = 1
 ROUNDS = 3
@@ -109,17 +110,18 @@ class GatewaySystem:
                 self.settle(store)
             finally:
                 store.close()
-        self._start()
         started = time.perf_counter()
+        if self.captured:  # blocks leading the chat, captured by a pool of the gateway's slot layout
+            capture_manuals(self.home, self.model_arg, slots, manuals)
+        self._start()
         try:
-            for name, (text, examples) in manuals.items():  # as text (captured on first use), or captured now
+            for name, (text, examples) in ({} if self.captured else manuals).items():  # or text, made on first use
                 _answer(self.client.post("/v1/skills", json={"kind": "manual", "name": name, "text": text,
-                                                             "examples": examples, "capture": self.captured}),
-                        "the gateway")
+                                                             "examples": examples}), "the gateway")
         except BaseException:
             self.stop()
             raise
-        self.stocked.append(time.perf_counter() - started)
+        self.stocked.append(time.perf_counter() - started - self.starts[-1])
 
     def _start(self) -> None:
         import httpx

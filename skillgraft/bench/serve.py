@@ -125,6 +125,19 @@ def _stock(url: str) -> None:
         client.post("/v1/skills", json=SOLUTION).raise_for_status()
 
 
+def capture_manuals(home: Path, model: Optional[str], slots: int, manuals: dict) -> None:
+    """Capture ``manuals`` (name -> (text, examples)) as blocks into the store at ``home``, by a
+    pool of one llama-server of ``slots`` slots, the layout a gateway serves them in: a gateway
+    itself stores deposited manuals as text."""
+    from ..gateway.pool import ServerPool
+    from ..gateway.pooled_engine import PooledEngine
+    from ..memory import SkillMemory
+
+    with ServerPool(1, slots, model=model) as pool, SkillMemory(home, engine=PooledEngine(pool)) as memory:
+        for name, (text, examples) in manuals.items():
+            memory.add_manual(name, text, examples=examples)
+
+
 def _ask(client, model: str, question: str) -> tuple[str, str]:
     response = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": question}], max_tokens=MAX_TOKENS, temperature=0

@@ -51,7 +51,7 @@ from ..core.answer import Answer, AnswerOptions
 from ..core.deadline import Deadline
 from ..core.pipeline import collect_choices
 from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
-from .service import Gateway
+from .service import Gateway, whole_answer
 from .openai_skills import register_openai_skill_routes
 from .skills_api import decision_headers, register_skill_routes
 from .warm_api import add_warm_routes
@@ -245,11 +245,11 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             if prepared.needs_model:
                 await departure.race(slots.acquire())
                 acquired = True
-            pump = EventPump(tenant.stream(prepared, options, n, deadline, scope=scope),
+            pump = EventPump(tenant.stream(prepared, options, n, deadline, scope=scope, buffered=not body.stream),
                              slots.release if prepared.needs_model else lambda: None)
             if not body.stream:
                 events = await pump.gather(departure)
-                answers = collect_choices(prepared, iter(events))
+                answers = collect_choices(prepared, iter(whole_answer(events)))
                 return JSONResponse(_completion(answers, completion_id, model_id), headers=decision_headers(answers[0].note))
             first = await departure.race(pump.next())  # errors before the first event get a status code
             handed = True  # the stream's response closes the pump from here on
@@ -278,11 +278,13 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
 
     async def deposit(skill: NewSkill, request: Request) -> dict:
         tenant = await tenant_of(request)
-        if skill.kind == "manual":
-            block = await holding_slot(
+        if skill.kind == "manual":  # stored as text, no slot held: a capture asked for runs in the background
+            block = await in_thread(
                 lambda: tenant.add_manual(skill.name, skill.text, description=skill.description, examples=skill.examples,
-                                           capture=skill.capture, expires=skill.expires_at)
+                                           expires=skill.expires_at)
             )
+            if skill.capture:
+                return {**served(block), "capture": (await in_thread(tenant.captures.start, block)).as_dict()}
         else:
             block = await holding_slot(
                 lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,
@@ -292,7 +294,7 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
 
     # OpenAI's Skills API first: a /v1/skills path with a skill id is its; skillgraft's own
     # routes live under /v1/skillgraft/skills, the old /v1/skills paths kept where they do not collide.
-    register_openai_skill_routes(app, tenant_of, in_thread, holding_slot, deposit)
+    register_openai_skill_routes(app, tenant_of, in_thread, deposit)
 
     @app.get("/v1/skillgraft/skills")
     async def list_skills(request: Request, kind: Optional[str] = None):
@@ -307,6 +309,13 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
 
     add_feedback_routes(app, tenant_of, in_thread)
     add_warm_routes(app, tenant_of, in_thread, slots)
+
+    @app.get("/v1/skillgraft/skills/{ref}/capture")
+    async def capture_status(ref: str, request: Request):
+        status = await in_thread((await tenant_of(request)).capture_status, ref)
+        if status is None:
+            raise ApiError(404, f"no capture of skill {ref!r} was asked for on this gateway", code="not_found")
+        return {"object": "skill.capture", **status.as_dict()}
 
     @app.delete("/v1/skillgraft/skills/{ref}")
     @app.delete("/v1/skills/{ref}")

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..errors import ConfigError
-from ..kv.prefixes import reuse_scope
-from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE
+from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE, namespace_scope
 
 __all__ = ["ADMIN", "DEFAULT_NAMESPACE", "ApiKeys", "Principal", "read_keys"]
 
@@ -44,7 +43,7 @@ class Principal:
 
     def scope(self, salt: str = "") -> str:
         """The reuse scope of this principal's requests that give ``salt``."""
-        return reuse_scope("" if self.namespace == DEFAULT_NAMESPACE else self.namespace, salt)
+        return namespace_scope(self.namespace, salt)
 
 
 LOCAL = Principal(DEFAULT_NAMESPACE, admin=True)  # a gateway without keys: one principal, its operator

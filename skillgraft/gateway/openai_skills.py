@@ -175,7 +175,7 @@ async def _uploaded(request: Request) -> tuple[list[tuple[str, bytes]], dict]:
         await form.close()
 
 
-def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slot, deposit) -> None:
+def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, deposit) -> None:
     """Add the OpenAI Skills API's routes to ``app``, each over the skills of the request's
     namespace (``await tenant_of(request)``: its gateway); ``deposit`` takes skillgraft's own JSON
     deposit (a :class:`~skillgraft.gateway.schemas.NewSkill`, and the request). Registered
@@ -211,7 +211,7 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
             return JSONResponse(jsonable_encoder(await deposit(skill, request)), status_code=201)
         parts, fields = await _uploaded(request)
         shelf = await shelf_of(request)
-        name, _ = await holding_slot(add, shelf, parts, None, True, fields.get("expires_at"))
+        name, _ = await in_thread(add, shelf, parts, None, True, fields.get("expires_at"))  # text: no slot held, no model run
         return await in_thread(lambda: skill_object(shelf.versions(name)))
 
     @app.get("/v1/skills")
@@ -265,7 +265,7 @@ def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, holding_slo
         name = await in_thread(name_of, shelf, sid, True)
         parts, fields = await _uploaded(request)
         default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
-        _, version = await holding_slot(add, shelf, parts, name, default, fields.get("expires_at"))
+        _, version = await in_thread(add, shelf, parts, name, default, fields.get("expires_at"))
         return version_object(await in_thread(shelf.skill, name, version))
 
     @app.get("/v1/skills/{sid:skill_id}/versions")

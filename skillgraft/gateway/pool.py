@@ -4,8 +4,8 @@ Each server is a :class:`~skillgraft.server.engine.LlamaServerEngine` started on
 with ``n_slots`` slots. A request leases one ``(server, slot)`` for its whole life — restore,
 prefill after the block, generation — so no request ever continues from another's restored
 state. A supervisor thread restarts a server whose process died; requests that were in
-flight on it fail with :class:`ServerError` and are retried once on another lease by the
-gateway. The supervisor also saves the derived states pending on a slot that has been idle
+flight on it fail with :class:`ServerError` and are answered again once by the gateway, on
+another server or on the restarted one. The supervisor also saves the derived states pending on a slot that has been idle
 :data:`~skillgraft.kv.context.IDLE_CAPTURE_S` (:meth:`ServerPool.settle_captures`
 saves them all, when the gateway closes).
 """
@@ -66,6 +66,10 @@ class Lease:
     def forget_cells(self) -> None:
         """What the leased slot holds is unknown from now on: its next prompt is evaluated afresh."""
         self.engine.forget_held(self.slot)
+
+    def settle(self) -> int:
+        """Keep the derived states pending on the leased slot now; how many were kept."""
+        return self.engine.context(self.slot).settle()
 
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""

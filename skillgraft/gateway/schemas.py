@@ -258,7 +258,7 @@ class ManualSkill(BaseModel):
     text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
     description: Annotated[str, Field(max_length=2_000)] = ""
     examples: Annotated[list[Annotated[str, Field(max_length=2_000)]], Field(max_length=64)] = []
-    capture: bool = True  # false: stored as text, its cells made on first use after the app's prompt
+    capture: bool = False  # stored as text either way; true: its state is made now, in the background
     expires_at: Optional[ExpiryText] = None
 
 

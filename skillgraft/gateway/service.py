@@ -6,7 +6,8 @@
 that it reused exactly the block's kept cells, ``cache_n``), fallback or abstain — the same
 steps :class:`~skillgraft.memory.SkillMemory` runs in-process, so the same request gets the
 same answer through either door. A server that dies under a request that has sent nothing
-yet is retried once on another lease.
+to its client yet is restarted by the pool and the request answered again afresh, once (on
+another server when there is one).
 
 The store, router and embedder are used under one lock (a catalog connection serves one
 thread at a time); deposits and routing corrections use a second memory with its own
@@ -25,7 +26,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
 from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
@@ -37,6 +38,7 @@ from ..errors import DeadlineError, ServerError, SlotReuseError
 from ..memory import SkillMemory
 from ..memory.namespaces import DEFAULT_NAMESPACE, check_namespace
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
+from .captures import BackgroundCaptures, CaptureStatus
 from .metrics import GatewayMetrics
 from .pool import Lease, ServerPool
 from .pooled_engine import PooledEngine
@@ -44,6 +46,25 @@ from .pooled_engine import PooledEngine
 logger = logging.getLogger("skillgraft.gateway")
 
 DEATH_GRACE_S = 1.0
+
+
+class AnsweredAgain:
+    """An event of a buffered stream: the events before it are void (a server died under them)."""
+
+
+ANSWERED_AGAIN = AnsweredAgain()
+
+
+def whole_answer(events: Iterable[Event]) -> list[Event]:
+    """The events of a buffered :meth:`Gateway.stream` that count: those after its last
+    :data:`ANSWERED_AGAIN`."""
+    kept: list[Event] = []
+    for event in events:
+        if isinstance(event, AnsweredAgain):
+            kept = []
+        else:
+            kept.append(event)
+    return kept
 
 
 def _server_died(lease: Lease, generation: int) -> bool:
@@ -98,6 +119,7 @@ class Gateway:
         self.memory_lock = threading.Lock()
         self.writer_lock = threading.Lock()
         self.prefixes = self.memory.prefixes  # derived prefix states, shared by every slot
+        self.captures = BackgroundCaptures(self.memory, self.memory_lock)  # the captures clients ask for
         self._warm_routing()
 
     def _warm_routing(self) -> None:
@@ -124,9 +146,11 @@ class Gateway:
         return self if namespace == self.namespace else self._tenants.get(namespace)
 
     def close(self) -> None:
-        self.pool.settle_captures()  # the derived states the slots still hold reach the store
         with self._tenants_lock:
             tenants, self._tenants = list(self._tenants.values()), {}
+        for gateway in [self, *tenants]:
+            gateway.captures.close()
+        self.pool.settle_captures()  # the derived states the slots still hold reach the store
         for tenant in tenants:
             tenant.memory.close()
             tenant.writer.close()
@@ -150,10 +174,10 @@ class Gateway:
 
     def chat(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1) -> list[Answer]:
         """The ``n`` answers (choices) to a chat that :meth:`prepare` planned, not streamed."""
-        return collect_choices(plan, self.stream(plan, options, n))
+        return collect_choices(plan, iter(whole_answer(self.stream(plan, options, n, buffered=True))))
 
     def stream(self, plan: AnswerPlan, options: AnswerOptions, n: int = 1,
-               deadline: Optional[Deadline] = None, *, scope: str = "") -> Iterator[Event]:
+               deadline: Optional[Deadline] = None, *, scope: str = "", buffered: bool = False) -> Iterator[Event]:
         """The pipeline's events for a chat :meth:`prepare` planned: per choice an
         :class:`AnswerNote`, text deltas (``str``), then an :class:`AnswerEnd`; ``n`` choices
         one after the other (choice ``i`` sampled with ``seed + i``) in one lease. The note
@@ -162,11 +186,14 @@ class Gateway:
         :attr:`generation_timeout_s` after the lease, :class:`DeadlineError`: the lease is
         returned and the stream to the server closed, which stops it. Prefix reuse stays within
         ``scope`` (:func:`~skillgraft.kv.prefixes.reuse_scope`): no other scope's slot cells or
-        derived states are continued."""
+        derived states are continued. A server that dies under the request before it yielded
+        anything is restarted and the request answered again, once; with ``buffered`` (the caller
+        sends nothing before the answer is whole: a JSON answer) also after it yielded events:
+        then :data:`ANSWERED_AGAIN` voids those before it (:func:`whole_answer`)."""
         started = time.perf_counter()
         if not plan.needs_model:
             return self._metered(self._choices(plan, lambda: None, options, n), started)
-        return self._metered(self._leased(plan, options, n, deadline, scope), started)
+        return self._metered(self._leased(plan, options, n, deadline, scope, buffered), started)
 
     def _choices(self, plan: AnswerPlan, slot, options: AnswerOptions, n: int,
                  prompt: Optional[Prompt] = None) -> Iterator[Event]:
@@ -186,34 +213,38 @@ class Gateway:
             yield event
 
     def _leased(self, plan: AnswerPlan, options: AnswerOptions, n: int, deadline: Optional[Deadline],
-                scope: str) -> Iterator[Event]:
+                scope: str, buffered: bool) -> Iterator[Event]:
         failed: list[int] = []
+        again = False  # the events yielded so far are void: the answer starts again
         prompt = self.pipeline.prompt(plan, options)  # rendered once: it chooses the slot and is prefilled there
         for round_ in range(2):
             with self.pool.lease(avoid=failed, prompt=None if prompt is None else prompt.tokens, scope=scope) as lease:
                 until = Deadline(self.generation_timeout_s, "generation").sooner(deadline)
                 generation = lease.engine.restarts
-                sent = False
+                yielded = False
                 try:
+                    if again:
+                        yield ANSWERED_AGAIN
                     slot = lambda: lease.answer_slot(self.prefixes, until)  # noqa: E731
                     for event in self._choices(plan, slot, options, n, prompt):
                         until.check()
-                        sent = True
+                        yielded = True
                         yield event
                     return
                 except DeadlineError:
                     raise
                 except SlotReuseError as exc:  # the slot did not hold what it was asked to reuse
-                    if sent or round_ == 1:
+                    if (yielded and not buffered) or round_ == 1:
                         raise
                     logger.warning("slot %d of server %d did not reuse what it was asked (%s): answered again, "
                                    "evaluated afresh", lease.slot, lease.server, exc)
                     lease.forget_cells()
                 except ServerError as exc:
-                    if sent or round_ == 1 or not _server_died(lease, generation):
+                    if (yielded and not buffered) or round_ == 1 or not _server_died(lease, generation):
                         raise
-                    logger.warning("server %d failed under a request (%s): retrying on another", lease.server, exc)
+                    logger.warning("server %d died under a request (%s): answered again afresh", lease.server, exc)
                     failed.append(lease.server)
+                again = yielded
 
     # -- skills ----------------------------------------------------------------------------
 
@@ -222,9 +253,11 @@ class Gateway:
             return self.memory.list(kind)
 
     def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = (),
-                   capture: bool = True, expires: Optional[str] = None) -> Block:
+                   expires: Optional[str] = None) -> Block:
+        """Store a manual as text: no model runs for it here. Its state is made where it is first
+        used, or now in the background (:attr:`captures`)."""
         with self.writer_lock:
-            return self.writer.add_manual(name, text, description=description, examples=examples, capture=capture,
+            return self.writer.add_manual(name, text, description=description, examples=examples, capture=False,
                                           expires=expires)
 
     def add_solution(self, question: str, answer: str, method: str, *, name: Optional[str] = None,
@@ -233,6 +266,12 @@ class Gateway:
         with self.writer_lock:
             return self.writer.add_solution(question, answer, method=method, verifier="python", name=name, examples=examples,
                                             expires=expires)
+
+    def capture_status(self, ref: str) -> Optional[CaptureStatus]:
+        """Where the background capture of skill ``ref`` stands (None: none was asked for)."""
+        with self.memory_lock:
+            block = self.memory.get(ref)
+        return self.captures.status(block.id)
 
     def delete_skill(self, ref: str) -> Block:
         with self.writer_lock:

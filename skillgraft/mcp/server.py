@@ -186,11 +186,12 @@ def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, Too
 
     @server.tool()
     def add_manual(name: str, text: str, description: str = "", examples: Optional[list[str]] = None) -> SkillInfo:
-        """Capture a skill manual once, so later questions on it graft it instead of re-reading it."""
+        """Store a skill manual, so later questions on it are answered with it (stored as text: its KV state is made where it is first used)."""
         take()
         with one_call():
             try:
-                return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or ()))
+                return SkillInfo.of(memory.add_manual(name, text, description=description, examples=examples or (),
+                                                      capture=False))
             except ContextOverflowError as exc:
                 raise with_split_hint(exc, "add it as several manuals, one per section") from None
 

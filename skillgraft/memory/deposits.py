@@ -98,10 +98,11 @@ class Deposits:
         return block
 
     def _text_manual(self, name: str, text: str, description: str) -> Block:
+        self._capturable_tokens(name, "manual", text)  # a manual that could never be placed is refused now
         taken = self._named(name)
         if taken is not None:
-            if taken.source == text and taken.status == "ok" and taken.text_only:
-                return taken
+            if taken.source == text and taken.status == "ok" and taken.kind == "manual":
+                return taken  # the same manual, stored as text or captured
             raise NameTakenError(name, taken.id)
         block, _ = self.store.put_text(text, name=name, description=description)
         if block.name != name:  # the very same text is stored already

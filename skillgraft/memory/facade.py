@@ -38,7 +38,7 @@ from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
-from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
+from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
 from .skill_import import SkillImports
@@ -310,12 +310,13 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
     def prefixes(self) -> Optional[PrefixCache]:
         """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
         store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
-        store is read-only or ``derived_bytes`` is 0. See :mod:`skillgraft.kv.prefixes`."""
+        store is read-only or ``derived_bytes`` is 0; in the namespace's reuse scope, as the
+        gateway's requests of that namespace (without a salt). See :mod:`skillgraft.kv.prefixes`."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
             store = open_derived_states(self.store, fingerprint, folder, max_bytes=self.derived_bytes)
-            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state)
+            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state, scope=namespace_scope(self.namespace))
         return self._prefixes
 
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):

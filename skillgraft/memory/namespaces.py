@@ -36,10 +36,12 @@ from typing import Optional, Union
 
 from ..core.recall import Recall
 from ..errors import ConfigError, InputError, NamespaceError, StoreError
+from ..kv.prefix_keys import reuse_scope
 
 __all__ = [
     "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "NamespaceDeletion", "better_recall", "catalog_schema",
-    "check_namespace", "delete_namespace", "namespace_backends", "namespace_home", "namespaces", "open_base",
+    "check_namespace", "delete_namespace", "namespace_backends", "namespace_home", "namespace_scope", "namespaces",
+    "open_base",
 ]
 
 DEFAULT_NAMESPACE = "default"
@@ -54,6 +56,13 @@ def check_namespace(namespace: Optional[str]) -> str:
     if not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace):
         raise NamespaceError(namespace)
     return namespace
+
+
+def namespace_scope(namespace: Optional[str], salt: str = "") -> str:
+    """The reuse scope (:func:`~skillgraft.kv.prefix_keys.reuse_scope`) of ``namespace``'s
+    prompts that give ``salt``: ``""`` for the default namespace without a salt."""
+    namespace = check_namespace(namespace)
+    return reuse_scope("" if namespace == DEFAULT_NAMESPACE else namespace, salt)
 
 
 def namespace_home(home: Union[str, Path], namespace: Optional[str]) -> Path:

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from ..core.answer import AnswerOptions
 from ..core.chat_layout import skill_prompt, with_system
 from ..core.progress import Progress
-from ..errors import InputError
+from ..errors import BlockNotFoundError, InputError, SkillNotFoundError
 
 __all__ = ["SkillWarmReport", "WARM_QUESTION", "WarmJob", "start_warm", "warm_parts"]
 
@@ -46,7 +46,29 @@ def warm_plan(memory, names: Sequence[str], system: Optional[str]) -> tuple[list
     if memory.prefixes is None:
         raise InputError("derived states are off in this memory (a read-only store, or derived_bytes=0): nothing to warm")
     chat = with_system(system, [("user", WARM_QUESTION)])
-    return chat, [(name, part) for name in dict.fromkeys(names) for part in memory.skill(name).parts]
+    return chat, [(name, part) for name in dict.fromkeys(names) for part in _parts(memory, name)]
+
+
+def _parts(memory, name: str) -> list:
+    """The parts of skill ``name``; a manual (``add_manual``) is a skill of one part."""
+    try:
+        return memory.skill(name).parts
+    except SkillNotFoundError:
+        try:
+            block = memory.get(name)
+        except BlockNotFoundError:
+            raise SkillNotFoundError(name) from None
+        if block.kind != "manual":
+            raise
+    return [ManualPart(block.id, block.name)]
+
+
+@dataclass(frozen=True)
+class ManualPart:
+    """A manual warmed as a skill's part: what :func:`warm_part` reads of one."""
+
+    block_id: str
+    title: str
 
 
 def warm_parts(memory, names: Sequence[str], system: Optional[str], progress: Progress = None, *,

@@ -1,18 +1,26 @@
 """The catalog's records of imported Agent Skills, above their blocks; a mixin of ``BlockStore``.
 
 A skill has versions (one the default); a version records its folder, description, a JSON
-record (frontmatter, scripts, assets, warnings), its files (manifest rows with their bytes,
-for export) and its parts: the blocks it is made of (a block whose text did not change is
-shared by the versions holding it). Every write runs in one catalog transaction and bumps the
-catalog version, so a router rebuilds which blocks it may route to.
+record (frontmatter, scripts, assets, warnings), its files (manifest rows, for export) and its
+parts: the blocks it is made of (a block whose text did not change is shared by the versions
+holding it). Every write runs in one catalog transaction and bumps the catalog version, so a
+router rebuilds which blocks it may route to.
+
+A file's bytes are stored once per catalog (a namespace's store), addressed by their SHA-256,
+computed here from the bytes: one row of the files with that SHA-256 holds them and the others
+hold none (``data`` NULL) and read them from it, checked against the address on every read.
+Removing the row that holds them hands them to another row of the same address first, so they
+go only with the last row that refers to them. Catalogs written before hold the bytes in every
+row; both layouts are read alike.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Iterable, Optional
 
-from ..errors import SkillNotFoundError
+from ..errors import SkillNotFoundError, StoreError
 from .catalog import utc_now
 from .protocols import Catalog
 
@@ -60,11 +68,27 @@ class SkillRecords:
         ]
 
     def skill_files(self, name: str, version: int, *, with_data: bool = False) -> list[dict]:
+        """The files of a version, by path: ``path``, ``size``, ``sha256`` and with ``with_data``
+        their bytes (:class:`StoreError` when the catalog has none that match them)."""
         columns = "path, size, sha256" + (", data" if with_data else "")
         rows = self._select(
             f"SELECT {columns} FROM skill_files WHERE name = ? AND version = ? ORDER BY path", [name, int(version)]
         )
-        return [{**row, "size": int(row["size"]), **({"data": bytes(row["data"])} if with_data else {})} for row in rows]
+        files = [{**row, "size": int(row["size"])} for row in rows]
+        if with_data:
+            for row in files:
+                row["data"] = self._file_bytes(row)
+        return files
+
+    def _file_bytes(self, row: dict) -> bytes:
+        """The bytes of a file row: its own, or those of its address held by another row."""
+        if row["data"] is not None and _matches(bytes(row["data"]), row):
+            return bytes(row["data"])
+        for held in self._select("SELECT data FROM skill_files WHERE sha256 = ? AND data IS NOT NULL", [row["sha256"]]):
+            if _matches(bytes(held["data"]), row):
+                return bytes(held["data"])
+        raise StoreError(f"the catalog holds no bytes of {row['sha256'][:16]}… ({row['size']} bytes) for the skill "
+                         f"file {row['path']!r}: import the skill again")
 
     def skill_of_block(self, block_id: str) -> Optional[str]:
         rows = self._select("SELECT name FROM skill_blocks WHERE block_id = ? LIMIT 1", [block_id])
@@ -124,6 +148,9 @@ class SkillRecords:
                 (name, version, folder, manifest_sha256, description, json.dumps(record, sort_keys=True), utc_now()),
             )
             for path, size, sha256, data in files:
+                data = _addressed(path, size, sha256, data)
+                if _held(conn, sha256, size):
+                    data = None  # another row holds these bytes already
                 conn.execute(
                     "INSERT INTO skill_files (name, version, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
                     (name, version, path, size, sha256, data),
@@ -155,6 +182,7 @@ class SkillRecords:
         with self.catalog.write() as conn:
             held = [r[0] for r in conn.execute(
                 "SELECT block_id FROM skill_blocks WHERE name = ? AND version = ?", (name, version)).fetchall()]
+            _hand_over_bytes(conn, name, version)
             for table in ("skill_blocks", "skill_files", "skill_versions"):
                 conn.execute(f"DELETE FROM {table} WHERE name = ? AND version = ?", (name, version))
             left = conn.execute("SELECT MAX(version) FROM skill_versions WHERE name = ?", (name,)).fetchone()[0]
@@ -171,3 +199,40 @@ class SkillRecords:
             ]
             conn.execute(_BUMP)
         return orphans
+
+
+def _matches(data: bytes, row: dict) -> bool:
+    return len(data) == int(row["size"]) and hashlib.sha256(data).hexdigest() == row["sha256"]
+
+
+def _addressed(path: str, size: int, sha256: str, data: Optional[bytes]) -> bytes:
+    """``data``, checked to be the bytes its address and size say (nothing given is trusted)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise StoreError(f"the skill file {path!r} comes without its bytes")
+    data = bytes(data)
+    if not _matches(data, {"size": size, "sha256": sha256}):
+        raise StoreError(f"the skill file {path!r} is not the {size} bytes of SHA-256 {str(sha256)[:16]}… it claims")
+    return data
+
+
+def _held(conn, sha256: str, size: int) -> bool:
+    """Whether a row of the catalog holds the bytes of this address (checked, not assumed)."""
+    for (data,) in conn.execute("SELECT data FROM skill_files WHERE sha256 = ? AND data IS NOT NULL",
+                                (sha256,)).fetchall():
+        if _matches(bytes(data), {"size": size, "sha256": sha256}):
+            return True
+    return False
+
+
+def _hand_over_bytes(conn, name: str, version: int) -> None:
+    """Before version ``version`` of ``name`` goes: the bytes its rows hold, to a row of another
+    version (of any skill) at the same address that holds none, if there is one."""
+    rows = conn.execute("SELECT sha256, data FROM skill_files WHERE name = ? AND version = ? AND data IS NOT NULL",
+                        (name, version)).fetchall()
+    for sha256, data in rows:
+        heir = conn.execute(
+            "SELECT name, version, path FROM skill_files WHERE sha256 = ? AND data IS NULL"
+            " AND NOT (name = ? AND version = ?) LIMIT 1", (sha256, name, version)).fetchone()
+        if heir is not None:
+            conn.execute("UPDATE skill_files SET data = ? WHERE name = ? AND version = ? AND path = ?",
+                         (data, heir[0], heir[1], heir[2]))
