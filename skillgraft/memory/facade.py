@@ -310,8 +310,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
     def prefixes(self) -> Optional[PrefixCache]:
         """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
         store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
-        store is read-only or ``derived_bytes`` is 0; in the namespace's reuse scope (as its gateway
-        requests without a salt). See :mod:`skillgraft.kv.prefixes`."""
+        store is read-only or ``derived_bytes`` is 0; in the namespace's reuse scope (:mod:`skillgraft.kv.prefixes`)."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
