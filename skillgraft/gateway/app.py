@@ -54,6 +54,7 @@ from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, r
 from .service import Gateway, whole_answer
 from .openai_skills import register_openai_skill_routes
 from .skills_api import decision_headers, register_skill_routes
+from .captures import SlotThenLock
 from .warm_api import add_warm_routes
 
 logger = logging.getLogger("skillgraft.gateway")
@@ -284,7 +285,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
                                            expires=skill.expires_at)
             )
             if skill.capture:
-                return {**served(block), "capture": (await in_thread(tenant.captures.start, block)).as_dict()}
+                turn = SlotThenLock(slots, asyncio.get_running_loop(), tenant.memory_lock)
+                return {**served(block), "capture": (await in_thread(tenant.captures.start, block, turn)).as_dict()}
         else:
             block = await holding_slot(
                 lambda: tenant.add_solution(skill.question, skill.answer, skill.method, name=skill.name,

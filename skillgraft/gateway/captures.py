@@ -1,27 +1,29 @@
 """Captures a client asked for, made in the background: a manual deposited with
 ``"capture": true`` is stored as text first (the request returns then), and its KV state is
-made by a warm (:class:`~skillgraft.memory.skill_warm.WarmJob`) that takes a slot of the pool,
-then the gateway's memory lock, one part at a time (the order a chat takes them in, which
-records its answer under that lock while it holds its slot), so chats go in between. A capture
+made by a warm (:class:`~skillgraft.memory.skill_warm.WarmJob`) that takes a slot of the
+gateway's gate, then its memory lock, one part at a time (:class:`SlotThenLock`: the order a chat
+takes them in, which records its answer under that lock while it holds its slot), so chats go in
+between; the warms of ``/v1/skillgraft/warms`` take their turns the same way. A capture
 stops at its deadline, when asked, or when the gateway closes; :meth:`BackgroundCaptures.status`
 tells how far it got.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 from ..core.blocks import Block
 from ..errors import SkillgraftError
 
-__all__ = ["CAPTURE_DEADLINE_S", "BackgroundCaptures", "CaptureStatus"]
+__all__ = ["CAPTURE_DEADLINE_S", "BackgroundCaptures", "CaptureStatus", "SlotThenLock"]
 
 CAPTURE_DEADLINE_S = 600.0
 KEPT_STATUSES = 256  # the captures told about after they end, the oldest forgotten first
+GATE_MARGIN_S = 5.0  # beyond the gate's own timeout, for an event loop that stopped
 
 
 @dataclass(frozen=True)
@@ -43,24 +45,26 @@ class CaptureStatus:
         return asdict(self)
 
 
-class _Turn:
-    """A part's turn: a slot of the memory's pool (in the memory's reuse scope), then ``lock``."""
+class SlotThenLock:
+    """The hold of one part of a warm (a thread's): a slot of the gateway's gate, taken on its
+    event loop, then the memory's lock; both let go after the part."""
 
-    def __init__(self, memory, lock) -> None:
-        self.memory, self.lock, self._held = memory, lock, threading.local()
+    def __init__(self, slots, loop: asyncio.AbstractEventLoop, lock) -> None:
+        self.slots, self.loop, self.lock = slots, loop, lock
 
-    def __enter__(self) -> None:
-        stack = ExitStack()
+    def __enter__(self) -> "SlotThenLock":
+        taken = asyncio.run_coroutine_threadsafe(self.slots.acquire(), self.loop)
         try:
-            stack.enter_context(self.memory.engine.reserved(self.memory.prefixes.scope))
-            stack.enter_context(self.lock)
+            taken.result(self.slots.timeout_s + GATE_MARGIN_S)
         except BaseException:
-            stack.close()
+            taken.cancel()
             raise
-        self._held.stack = stack
+        self.lock.acquire()
+        return self
 
     def __exit__(self, *exc) -> None:
-        self._held.stack.close()
+        self.lock.release()
+        self.loop.call_soon_threadsafe(self.slots.release)
 
 
 class _Capture:
@@ -80,9 +84,10 @@ class BackgroundCaptures:
         self._guard = threading.Lock()
         self._closed = False
 
-    def start(self, block: Block) -> CaptureStatus:
+    def start(self, block: Block, turn) -> CaptureStatus:
         """Make ``block``'s state (a manual stored as text) in the background, at the start of
-        the chat as its first use there makes it; a capture of it still running is kept."""
+        the chat as its first use there makes it, each part inside ``turn`` (a context manager:
+        the gateway's :class:`SlotThenLock`); a capture of it still running is kept."""
         with self._guard:
             if self._closed:
                 return CaptureStatus(block.id, block.name, "stopped", 0, 0, self.deadline_s, "the gateway is closing")
@@ -90,7 +95,7 @@ class BackgroundCaptures:
             if running is None or not running.job.running:
                 try:
                     with self.lock:  # the names are checked in the caller's call
-                        job = self.memory.warm_skills_in_background([block.name], lock=_Turn(self.memory, self.lock))
+                        job = self.memory.warm_skills_in_background([block.name], lock=turn)
                 except SkillgraftError as exc:  # derived states off: the text is stored, nothing to make
                     return CaptureStatus(block.id, block.name, "failed", 0, 0, self.deadline_s, str(exc))
                 self._captures[block.id] = _Capture(block, job, self.deadline_s)

@@ -9,7 +9,6 @@ leased slot). The gateway leases slots itself when it retries an answer on anoth
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from typing import Iterator, Sequence, Union
 
@@ -30,7 +29,6 @@ class PooledEngine:
         self.model_name = first.model_name
         self.n_ctx = first.n_ctx
         self.text = first.text
-        self._reserved = threading.local()
 
     @property
     def fingerprint(self) -> RuntimeFingerprint:
@@ -68,32 +66,15 @@ class PooledEngine:
         return state
 
     @contextmanager
-    def reserved(self, scope: str = "") -> Iterator[None]:
-        """Hold one slot for this thread until the block ends: its answers here use that slot and
-        its pending states are kept from it. A caller takes its slot first, then the lock chats
-        take while they hold theirs (they record their answers under it), never the other way."""
-        with self.pool.lease(scope=scope) as lease:
-            self._reserved.lease = lease
-            try:
-                yield
-            finally:
-                self._reserved.lease = None
-
-    @contextmanager
     def answer_slot(self, prefixes=None) -> Iterator[AnswerSlot]:
-        """A leased slot (this thread's :meth:`reserved` one, if any), held for one answer in the
-        reuse scope of ``prefixes`` (see :class:`~skillgraft.kv.context.AnswerContext`)."""
-        held = getattr(self._reserved, "lease", None)
-        if held is not None:
-            yield held.answer_slot(prefixes)
-            return
+        """A leased slot, held for one answer in the reuse scope of ``prefixes`` (see
+        :class:`~skillgraft.kv.context.AnswerContext`)."""
         with self.pool.lease(scope=prefixes.scope if prefixes is not None else "") as lease:
             yield lease.answer_slot(prefixes)
 
     def settle_derived(self) -> int:
-        """Keep the derived states pending on this thread's reserved slot and every free one."""
-        held = getattr(self._reserved, "lease", None)
-        return (held.settle() if held is not None else 0) + self.pool.settle_captures()
+        """Keep the derived states pending on every slot of the pool."""
+        return self.pool.settle_captures()
 
     def close(self) -> None:
         """The pool is closed by its owner."""

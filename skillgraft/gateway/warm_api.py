@@ -35,6 +35,7 @@ from ..core.skill_frontmatter import MAX_NAME_CHARS
 from ..errors import AppNotFoundError, SkillgraftError
 from ..memory import WarmJob
 from .access import WARM_ROOT, ApiError
+from .captures import SlotThenLock
 
 __all__ = ["add_warm_routes"]
 
@@ -44,7 +45,6 @@ MAX_SKILLS = 256          # skills one warm names
 MAX_KEPT = 16             # warms of a namespace kept to follow, the running one among them
 MAX_WAIT_S = 30.0         # the longest a follow waits for a warm to move on
 FOLLOW_POLL_S = 0.05
-GATE_MARGIN_S = 5.0       # beyond the gate's own timeout, for an event loop that stopped
 
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
@@ -55,28 +55,6 @@ class WarmRequest(BaseModel):
 
     skills: Annotated[list[Name], Field(min_length=1, max_length=MAX_SKILLS)]
     app: Optional[Name] = None
-
-
-class SlotThenLock:
-    """The hold of one part of a warm (a thread's): a slot of the gateway's gate, taken on its
-    event loop, then the memory's lock; both let go after the part."""
-
-    def __init__(self, slots, loop: asyncio.AbstractEventLoop, lock) -> None:
-        self.slots, self.loop, self.lock = slots, loop, lock
-
-    def __enter__(self) -> "SlotThenLock":
-        taken = asyncio.run_coroutine_threadsafe(self.slots.acquire(), self.loop)
-        try:
-            taken.result(self.slots.timeout_s + GATE_MARGIN_S)
-        except BaseException:
-            taken.cancel()
-            raise
-        self.lock.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.lock.release()
-        self.loop.call_soon_threadsafe(self.slots.release)
 
 
 @dataclass

@@ -32,10 +32,6 @@ class FakeLease:
         """The fake engine's cells are dropped (a server slot's are forgotten)."""
         self.engine.reset()
 
-    def settle(self) -> int:
-        """Keep the derived states pending on the fake engine's context."""
-        return self.engine.context.settle()
-
     def capture(self, source) -> KVState:
         return self.engine.capture(source)
 

@@ -81,7 +81,7 @@ def test_a_capture_stops_at_its_deadline_and_when_asked_to_close(tmp_path, fake_
     for deadline_s, stop in ((0.0, None), (600.0, "close")):
         captures = BackgroundCaptures(gateway.memory, held, deadline_s)
         with held:
-            assert captures.start(block).state == "running"
+            assert captures.start(block, held).state == "running"
             closing = threading.Thread(target=captures.close) if stop else None
             if closing is not None:
                 closing.start()
@@ -111,4 +111,4 @@ def test_with_derived_states_off_the_manual_is_stored_and_its_capture_says_why_n
         block = gateway.memory.get("sourdough")
         assert block.text_only
     gateway.close()
-    assert gateway.captures.start(block).state == "stopped"  # a closed gateway starts none
+    assert gateway.captures.start(block, threading.Lock()).state == "stopped"  # a closed gateway starts none
