@@ -37,6 +37,7 @@ from typing import Optional, Union
 from ..core.recall import Recall
 from ..errors import ConfigError, InputError, NamespaceError, StoreError
 from ..kv.prefix_keys import reuse_scope
+from ..store.derived_states import NAMESPACES_FOLDER
 
 __all__ = [
     "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "NamespaceDeletion", "better_recall", "catalog_schema",
@@ -46,7 +47,6 @@ __all__ = [
 
 DEFAULT_NAMESPACE = "default"
 NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-NAMESPACES_FOLDER = "namespaces"
 
 
 def check_namespace(namespace: Optional[str]) -> str:

@@ -63,6 +63,7 @@ __all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "Record",
 logger = logging.getLogger("skillgraft.store")
 
 DERIVED_FOLDER = "derived"
+NAMESPACES_FOLDER = "namespaces"  # a home's namespaces, each a store of its own over the home's
 MAGIC = b"SGDERIV1"
 MAX_HEADER_BYTES = 1 << 20
 DEFAULT_DERIVED_BYTES = 2 << 30

@@ -35,6 +35,7 @@ import logging
 import threading
 import time
 import weakref
+from pathlib import Path
 from collections import OrderedDict
 from typing import Optional, Protocol, Sequence
 
@@ -47,7 +48,9 @@ from ..core.states import KVState
 from .catalog import utc_now
 from .catalog_postgres import first_line
 from .derived_keys import MAX_TOKENS, find_states, insert_keys, row_tokens
-from .derived_states import DERIVED_FOLDER, SUFFIX, DerivedStates, Record, decode_state, drop_descendants, encode_state
+from .derived_states import (
+    DERIVED_FOLDER, NAMESPACES_FOLDER, SUFFIX, DerivedStates, Record, decode_state, drop_descendants, encode_state,
+)
 from .protocols import Catalog
 
 __all__ = ["BUDGET_SETTING", "DEFAULT_SHARED_DERIVED_BYTES", "SharedDerivedStates", "drop_block_states", "drop_published", "open_derived_states"]
@@ -100,8 +103,11 @@ def delete_objects(objects: DerivedObjects, keys: list) -> None:
 
 def drop_block_states(store, block_id: str) -> int:
     """Delete the derived states kept behind block ``block_id`` of ``store`` (a BlockStore): on
-    this host, and published when the store is shared; how many this host held."""
+    this host (its namespaces' too, for a block of their base), and published when the store is
+    shared; how many this host held."""
     dropped = drop_descendants(store.home / DERIVED_FOLDER, block_id)
+    for folder in namespace_folders(store.home):  # a base block's states its namespaces kept
+        dropped += drop_descendants(folder / DERIVED_FOLDER, block_id)
     if store.shared:
         try:
             drop_published(store.catalog, store.storage, block_id)
@@ -110,6 +116,15 @@ def drop_block_states(store, block_id: str) -> int:
         for shared in list(_OPEN):  # those open in this process read the rows again
             shared.reread()
     return dropped
+
+
+def namespace_folders(home: Path) -> list[Path]:
+    """The stores of the namespaces that read ``home``'s store as their base (none in a namespace's
+    own home)."""
+    try:
+        return [path for path in (home / NAMESPACES_FOLDER).iterdir() if path.is_dir() and not path.is_symlink()]
+    except OSError:
+        return []
 
 
 def drop_published(catalog: Catalog, objects: DerivedObjects, parent: str) -> int:

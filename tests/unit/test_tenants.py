@@ -122,6 +122,20 @@ def test_deleting_a_namespaces_skill_deletes_its_states_and_nothing_of_the_base(
     assert names(base) == {"git-squash", *[b.name for b in base.list("solution")]}
 
 
+def test_deleting_a_base_skill_deletes_the_states_namespaces_kept_behind_it(tenants):
+    base, a, _ = tenants
+    block = base.get("git-squash")
+    for query in (GIT_QUERY, "how do I squash my last commits?"):  # an agent's prompt, twice behind the base's skill
+        answered = a.generate(query, system=AGENT, max_tokens=4)
+        assert answered.block_id == block.id
+    a.flush_derived()
+    behind = [key for key, _, _ in a.prefixes.store.entries()]
+    assert behind and list((a.store.home / "derived").rglob("*.state"))
+    base.delete("git-squash")
+    assert not list((a.store.home / "derived").rglob("*.state"))  # nothing of it left in the namespace
+    assert not set(behind) & {key for key, _, _ in a.prefixes.store.entries()}
+
+
 @pytest.mark.parametrize("name", ["..", ".", "../x", "a/b", "a\\b", "Team", "x" * 65, "", "-a", "a\x00", " a", "é"])
 def test_a_name_that_is_no_namespace_is_refused_and_creates_nothing(opened, tmp_path, name):
     with pytest.raises(NamespaceError) as refused:
