@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -117,7 +118,8 @@ class BackgroundCaptures:
             capture.timer.cancel()
             capture.job.stop()
         for capture in captures:
-            _ended(capture.job, None)
+            with suppress(Exception):  # a warm's own failure is told in its status
+                capture.job.wait()
 
     def _forget_ended(self) -> None:
         while len(self._captures) > KEPT_STATUSES:
@@ -127,26 +129,19 @@ class BackgroundCaptures:
             self._captures.pop(oldest).timer.cancel()
 
 
-def _ended(job, timeout: Optional[float]):
-    """The job's report once it ended (None while it runs), or the error that ended it."""
-    try:
-        return job.wait(timeout), None
-    except Exception as exc:  # the warm's own failure: told in the status
-        return None, exc
-
-
 def _status(capture: _Capture) -> CaptureStatus:
     job, block = capture.job, capture.block
     done, total = job.progress
+    state = job.state  # once: the job may end meanwhile
     fields = dict(block_id=block.id, name=block.name, parts_done=done, parts=total, deadline_s=capture.deadline_s)
-    if job.running:
-        return CaptureStatus(state="running", **fields)
-    report, error = _ended(job, 0)
-    if error is not None:
-        return CaptureStatus(state="failed", reason=str(error), **fields)
+    if state == "running":
+        return CaptureStatus(state=state, **fields)
+    if state == "failed":
+        return CaptureStatus(state=state, reason=str(job.error), **fields)
     capture.timer.cancel()
-    if report.stopped:
-        return CaptureStatus(state="stopped", reason=f"stopped before {report.left} of {total} parts", **fields)
+    report = job.report
+    if state == "stopped":
+        return CaptureStatus(state=state, reason=f"stopped before {report.left} of {total} parts", **fields)
     if report.left_out:
         return CaptureStatus(state="left_out", reason=report.left_out[0].get("reason", ""), **fields)
-    return CaptureStatus(state="done", **fields)
+    return CaptureStatus(state=state, **fields)

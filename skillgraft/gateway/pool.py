@@ -67,10 +67,6 @@ class Lease:
         """What the leased slot holds is unknown from now on: its next prompt is evaluated afresh."""
         self.engine.forget_held(self.slot)
 
-    def settle(self) -> int:
-        """Keep the derived states pending on the leased slot now; how many were kept."""
-        return self.engine.context(self.slot).settle()
-
     def capture(self, source) -> KVState:
         """Capture ``source`` (text or token ids) in the leased slot."""
         return self.engine.capture(source, slot=self.slot)

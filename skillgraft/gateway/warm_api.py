@@ -68,16 +68,8 @@ class Warm:
     created: int
     logged: bool = False
 
-    @property
-    def status(self) -> str:
-        if self.job.running:
-            return "running"
-        if self.job.error is not None:
-            return "failed"
-        return "stopped" if self.job.report is not None and self.job.report.stopped else "done"
-
     def as_dict(self) -> dict:
-        status = self.status  # once: the job may end meanwhile
+        status = self.job.state  # once: the job may end meanwhile
         done, total = self.job.progress
         row = {"object": "skill.warm", "id": self.id, "skills": self.skills, "app": self.app,
                "status": status, "done": done, "total": total, "created": self.created}

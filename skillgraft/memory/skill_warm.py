@@ -139,6 +139,15 @@ class WarmJob:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def state(self) -> str:
+        """``running``, ``failed`` (:attr:`error`), ``stopped`` (before its last part) or ``done``."""
+        if self.running:
+            return "running"
+        if self.error is not None:
+            return "failed"
+        return "stopped" if self.report is not None and self.report.stopped else "done"
+
     def stop(self) -> None:
         """Stop before the next part (run the warm again later to go on)."""
         self._stop.set()
