@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from contextlib import nullcontext
@@ -55,6 +54,7 @@ from .records import (
     StreamChunk,
     TopToken,
 )
+from .scratch import make_private_folder
 from .slot_states import SlotFiles, SlotStates
 from ..core.chat_layout import split_chat
 from ..core.states import require_fits
@@ -121,7 +121,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         self.restarts = 0
         self._client: Optional[httpx.Client] = None
         if url is None:
-            self._private_dir = Path(tempfile.mkdtemp(prefix="skillgraft-server-"))
+            self._private_dir = make_private_folder(slot_file_cache_bytes)
             self.slot_dir = self._private_dir / "slots"
             self.slot_dir.mkdir(mode=0o700)
             self.binary = Path(binary) if binary else find_server()

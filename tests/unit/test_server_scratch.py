@@ -1,0 +1,59 @@
+"""The private folder of a started llama-server: in memory when there is room, swept when its process is gone."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from skillgraft.errors import ConfigError
+from skillgraft.server import scratch
+
+
+def test_a_memory_folder_with_room_is_used(tmp_path, monkeypatch):
+    monkeypatch.delenv(scratch.SETTING, raising=False)
+    assert scratch.memory_root(1 << 20, tmp_path) == tmp_path
+
+
+def test_a_memory_folder_without_room_for_twice_the_budget_is_not(tmp_path, monkeypatch):
+    monkeypatch.delenv(scratch.SETTING, raising=False)
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    assert scratch.memory_root(free // 2 + (1 << 20), tmp_path) is None
+
+
+def test_the_environment_can_keep_the_folder_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv(scratch.SETTING, "disk")
+    assert scratch.memory_root(1, tmp_path) is None
+    monkeypatch.setenv(scratch.SETTING, "ram")
+    with pytest.raises(ConfigError, match=scratch.SETTING):
+        scratch.memory_root(1, tmp_path)
+
+
+def test_a_missing_memory_folder_means_the_disk(tmp_path, monkeypatch):
+    monkeypatch.delenv(scratch.SETTING, raising=False)
+    assert scratch.memory_root(1, tmp_path / "absent") is None
+
+
+def test_the_folder_is_private_and_named_after_its_process(tmp_path, monkeypatch):
+    monkeypatch.delenv(scratch.SETTING, raising=False)
+    monkeypatch.setattr(scratch, "MEMORY_FOLDER", tmp_path)
+    folder = scratch.make_private_folder(1 << 20)
+    assert folder.parent == tmp_path
+    assert folder.name.startswith(f"{scratch.PREFIX}{os.getpid()}-")
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_folders_of_dead_processes_are_swept_and_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    gone = tmp_path / f"{scratch.PREFIX}{dead_pid}-abc"
+    (gone / "slots").mkdir(parents=True)
+    (gone / "slots" / "x.slot").write_bytes(b"x" * 10)
+    mine = tmp_path / f"{scratch.PREFIX}{os.getpid()}-def"
+    mine.mkdir()
+    parent = tmp_path / f"{scratch.PREFIX}{os.getppid()}-ghi"
+    parent.mkdir()
+    other = tmp_path / "not-ours-123"
+    other.mkdir()
+    assert scratch.sweep_dead(tmp_path) == 1
+    assert not gone.exists() and mine.is_dir() and parent.is_dir() and other.is_dir()
