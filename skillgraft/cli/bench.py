@@ -50,10 +50,10 @@ def _int_list(value: str) -> list[int]:
 @click.option("--catalog", type=click.Path(exists=True, dir_okay=False),
               help="A catalog of skills, one JSON a line (route): routing accuracy, abstention and latency on it.")
 @click.option("--skills", "skill_root", type=click.Path(exists=True, file_okay=False),
-              help="Skill folders to route to instead of a catalog (route).")
+              help="Skill folders to route to instead of a catalog (route), or for the agent to ask about (agent).")
 @click.option("--queries", "query_file", type=click.Path(exists=True, dir_okay=False),
               help="Requests for --catalog/--skills: in_scope and off_topic, each with calibrate and test halves.")
-@click.option("--limit", type=click.IntRange(1, 100_000), help="The catalog's first N skills only (route).")
+@click.option("--limit", type=click.IntRange(1, 100_000), help="The catalog's first N skills only (route); the first N skills asked about (agent --skills).")
 @click.option("--scale", default=None,
               help="Comma-separated skill counts (route, with --catalog): route times over the catalog grown "
                    "to each with copies of its skills.")
@@ -122,6 +122,13 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             chosen = [m.strip() for m in (models or model).split(",") if m.strip()]
             report = bench_skills_effect(chosen, categories=[c.strip() for c in categories.split(",") if c.strip()],
                                          per_category=per_category, max_tokens=max_tokens, progress=progress)
+        elif kind == "agent" and skill_root:
+            from ..bench.agent_skills import bench_agent_skills
+
+            if not query_file:
+                raise click.BadParameter("the agent over real skills needs their requests", param_hint="--queries")
+            report = bench_agent_skills(skill_root, query_file, model, progress=progress, peer_cache_mib=peer_cache_mib,
+                                        limit=limit)
         elif kind == "agent" and in_process:
             from ..bench.agent_local import bench_agent_local
 
