@@ -238,6 +238,20 @@ class ObjectBlocks:
         except Exception as exc:
             raise self._failure(f"remove the derived state {name}", exc) from exc
 
+    def delete_all(self) -> tuple[int, int]:
+        """Delete every object under this URL's prefix (blocks, quarantined, derived); how many and
+        their bytes. Raises :class:`StoreError`."""
+        try:
+            listed = [meta for batch in self._obstore.list(self._store) for meta in batch]
+            for meta in listed:
+                try:
+                    self._obstore.delete(self._store, meta["path"])
+                except FileNotFoundError:
+                    pass
+        except Exception as exc:
+            raise self._failure("delete the objects", exc) from exc
+        return len(listed), sum(int(meta["size"]) for meta in listed)
+
     # -- check -----------------------------------------------------------------------------
 
     def strays(self, known: set[str], repair: bool, lock: Callable[[], AbstractContextManager]) -> tuple[list[dict], list[dict]]:
