@@ -51,14 +51,12 @@ from typing import Optional
 
 __all__ = [
     "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError",
-    "ConflictError",
-    "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
-    "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError", "FingerprintMismatchError", "FormatError",
-    "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "NamespaceNotFoundError",
-    "PinBudgetError",
-    "RestoreRejectedError", "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError",
-    "SkillNotFoundError", "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError",
-    "VerificationError",
+    "ConflictError", "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError",
+    "EncoderMismatchError", "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError",
+    "FingerprintMismatchError", "FormatError", "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError",
+    "NamespaceError", "NamespaceNotFoundError", "PinBudgetError", "RestoreRejectedError", "RouterError",
+    "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
+    "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 
@@ -321,7 +319,6 @@ class AppTakenError(StoreError):
 
 class NamespaceNotFoundError(StoreError):
     """No namespace ``namespace`` in ``where`` (a home's folder, or a shared store's catalog)."""
-
     def __init__(self, namespace: str, where: str) -> None:
         self.namespace, self.where = namespace, where
         super().__init__(f"no namespace {namespace!r} in {where}: see `skillgraft namespaces list`")

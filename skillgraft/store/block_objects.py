@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import unquote, urlsplit
 
 from .block_folder import (
     MOVED_ASIDE, TEMP_SUFFIX, Strays, block_file, dead_writer_temp, prove_writable, read_regular, temp_file, write_synced,
@@ -239,8 +240,9 @@ class ObjectBlocks:
             raise self._failure(f"remove the derived state {name}", exc) from exc
 
     def delete_all(self) -> tuple[int, int]:
-        """Delete every object under this URL's prefix (blocks, quarantined, derived); how many and
-        their bytes. Raises :class:`StoreError`."""
+        """Delete every object under this URL's prefix (blocks, quarantined, derived), and on a
+        ``file://`` mount the folders left empty; how many objects and their bytes. Raises
+        :class:`StoreError`."""
         try:
             listed = [meta for batch in self._obstore.list(self._store) for meta in batch]
             for meta in listed:
@@ -250,6 +252,13 @@ class ObjectBlocks:
                     pass
         except Exception as exc:
             raise self._failure("delete the objects", exc) from exc
+        if self.url.startswith("file://"):
+            root = Path(unquote(urlsplit(self.url).path))
+            for folder in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), reverse=True):
+                with suppress(OSError):  # not empty: something else lies there
+                    folder.rmdir()
+            with suppress(OSError):
+                root.rmdir()
         return len(listed), sum(int(meta["size"]) for meta in listed)
 
     # -- check -----------------------------------------------------------------------------

@@ -105,8 +105,8 @@ def delete_objects(objects: DerivedObjects, keys: list) -> None:
 def drop_block_states(store, block_id: str) -> int:
     """Delete the derived states kept behind block ``block_id`` of ``store`` (a BlockStore): on
     this host (its namespaces' too, for a block of their base), and published when the store is
-    shared (by the base and, for a block of theirs, by every namespace it records); how many this
-    host held."""
+    shared (by the base and, for a block of the base, by every namespace it records); how many
+    this host held."""
     dropped = drop_descendants(store.home / DERIVED_FOLDER, block_id)
     for folder in namespace_folders(store.home):  # a base block's states its namespaces kept
         dropped += drop_descendants(folder / DERIVED_FOLDER, block_id)

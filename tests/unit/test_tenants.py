@@ -338,6 +338,7 @@ def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tm
     assert sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv")) \
         == [p for p in held if not p.startswith("namespaces/team-a/")]
     assert namespaces(home) == ["team-ab"] and not namespace_home(home, "team-a").exists()
+    assert not (bucket / "namespaces" / "team-a").exists()  # no empty folder left on the mount
     with open_("team-ab") as team_ab, open_() as base:
         assert names(team_ab) == {"sourdough", "git-squash"} and names(base) == {"git-squash"}
         assert base.check()["ok"] and team_ab.check()["ok"]
