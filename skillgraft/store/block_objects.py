@@ -7,7 +7,8 @@ in the host's home (``cache/``); the size and SHA-256 are checked on every read,
 cache or the bucket, and a cached copy that fails is dropped and fetched again. A bad
 object in the bucket is moved to ``<prefix>/quarantine/`` and its catalog row marked, so
 every host skips it and nobody downloads it again. Derived prefix states shared by the hosts
-lie under ``<prefix>/derived/`` (:mod:`skillgraft.store.shared_derived`): never blocks, never strays.
+lie under ``<prefix>/derived/`` (:mod:`skillgraft.store.shared_derived`) and the namespaces' objects
+under ``<prefix>/namespaces/`` (:mod:`skillgraft.memory.namespaces`): never the base's blocks, never strays.
 
 An object that no catalog row claims is reported (and quarantined by ``--repair``) only
 once it is older than :data:`UNCLAIMED_GRACE_S`: a younger one may belong to a deposit
@@ -30,6 +31,7 @@ from .block_folder import (
 )
 from ..core.blocks import BLOCK_SUFFIX, Block
 from .catalog_postgres import first_line, redact_url
+from .derived_states import NAMESPACES_FOLDER
 from ..errors import ConfigError, StoreError
 from .protocols import Verify
 
@@ -39,6 +41,7 @@ DEFAULT_DISK_CACHE_BYTES = 8 * 1024**3
 UNCLAIMED_GRACE_S = 3600.0
 QUARANTINE_PREFIX = "quarantine/"
 DERIVED_PREFIX = "derived/"  # derived prefix states (:mod:`skillgraft.store.shared_derived`), not blocks
+NAMESPACES_PREFIX = NAMESPACES_FOLDER + "/"  # the namespaces' own objects, not the base's strays
 RETRIES = {"max_retries": 2, "backoff": {"init_backoff": timedelta(milliseconds=100)}, "retry_timeout": timedelta(seconds=10)}
 
 
@@ -277,7 +280,7 @@ class ObjectBlocks:
             return [{"block_id": None, "file": self.where, "problem": f"unreachable ({first_line(exc, 300)})"}], []
         for meta in listed:
             key = meta["path"]
-            if key.startswith((QUARANTINE_PREFIX, DERIVED_PREFIX)) or key in known:
+            if key.startswith((QUARANTINE_PREFIX, DERIVED_PREFIX, NAMESPACES_PREFIX)) or key in known:
                 continue
             if (now - meta["last_modified"]).total_seconds() < UNCLAIMED_GRACE_S:
                 continue  # maybe a deposit in progress on another host

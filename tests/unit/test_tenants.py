@@ -311,10 +311,13 @@ def test_deleting_a_namespace_deletes_its_store_and_states_only(tenants, opened,
     assert "kettle" in names(b) and {"git-squash"} <= names(base)
 
 
-def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tmp_path, fake_engine, fake_embedder):
-    """Blocks in object storage (``file://``): deleting team-a deletes every object under its
-    prefix and its folder, not team-ab's objects (a name it begins) nor the base's."""
+def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tmp_path, fake_engine, fake_embedder,
+                                                                              monkeypatch):
+    """Blocks in object storage (``file://``): the base's check counts no namespace's object as a
+    stray; deleting team-a deletes every object under its prefix and its folder, not team-ab's
+    objects (a name it begins) nor the base's."""
     from skillgraft.errors import NamespaceNotFoundError
+    from skillgraft.store import block_objects
     from skillgraft.memory.namespaces import delete_namespace, namespaces
 
     home, bucket = tmp_path / "home", tmp_path / "bucket"
@@ -330,6 +333,10 @@ def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tm
             memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=[BREAD_QUERY])
     held = sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv"))
     assert len(held) == 3 and len([p for p in held if p.startswith("namespaces/team-a/")]) == 1
+    monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", 0.0)  # every object old enough to be a stray
+    with open_() as base:
+        assert base.check(repair=True)["ok"]
+    assert sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv")) == held
     with pytest.raises(NamespaceNotFoundError) as unknown:
         delete_namespace(home, "team-c", blocks=url)
     assert unknown.value.namespace == "team-c"
