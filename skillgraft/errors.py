@@ -34,6 +34,7 @@ The tree::
     │   ├── SharedBaseError            a namespace asked to change the shared base it only reads
     │   ├── AppNotFoundError           no app prefix with that name
     │   ├── AppTakenError              an app prefix with that name is stored already
+    │   ├── NamespaceNotFoundError     no namespace with that name in the home or the shared store
     │   └── BundleError                an export bundle is malformed or unsafe
     ├── RouterError                    embedding, index or calibration failed
     │   └── EmbedderError              an embedder (an embeddings endpoint) failed or answered badly
@@ -50,13 +51,12 @@ from typing import Optional
 
 __all__ = [
     "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError",
-    "ConflictError",
-    "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError", "EncoderMismatchError",
-    "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError", "FingerprintMismatchError", "FormatError",
-    "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError", "NamespaceError", "PinBudgetError",
-    "RestoreRejectedError", "RouterError", "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError",
-    "SkillNotFoundError", "SkillUploadError", "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError",
-    "VerificationError",
+    "ConflictError", "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError",
+    "EncoderMismatchError", "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError",
+    "FingerprintMismatchError", "FormatError", "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError",
+    "NamespaceError", "NamespaceNotFoundError", "PinBudgetError", "RestoreRejectedError", "RouterError",
+    "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
+    "SkillgraftError", "SlotFileError", "SlotReuseError", "StoreError", "VerificationError",
 ]
 
 
@@ -315,6 +315,13 @@ class AppTakenError(StoreError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"an app named {name!r} is stored already: remove it first, or replace it")
+
+
+class NamespaceNotFoundError(StoreError):
+    """No namespace ``namespace`` in ``where`` (a home's folder, or a shared store's catalog)."""
+    def __init__(self, namespace: str, where: str) -> None:
+        self.namespace, self.where = namespace, where
+        super().__init__(f"no namespace {namespace!r} in {where}: see `skillgraft namespaces list`")
 
 
 class BlockIntegrityError(StoreError):

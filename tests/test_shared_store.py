@@ -559,3 +559,112 @@ def test_an_apps_prefix_is_one_for_every_host_of_its_namespace(tmp_path, shared)
         a_on_b.remove_app("coder")
     with host(tmp_path, "a", shared, namespace="team-a") as a:
         assert a.apps() == []
+
+
+# -- the namespaces of a shared store: listed, deleted whole, cleaned behind a base block ------
+
+
+def schemas(shared: dict) -> set[str]:
+    from skillgraft.store.catalog_postgres import PostgresCatalog
+
+    catalog = PostgresCatalog(shared["catalog"], read_only=True)
+    try:
+        return {row["schema_name"] for row in catalog.query(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'sg_ns_%'")}
+    finally:
+        catalog.close()
+
+
+def published_rows(shared: dict, namespace: str) -> tuple[list[str], int]:
+    """The keys of ``namespace``'s published states and how many key rows they have."""
+    from skillgraft.memory.namespaces import catalog_schema
+    from skillgraft.store.catalog_postgres import PostgresCatalog
+
+    catalog = PostgresCatalog(shared["catalog"], read_only=True, schema=catalog_schema(namespace))
+    try:
+        keys = [row["key"] for row in catalog.query("SELECT key FROM derived_states ORDER BY key")]
+        return keys, catalog.query("SELECT count(*) AS n FROM derived_keys")[0]["n"]
+    finally:
+        catalog.close()
+
+
+def test_deleting_a_base_skill_deletes_the_states_every_namespace_published_behind_it(tmp_path, shared, s3):
+    """Two namespaces publish a state behind the base's skill on host A; deleting the skill on
+    host B (which keeps nothing of theirs) removes their rows, key rows and objects."""
+    from .unit.conftest import GIT_QUERY
+    from .unit.test_prefix_reuse import AGENT
+
+    with host(tmp_path, "a", shared) as base:
+        block = base.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
+    for namespace in ("team-a", "team-ab"):
+        with host(tmp_path, "a", shared, namespace=namespace) as memory:
+            for query in (GIT_QUERY, "how do I squash my last commits?"):  # an agent's prompt, twice behind it
+                assert memory.generate(query, system=AGENT, max_tokens=4).block_id == block.id
+            memory.flush_derived()
+        keys, key_rows = published_rows(shared, namespace)
+        assert keys and key_rows
+        assert sorted(k for k in bucket_keys(s3, shared["blocks"]) if k.startswith(f"namespaces/{namespace}/derived/")) \
+            == [f"namespaces/{namespace}/derived/{k}.state" for k in keys]
+    with host(tmp_path, "b", shared) as base_on_b:
+        base_on_b.delete("git-squash")
+    for namespace in ("team-a", "team-ab"):
+        assert published_rows(shared, namespace) == ([], 0)
+    assert not [k for k in bucket_keys(s3, shared["blocks"]) if "/derived/" in k]
+
+
+def test_the_namespaces_of_a_shared_store_are_listed_and_one_deleted_whole(tmp_path, shared, s3, runner, monkeypatch):
+    """``namespaces list`` shows what the shared store holds; ``namespaces delete`` removes a
+    namespace's objects, schema, this host's folder and its name, and nothing of the others; one
+    cut short after its objects went is finished by running it again."""
+    import json
+
+    from skillgraft.cli.main import cli
+    from skillgraft.errors import NamespaceNotFoundError
+    from skillgraft.memory import namespaces as spaces
+
+    bread = "Skill manual: baking sourdough bread. Feed the starter, fold, proof overnight, bake covered."
+    with host(tmp_path, "a", shared) as base:
+        base.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
+    for namespace in ("team-a", "team-ab"):
+        with host(tmp_path, "a", shared, namespace=namespace) as memory:
+            memory.add_manual("sourdough", bread, examples=["how do I bake sourdough bread?"])
+    with host(tmp_path, "b", shared, namespace="team-a"):  # host B's folder of it
+        pass
+    assert schemas(shared) == {spaces.catalog_schema("team-a"), spaces.catalog_schema("team-ab")}
+    options = ["--home", str(tmp_path / "a"), "--catalog", shared["catalog"], "--blocks", shared["blocks"]]
+    listed = runner.invoke(cli, [*options, "namespaces", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == {"namespaces": ["team-a", "team-ab"]}
+    for name in ("team-c", "default", "../a"):
+        refused = runner.invoke(cli, [*options, "namespaces", "delete", name])
+        assert refused.exit_code == 1 and "Traceback" not in refused.output
+    unknown = runner.invoke(cli, [*options, "namespaces", "delete", "team-c"]).output
+    assert "no namespace 'team-c'" in unknown and PASSWORD not in unknown
+    with pytest.raises(NamespaceNotFoundError):
+        spaces.delete_namespace(tmp_path / "b", "team-c", shared["catalog"], shared["blocks"])
+
+    def cut_short(*_):
+        raise StoreError("the connection was lost")
+
+    with monkeypatch.context() as patched, pytest.raises(StoreError):
+        patched.setattr(spaces, "drop_schema", cut_short)
+        spaces.delete_namespace(tmp_path / "a", "team-a", shared["catalog"], shared["blocks"])
+    assert not [k for k in bucket_keys(s3, shared["blocks"]) if k.startswith("namespaces/team-a/")]
+    assert spaces.catalog_schema("team-a") in schemas(shared) and "team-a" in spaces.namespaces(tmp_path, shared["catalog"])
+    deleted = runner.invoke(cli, [*options, "namespaces", "delete", "team-a", "--json"])  # run again: finished
+    assert deleted.exit_code == 0, deleted.output
+    report = json.loads(deleted.stdout)
+    assert report["schema"] == spaces.catalog_schema("team-a") and report["objects"] == 0 and report["files"] > 0
+    assert schemas(shared) == {spaces.catalog_schema("team-ab")}
+    assert not (tmp_path / "a" / "namespaces" / "team-a").exists()
+    assert (tmp_path / "b" / "namespaces" / "team-a").is_dir()  # another host's cache, unused now
+    assert spaces.namespaces(tmp_path, shared["catalog"]) == ["team-ab"]
+    assert [k for k in bucket_keys(s3, shared["blocks"]) if k.startswith("namespaces/")] \
+        and all(k.startswith("namespaces/team-ab/") for k in bucket_keys(s3, shared["blocks"]) if k.startswith("namespaces/"))
+    again = runner.invoke(cli, [*options, "namespaces", "delete", "team-a"])
+    assert again.exit_code == 1 and "no namespace 'team-a'" in again.output
+    with host(tmp_path, "b", shared, namespace="team-ab") as team_ab, host(tmp_path, "b", shared) as base_on_b:
+        assert {x.name for x in team_ab.list()} == {"sourdough", "git-squash"}
+        assert team_ab.recall("how do I bake sourdough bread?").block_id == team_ab.get("sourdough").id
+        assert {x.name for x in base_on_b.list()} == {"git-squash"}
+        assert base_on_b.check()["ok"] and team_ab.check()["ok"]

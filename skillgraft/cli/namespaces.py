@@ -16,10 +16,11 @@ def namespaces() -> None:
 @json_option
 @click.pass_context
 def list_namespaces(ctx, as_json) -> None:
-    """List the namespaces that have a store in the home (besides default, the home's own)."""
+    """List the namespaces of the home (besides default, the home's own): those recorded in its
+    shared catalog when it has one, else those with a store in its folder."""
     from ..memory.namespaces import namespaces as names
 
-    rows = names(store_home(ctx))
+    rows = names(store_home(ctx), (ctx.obj or {}).get("catalog"))
     emit({"namespaces": rows}, as_json, lambda d: "\n".join(d["namespaces"]) or "(no namespace but default)")
 
 
@@ -29,11 +30,14 @@ def list_namespaces(ctx, as_json) -> None:
 @click.pass_context
 def delete(ctx, name, as_json) -> None:
     """Delete namespace NAME and everything of its store: skills, solutions, corrections, ledger,
-    blocks and KV states. The base (default) and the other namespaces are left as they are; a
-    gateway serving NAME should be stopped first."""
+    blocks and KV states (on a shared store: its schema, the objects under its prefix and this
+    host's folder; run it again to finish one cut short). The base (default) and the other
+    namespaces are left as they are; a gateway serving NAME should be stopped first."""
     from ..memory.namespaces import delete_namespace
 
     obj = ctx.obj or {}
     removed = delete_namespace(store_home(ctx), name, obj.get("catalog"), obj.get("blocks"))
     emit(removed.as_dict(), as_json,
-         lambda d: f"deleted namespace {d['namespace']}: {d['files']} files, {d['bytes']:,} B ({d['folder']})")
+         lambda d: f"deleted namespace {d['namespace']}: {d['files']} files, {d['bytes']:,} B ({d['folder']})"
+         + (f", {d['objects']} objects, {d['object_bytes']:,} B" if d["objects"] else "")
+         + (f", schema {d['schema']}" if d["schema"] else ""))

@@ -10,52 +10,45 @@ and lists, reads and answers from both; it writes only to its own store: the bas
 to it (:class:`~skillgraft.errors.SharedBaseError`), published by whoever opens ``default``.
 
 On a shared store (a PostgreSQL catalog, blocks in object storage) a namespace's catalog is a
-schema of its own in the same database (:func:`catalog_schema`) and its blocks and published
-states lie under ``namespaces/NAME/`` of the blocks prefix; each host keeps the namespace's
-cache and router index in ``HOME/namespaces/NAME/``. Writers of every namespace take the one
-write lock of the database.
+schema of its own in the same database (:func:`catalog_schema`), its name recorded in the base's
+registry (:mod:`skillgraft.store.namespace_registry`), and its blocks and published states lie
+under ``namespaces/NAME/`` of the blocks prefix; each host keeps the namespace's cache and router
+index in ``HOME/namespaces/NAME/``. Writers of every namespace take the one write lock of the
+database.
 
 A name is 1-64 of ``a-z``, ``0-9``, ``.``, ``_`` and ``-``, opening with a letter or digit
 (:data:`NAMESPACE`, the key file's rule): it cannot hold a path separator, open with a dot or
 leave the home. Anything else is a :class:`~skillgraft.errors.NamespaceError`.
 
-:func:`delete_namespace` deletes a namespace's store in a home: its folder, with its catalog,
-blocks, derived KV states, ledger and router index; the base and the other namespaces are left
-as they are.
+:func:`namespaces` lists a home's namespaces and :func:`delete_namespace` deletes one whole: its
+folder, with its catalog, blocks, derived KV states, ledger and router index, and on a shared
+store its schema and the objects under its prefix; the base and the other namespaces are left as
+they are.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 from ..core.recall import Recall
-from ..errors import ConfigError, InputError, NamespaceError, StoreError
+from ..errors import ConfigError, InputError, NamespaceNotFoundError, StoreError
 from ..kv.prefix_keys import reuse_scope
 from ..store.derived_states import NAMESPACES_FOLDER
+from ..store.namespace_registry import (
+    DEFAULT_NAMESPACE, NAMESPACE, catalog_schema, check_namespace, drop_schema, namespace_blocks_url, register, registered,
+    schema_exists, unregister,
+)
 
 __all__ = [
     "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "NamespaceDeletion", "better_recall", "catalog_schema",
     "check_namespace", "delete_namespace", "namespace_backends", "namespace_home", "namespace_scope", "namespaces",
     "open_base",
 ]
-
-DEFAULT_NAMESPACE = "default"
-NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-
-
-def check_namespace(namespace: Optional[str]) -> str:
-    """``namespace`` checked (None is ``default``); :class:`NamespaceError` if it is no name."""
-    if namespace is None:
-        return DEFAULT_NAMESPACE
-    if not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace):
-        raise NamespaceError(namespace)
-    return namespace
 
 
 def namespace_scope(namespace: Optional[str], salt: str = "") -> str:
@@ -91,11 +84,14 @@ def namespace_backends(namespace: Optional[str], catalog=None, blocks=None, *, r
         if url is not None:
             from ..store.catalog_postgres import PostgresCatalog
 
+            if not read_only:  # recorded in the base before its schema is made: listed, and deleted whole
+                with closing(PostgresCatalog(url)) as base:
+                    register(base, namespace)
             catalog = PostgresCatalog(url, read_only=read_only, schema=catalog_schema(namespace))
     if blocks is None or isinstance(blocks, str):
         url = blocks_url(blocks)
         if url is not None:
-            blocks = f"{url.rstrip('/')}/{NAMESPACES_FOLDER}/{namespace}"
+            blocks = namespace_blocks_url(url, namespace)
     return catalog, blocks
 
 
@@ -112,12 +108,6 @@ def open_base(home: Path, namespace: str, catalog=None, blocks=None):
     return BlockStore(home, read_only=True, catalog=catalog, blocks=blocks)
 
 
-def catalog_schema(namespace: str) -> str:
-    """The PostgreSQL schema of a namespace's catalog: ``sg_ns_`` and 32 hex digits of its name's
-    SHA-256 (a name can be longer than an identifier may)."""
-    return "sg_ns_" + hashlib.sha256(check_namespace(namespace).encode()).hexdigest()[:32]
-
-
 def better_recall(own: Recall, base: Recall) -> Recall:
     """The decision a namespace takes from its own store's ``own`` and the base's ``base``: a
     verified answer (``exact``) or graft over an abstain, its own first, then the higher score."""
@@ -129,43 +119,91 @@ def better_recall(own: Recall, base: Recall) -> Recall:
     return base if key(base) > key(own) else own
 
 
-def namespaces(home: Union[str, Path]) -> list[str]:
-    """The namespaces with a store in ``home``, by name (``default``, the home's own, aside)."""
+def namespaces(home: Union[str, Path], catalog: Optional[str] = None) -> list[str]:
+    """The namespaces of ``home``, by name (``default``, the home's own, aside): those recorded in
+    its shared catalog (a URL, or the environment's) when it has one, else those with a store in
+    its folder."""
+    from ..store.backends import catalog_url
+
+    url = catalog_url(catalog)
+    if url is not None:
+        with closing(open_shared_base(url)) as base:
+            return registered(base)
     folder = Path(home).expanduser() / NAMESPACES_FOLDER
     if not folder.is_dir():
         return []
     return sorted(p.name for p in folder.iterdir() if NAMESPACE.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
 
 
+def open_shared_base(url: str):
+    """The base catalog of the shared store ``url``, its migrations applied (its registry among them)."""
+    from ..store.catalog_postgres import PostgresCatalog
+
+    return PostgresCatalog(url)
+
+
 @dataclass(frozen=True)
 class NamespaceDeletion:
-    """What :func:`delete_namespace` removed: the namespace's folder, its files and their bytes."""
+    """What :func:`delete_namespace` removed: this host's folder of the namespace, its files and
+    their bytes; on a shared store its ``schema`` too (None on a home's own) and the ``objects``
+    under its blocks prefix, with their bytes."""
 
     namespace: str
     folder: str
     files: int
     bytes: int
+    schema: Optional[str] = None
+    objects: int = 0
+    object_bytes: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def delete_namespace(home: Union[str, Path], namespace: str, catalog=None, blocks=None) -> NamespaceDeletion:
-    """Delete namespace ``namespace``'s store in ``home``: its folder, whatever it holds (catalog,
-    blocks, derived KV states, ledger, index). ``default`` (the home's own store, every namespace's
-    base) is never deleted; a home whose stores are shared (``catalog``/``blocks`` URLs, or the
-    environment's) is refused: its namespaces live in the database and the bucket."""
-    from ..store.backends import blocks_url, catalog_url
+    """Delete namespace ``namespace`` of ``home`` whole: its skills, blocks, solutions, corrections,
+    ledger, derived KV states and router index. ``default`` (the home's own store, every namespace's
+    base) is never deleted; an unknown name is a :class:`NamespaceNotFoundError`.
+
+    On a shared store (``catalog``/``blocks`` URLs, or the environment's) that is every object under
+    the namespace's blocks prefix, then its schema, then this host's folder, and last its name in
+    the base's registry: a deletion cut short is finished by running it again. Other hosts' folders
+    of it are caches, unused once it is gone; a gateway serving it should be stopped first (one
+    opening it again would record and create it anew, empty)."""
+    from ..store.backends import blocks_url, catalog_url, open_block_storage
 
     namespace = check_namespace(namespace)
     if namespace == DEFAULT_NAMESPACE:
         raise InputError("namespace 'default' is the home's own store, the base every namespace reads: it is not deleted")
-    if catalog_url(catalog) is not None or blocks_url(blocks) is not None:
-        raise ConfigError(f"namespace {namespace!r} lives in a shared store (a PostgreSQL schema, a blocks prefix): "
-                          "this command deletes namespaces of a home's own store only")
+    home = Path(home).expanduser()
     folder = namespace_home(home, namespace)
-    if folder.is_symlink() or not folder.is_dir():
-        raise StoreError(f"no namespace {namespace!r} in {Path(home).expanduser()}")
+    local = folder.is_dir() and not folder.is_symlink()
+    url, objects_url = catalog_url(catalog), blocks_url(blocks)
+    if url is None and objects_url is None:
+        if not local:
+            raise NamespaceNotFoundError(namespace, str(home))
+        return NamespaceDeletion(namespace, str(folder), *remove_folder(namespace, folder))
+    base = open_shared_base(url) if url is not None else None
+    try:
+        if not local and (base is None or (namespace not in registered(base) and not schema_exists(base, namespace))):
+            raise NamespaceNotFoundError(namespace, base.where if base is not None else str(home))
+        objects = object_bytes = 0
+        if objects_url is not None:
+            objects, object_bytes = open_block_storage(namespace_blocks_url(objects_url, namespace), folder).delete_all()
+        if base is not None:
+            drop_schema(base, namespace)
+        files, size = remove_folder(namespace, folder) if local else (0, 0)
+        if base is not None:
+            unregister(base, namespace)
+    finally:
+        if base is not None:
+            base.close()
+    return NamespaceDeletion(namespace, str(folder), files, size, catalog_schema(namespace) if base is not None else None,
+                             objects, object_bytes)
+
+
+def remove_folder(namespace: str, folder: Path) -> tuple[int, int]:
+    """Delete ``folder`` (a namespace's, on this host); its files and their bytes."""
     files = size = 0
     for root, _, names in os.walk(folder):  # links are not followed: what they point to stays
         for name in names:
@@ -175,4 +213,4 @@ def delete_namespace(home: Union[str, Path], namespace: str, catalog=None, block
         shutil.rmtree(folder)
     except OSError as exc:
         raise StoreError(f"cannot delete namespace {namespace!r} ({folder}): {exc.strerror or exc}") from exc
-    return NamespaceDeletion(namespace, str(folder), files, size)
+    return files, size

@@ -7,7 +7,8 @@ in the host's home (``cache/``); the size and SHA-256 are checked on every read,
 cache or the bucket, and a cached copy that fails is dropped and fetched again. A bad
 object in the bucket is moved to ``<prefix>/quarantine/`` and its catalog row marked, so
 every host skips it and nobody downloads it again. Derived prefix states shared by the hosts
-lie under ``<prefix>/derived/`` (:mod:`skillgraft.store.shared_derived`): never blocks, never strays.
+lie under ``<prefix>/derived/`` (:mod:`skillgraft.store.shared_derived`) and the namespaces' objects
+under ``<prefix>/namespaces/`` (:mod:`skillgraft.memory.namespaces`): never the base's blocks, never strays.
 
 An object that no catalog row claims is reported (and quarantined by ``--repair``) only
 once it is older than :data:`UNCLAIMED_GRACE_S`: a younger one may belong to a deposit
@@ -19,16 +20,18 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import unquote, urlsplit
 
 from .block_folder import (
     MOVED_ASIDE, TEMP_SUFFIX, Strays, block_file, dead_writer_temp, prove_writable, read_regular, temp_file, write_synced,
 )
 from ..core.blocks import BLOCK_SUFFIX, Block
 from .catalog_postgres import first_line, redact_url
+from .derived_states import NAMESPACES_FOLDER
 from ..errors import ConfigError, StoreError
 from .protocols import Verify
 
@@ -38,6 +41,7 @@ DEFAULT_DISK_CACHE_BYTES = 8 * 1024**3
 UNCLAIMED_GRACE_S = 3600.0
 QUARANTINE_PREFIX = "quarantine/"
 DERIVED_PREFIX = "derived/"  # derived prefix states (:mod:`skillgraft.store.shared_derived`), not blocks
+NAMESPACES_PREFIX = NAMESPACES_FOLDER + "/"  # the namespaces' own objects, not the base's strays
 RETRIES = {"max_retries": 2, "backoff": {"init_backoff": timedelta(milliseconds=100)}, "retry_timeout": timedelta(seconds=10)}
 
 
@@ -238,6 +242,28 @@ class ObjectBlocks:
         except Exception as exc:
             raise self._failure(f"remove the derived state {name}", exc) from exc
 
+    def delete_all(self) -> tuple[int, int]:
+        """Delete every object under this URL's prefix (blocks, quarantined, derived), and on a
+        ``file://`` mount the folders left empty; how many objects and their bytes. Raises
+        :class:`StoreError`."""
+        try:
+            listed = [meta for batch in self._obstore.list(self._store) for meta in batch]
+            for meta in listed:
+                try:
+                    self._obstore.delete(self._store, meta["path"])
+                except FileNotFoundError:
+                    pass
+        except Exception as exc:
+            raise self._failure("delete the objects", exc) from exc
+        if self.url.startswith("file://"):
+            root = Path(unquote(urlsplit(self.url).path))
+            for folder in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), reverse=True):
+                with suppress(OSError):  # not empty: something else lies there
+                    folder.rmdir()
+            with suppress(OSError):
+                root.rmdir()
+        return len(listed), sum(int(meta["size"]) for meta in listed)
+
     # -- check -----------------------------------------------------------------------------
 
     def strays(self, known: set[str], repair: bool, lock: Callable[[], AbstractContextManager]) -> tuple[list[dict], list[dict]]:
@@ -254,7 +280,7 @@ class ObjectBlocks:
             return [{"block_id": None, "file": self.where, "problem": f"unreachable ({first_line(exc, 300)})"}], []
         for meta in listed:
             key = meta["path"]
-            if key.startswith((QUARANTINE_PREFIX, DERIVED_PREFIX)) or key in known:
+            if key.startswith((QUARANTINE_PREFIX, DERIVED_PREFIX, NAMESPACES_PREFIX)) or key in known:
                 continue
             if (now - meta["last_modified"]).total_seconds() < UNCLAIMED_GRACE_S:
                 continue  # maybe a deposit in progress on another host

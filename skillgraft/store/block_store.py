@@ -43,7 +43,7 @@ from ..core.hashing import blake3_hex, payload_problem, reuse_freed_payload_memo
 from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .check import CheckReport, Recapture, check_store, row_problems
-from . import derived_keys  # noqa: F401  (its catalog migration)
+from . import derived_keys, namespace_registry  # noqa: F401  (their catalog migrations)
 from .edits import CatalogEdits
 from .expiry import Expiries
 from .ledger import LedgerReads

@@ -51,6 +51,7 @@ from .derived_keys import MAX_TOKENS, find_states, insert_keys, row_tokens
 from .derived_states import (
     DERIVED_FOLDER, NAMESPACES_FOLDER, SUFFIX, DerivedStates, Record, decode_state, drop_descendants, encode_state,
 )
+from .namespace_registry import catalog_schema, namespace_blocks_url, registered
 from .protocols import Catalog
 
 __all__ = ["BUDGET_SETTING", "DEFAULT_SHARED_DERIVED_BYTES", "SharedDerivedStates", "drop_block_states", "drop_published", "open_derived_states"]
@@ -104,7 +105,8 @@ def delete_objects(objects: DerivedObjects, keys: list) -> None:
 def drop_block_states(store, block_id: str) -> int:
     """Delete the derived states kept behind block ``block_id`` of ``store`` (a BlockStore): on
     this host (its namespaces' too, for a block of their base), and published when the store is
-    shared; how many this host held."""
+    shared (by the base and, for a block of the base, by every namespace it records); how many
+    this host held."""
     dropped = drop_descendants(store.home / DERIVED_FOLDER, block_id)
     for folder in namespace_folders(store.home):  # a base block's states its namespaces kept
         dropped += drop_descendants(folder / DERIVED_FOLDER, block_id)
@@ -113,9 +115,33 @@ def drop_block_states(store, block_id: str) -> int:
             drop_published(store.catalog, store.storage, block_id)
         except Exception as exc:  # the block is gone: its states age out under the budget
             logger.warning("the shared derived states of block %s were not removed: %s", block_id, first_line(exc, 300))
+        drop_namespaces_published(store, block_id)
         for shared in list(_OPEN):  # those open in this process read the rows again
             shared.reread()
     return dropped
+
+
+def drop_namespaces_published(store, block_id: str) -> None:
+    """Remove the states each namespace of the shared base ``store`` published behind its block
+    ``block_id``, in the namespace's schema and under its prefix (nothing for a namespace's own
+    store: its registry is empty); a namespace that fails is logged and passed."""
+    if getattr(store.catalog, "dialect", None) != "postgresql" or getattr(store.catalog, "schema", None) is not None:
+        return
+    from .backends import open_block_storage
+
+    try:
+        names = registered(store.catalog)
+    except Exception as exc:
+        logger.warning("the namespaces' derived states of block %s were not removed: %s", block_id, first_line(exc, 300))
+        return
+    for name in names:
+        try:
+            objects = open_block_storage(namespace_blocks_url(store.storage.url, name),
+                                         store.home / NAMESPACES_FOLDER / name)
+            drop_published(store.catalog, objects, block_id, namespace=name)
+        except Exception as exc:
+            logger.warning("namespace %s's derived states of block %s were not removed: %s", name, block_id,
+                           first_line(exc, 300))
 
 
 def namespace_folders(home: Path) -> list[Path]:
@@ -127,12 +153,15 @@ def namespace_folders(home: Path) -> list[Path]:
         return []
 
 
-def drop_published(catalog: Catalog, objects: DerivedObjects, parent: str) -> int:
-    """Remove the published states kept behind block ``parent`` (rows, then files); how many."""
-    keys = [row["key"] for row in catalog.query("SELECT key FROM derived_states WHERE parent = ?", [parent])]
+def drop_published(catalog: Catalog, objects: DerivedObjects, parent: str, namespace: Optional[str] = None) -> int:
+    """Remove the published states kept behind block ``parent`` (rows, then files; their key rows
+    go with their rows): those of ``catalog``, or of namespace ``namespace``'s schema in its
+    database; how many."""
+    table = f'"{catalog_schema(namespace)}".derived_states' if namespace is not None else "derived_states"
+    keys = [row["key"] for row in catalog.query(f"SELECT key FROM {table} WHERE parent = ?", [parent])]
     if keys:
         with catalog.write() as conn:
-            conn.executemany("DELETE FROM derived_states WHERE key = ?", [[k] for k in keys])
+            conn.executemany(f"DELETE FROM {table} WHERE key = ?", [[k] for k in keys])
         delete_objects(objects, keys)
     return len(keys)
 

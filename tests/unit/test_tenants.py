@@ -309,3 +309,66 @@ def test_deleting_a_namespace_deletes_its_store_and_states_only(tenants, opened,
     assert not own.exists()
     assert names(opened("team-a")) == names(base)  # opened again: an empty namespace over the base
     assert "kettle" in names(b) and {"git-squash"} <= names(base)
+
+
+def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tmp_path, fake_engine, fake_embedder,
+                                                                              monkeypatch):
+    """Blocks in object storage (``file://``): the base's check counts no namespace's object as a
+    stray; deleting team-a deletes every object under its prefix and its folder, not team-ab's
+    objects (a name it begins) nor the base's."""
+    from skillgraft.errors import NamespaceNotFoundError
+    from skillgraft.store import block_objects
+    from skillgraft.memory.namespaces import delete_namespace, namespaces
+
+    home, bucket = tmp_path / "home", tmp_path / "bucket"
+    url = f"file://{bucket}"
+
+    def open_(namespace=None) -> SkillMemory:
+        return SkillMemory(home, engine=fake_engine, embedder=fake_embedder, blocks=url, namespace=namespace)
+
+    with open_() as base:
+        base.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
+    for namespace in ("team-a", "team-ab"):
+        with open_(namespace) as memory:
+            memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=[BREAD_QUERY])
+    held = sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv"))
+    assert len(held) == 3 and len([p for p in held if p.startswith("namespaces/team-a/")]) == 1
+    monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", 0.0)  # every object old enough to be a stray
+    with open_() as base:
+        assert base.check(repair=True)["ok"]
+    assert sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv")) == held
+    with pytest.raises(NamespaceNotFoundError) as unknown:
+        delete_namespace(home, "team-c", blocks=url)
+    assert unknown.value.namespace == "team-c"
+    removed = delete_namespace(home, "team-a", blocks=url)
+    assert (removed.objects, removed.schema) == (1, None) and removed.object_bytes > 0 and removed.files > 0
+    assert sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv")) \
+        == [p for p in held if not p.startswith("namespaces/team-a/")]
+    assert namespaces(home) == ["team-ab"] and not namespace_home(home, "team-a").exists()
+    assert not (bucket / "namespaces" / "team-a").exists()  # no empty folder left on the mount
+    with open_("team-ab") as team_ab, open_() as base:
+        assert names(team_ab) == {"sourdough", "git-squash"} and names(base) == {"git-squash"}
+        assert base.check()["ok"] and team_ab.check()["ok"]
+
+
+def test_the_namespace_registry_lists_names_only():
+    """Rows of the base's ``namespaces`` table are input: a row that is no name is never listed,
+    and a published state's namespace is checked before it names a schema."""
+    from skillgraft.store.namespace_registry import register, registered, unregister
+    from skillgraft.store.shared_derived import drop_published
+    from skillgraft.testing import MemoryBlocks, MemoryCatalog
+
+    catalog = MemoryCatalog()
+    register(catalog, "team-b")
+    register(catalog, "team-a")
+    register(catalog, "team-a")  # once
+    with catalog.write() as conn:
+        conn.executemany("INSERT INTO namespaces (name, created_at) VALUES (?, 'x')",
+                         [["../etc"], ["Team"], ["default"], ['x"; DROP SCHEMA public; --']])
+    assert registered(catalog) == ["team-a", "team-b"]
+    unregister(catalog, "team-b")
+    assert registered(catalog) == ["team-a"]
+    with pytest.raises(NamespaceError):
+        register(catalog, "../etc")
+    with pytest.raises(NamespaceError):
+        drop_published(catalog, MemoryBlocks(), "blk_x", namespace='x"; DROP TABLE blocks; --')
