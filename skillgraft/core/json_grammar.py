@@ -91,7 +91,8 @@ def schema_grammar(schema: dict, field: str = "response_format") -> str:
     check_schema(schema, field)
     try:
         text = json.dumps(schema)
-    except (TypeError, ValueError) as exc:
+        json.dumps(schema, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no text a prompt can hold
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise FormatError(field, f"the JSON schema is not JSON: {exc}") from None
     if len(text) > MAX_SCHEMA_CHARS:
         raise FormatError(field, f"the JSON schema is {len(text):,} characters; at most {MAX_SCHEMA_CHARS:,} are taken")

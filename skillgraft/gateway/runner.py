@@ -65,7 +65,11 @@ class GatewayConfig:
         """The keys the gateway accepts (:class:`~skillgraft.gateway.keys.ApiKeys`)."""
         from .keys import ApiKeys
 
-        return ApiKeys.of(self.api_key, self.keys_file)
+        keys = ApiKeys.of(self.api_key, self.keys_file)
+        if self.deposits.key and self.keys_file and keys.principal(f"Bearer {self.deposits.key}".encode()) is not None:
+            # one credential would read as that key's namespace (or as an admin) and publish to the base
+            raise ConfigError("the deposit key must differ from every key of the key file")
+        return keys
 
 
 def serve(config: GatewayConfig, *, ready: Optional[Callable[[str, list[int]], None]] = None) -> None:

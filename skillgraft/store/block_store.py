@@ -112,7 +112,7 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
     def _prepare_folders(self, catalog: Union[str, Catalog, None], *, required: bool) -> bool:
         """Create the folders and prove they can be written; False when the store can only be read."""
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its catalog holds texts, answers and queries
             self.storage.prepare()
             return True
         except OSError as exc:

@@ -174,6 +174,8 @@ class RoutingEdits:
     def remove_correction(self, key_id: int) -> dict:
         """Delete one correction by its id; :class:`InputError` when no correction has it."""
         self._require_writable(f"remove correction {key_id}")
+        if not -(1 << 63) <= key_id < 1 << 63:  # past SQLite's integers no row has it (and binding it overflows)
+            raise InputError(f"no routing correction with id {key_id} (see `skillgraft feedback list`)")
         with self.catalog.write() as conn:
             row = conn.execute(
                 "SELECT id, kind, block_id, text, created_at, created_by FROM routing_keys"

@@ -159,6 +159,22 @@ def test_deposit_settings_that_cannot_work_are_config_errors(policy, api_key, fr
         policy.check(api_key)
 
 
+@pytest.mark.parametrize("namespace", ["admin", "team-a"])
+def test_a_deposit_key_that_is_a_key_of_the_key_file_is_a_config_error(tmp_path, namespace):
+    """One credential would read as an admin (or a namespace) and publish to the base, as
+    ``--api-key`` equal to the deposit key would: refused the same way."""
+    from skillgraft.gateway.runner import GatewayConfig
+
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{namespace} the-shared-key-00001\nteam-b key-of-team-b-00002\n")
+    key_file.chmod(0o600)
+    same = GatewayConfig(tmp_path, keys_file=str(key_file), deposits=DepositPolicy(allowed=True, key="the-shared-key-00001"))
+    with pytest.raises(ConfigError, match="must differ from every key of the key file"):
+        same.keys()
+    other = GatewayConfig(tmp_path, keys_file=str(key_file), deposits=DepositPolicy(allowed=True, key="a-deposit-key-00003"))
+    assert other.keys()
+
+
 def test_http_limits_are_checked():
     HttpLimits().check()
     for limits in (HttpLimits(header_timeout_s=0), HttpLimits(max_connections=4, max_client_connections=8)):

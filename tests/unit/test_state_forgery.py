@@ -103,3 +103,11 @@ def test_the_folders_made_for_blocks_are_the_owners_alone(tmp_path):
         folders = [memory.store.storage.folder, memory.store.storage.quarantine_dir]
     assert [stat.S_IMODE(folder.stat().st_mode) for folder in folders] == [0o700, 0o700]
 
+
+
+def test_a_home_the_store_creates_is_its_owners_alone(tmp_path):
+    """The catalog beside the states (skills' texts, verified answers, corrections' queries) and
+    every namespace's folder are inside it: another local user reads none of them."""
+    with open_memory(tmp_path / "new" / "store") as memory:
+        home = memory.store.home
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
