@@ -294,6 +294,13 @@ class PrefixCache:
                     break
             recent.append((tokens, after, self.scope))
 
+    def kept_length(self, prompt: Sequence[int]) -> int:
+        """The most leading tokens of ``prompt`` a kept state of this scope holds (its index
+        only: nothing is read)."""
+        self._sync()
+        found = self._shared.index.candidates(prompt, at_least=self.min_tokens, scope=self.scope)
+        return min(found[0][0], len(prompt)) if found else 0
+
     def holds(self, prefix: Sequence[int]) -> bool:
         """Whether the state of exactly ``prefix`` is kept in this scope (nothing is read)."""
         key = state_key(self.fingerprint_id, prefix, self.scope)

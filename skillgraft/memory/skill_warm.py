@@ -110,9 +110,15 @@ def warm_part(memory, chat: list, name: str, part, report: SkillWarmReport) -> N
     memory.flush_derived()  # an interrupted warm keeps what it made
     if _held(memory, tokens, mark):
         report.warmed.append({**entry, "tokens": mark})
+        return
+    prefixes = memory.prefixes
+    adds = mark - prefixes.kept_length(tokens[:mark])
+    if adds < prefixes.min_tokens:
+        reason = (f"no state of its own is kept: it adds {adds} tokens to what is kept before it, fewer than the "
+                  f"{prefixes.min_tokens} a state is kept for (prefilling them costs less than a restore)")
     else:
-        report.left_out.append({**entry, "reason": "its state was not kept: the cache's budget is taken by pinned "
-                                                   "states (skillgraft skills cache)"})
+        reason = "its state was not kept: the cache's budget is taken by pinned states (skillgraft skills cache)"
+    report.left_out.append({**entry, "reason": reason})
 
 
 def _held(memory, tokens: list, mark: int) -> bool:

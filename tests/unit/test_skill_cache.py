@@ -217,3 +217,17 @@ def test_a_read_only_store_older_than_the_pins_shows_none(tmp_path):
         memory.store.catalog.execute("DROP TABLE skill_pins")  # as a catalog made before pins were
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), read_only=True) as memory:
         assert memory.store.pinned_skills() == [] and not any(row.pinned for row in memory.skill_cache().skills)
+
+
+def test_a_part_too_short_for_a_state_of_its_own_is_left_out_saying_so_not_blamed_on_pins(tmp_path):
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
+        memory.add_manual("short", "Squash with git rebase -i.", description="squash commits", capture=False)
+        memory.add_manual("long", "Squash with git rebase -i, then push with --force-with-lease. " * 30,
+                          description="squash commits at length", capture=False)
+        short = memory.warm_skills(["short"])
+        assert not short.warmed and len(short.left_out) == 1
+        reason = short.left_out[0]["reason"]
+        assert "fewer than the 64" in reason and "pinned" not in reason
+        behind_app = memory.warm_skills(["short"], system=APP)  # the app's prompt and the part: long enough
+        assert len(behind_app.warmed) == 1 and not behind_app.left_out
+        assert len(memory.warm_skills(["long"]).warmed) == 1
