@@ -291,3 +291,25 @@ def test_cli_verify_through_the_server(server, runner):
     report = json.loads(result.stdout)
     assert report["samples"] == 1 and report["sha_equal"] == 1
     assert report["round_trip_equal"] and report["cache_n_ok"]
+
+
+def test_a_kept_state_is_staged_in_a_memory_slot_folder_and_its_restore_writes_nothing(server, state, monkeypatch):
+    from skillgraft.server.engine import LlamaServerEngine
+    from skillgraft.server.scratch import MEMORY_FOLDER, in_memory_folder, memory_root
+
+    assert server.slot_files.in_memory == (memory_root(server.slot_files.max_bytes) is not None)
+    assert in_memory_folder(server.slot_dir.parent) == server.slot_files.in_memory
+    server.forget_slot_file(state.sha256)
+    server.stage_slot_file(state)
+    staged = state.sha256 + ".slot" in slot_files(server)
+    assert staged == server.slot_files.in_memory
+    restore = server.restore(state, slot=0)
+    assert restore.n_restored == state.n_tokens and (restore.write_s == 0.0) == staged
+    if not server.slot_files.in_memory:
+        pytest.skip(f"{MEMORY_FOLDER} has no room for the slot files here: staged nothing, as meant")
+    monkeypatch.setenv("SKILLGRAFT_SLOT_FILES", "disk")
+    with LlamaServerEngine("smollm2-135m") as on_disk:
+        assert not on_disk.slot_files.in_memory and not in_memory_folder(on_disk.slot_dir.parent)
+        on_disk.stage_slot_file(state)
+        assert slot_files(on_disk) == []
+        assert on_disk.restore(state, slot=0).write_s > 0

@@ -56,6 +56,11 @@ class KVBackend(Protocol):
         are unchanged)."""
         ...
 
+    def kept(self, state: KVState) -> None:
+        """``state``, saved from these cells, is kept: a backend may stage it for a later load
+        (off the answer's path)."""
+        ...
+
 
 class EngineCells:
     """What a backend over an engine shares (base of the in-process and the slot backends): the
@@ -74,3 +79,6 @@ class EngineCells:
 
     def check(self, state: KVState, block_id: str) -> None:
         self.engine.check_payload(state, block_id, verify_hash=False)
+
+    def kept(self, state: KVState) -> None:
+        """Nothing to stage: the engine loads a state from its payload."""

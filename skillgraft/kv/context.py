@@ -73,10 +73,11 @@ class PendingCapture:
     parent: str
     prefixes: object
 
-    def keep(self, payload: bytes, fingerprint, seconds: float) -> None:
-        """Keep the saved ``payload`` of the prefix's cells as its derived state."""
+    def keep(self, payload: bytes, fingerprint, seconds: float) -> KVState:
+        """Keep the saved ``payload`` of the prefix's cells as its derived state (returned)."""
         state = KVState(self.prefix, payload, sha256_hex(payload), fingerprint, seconds)
         self.prefixes.keep(state, parent=self.parent or None)
+        return state
 
 
 class PendingCaptures:
@@ -157,9 +158,12 @@ class StateKeeper:
 KEEPER = StateKeeper()  # a process killed outright loses what still waits: a cache, as pending states
 
 
-def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: float) -> bool:
+def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: float,
+              on_kept: Optional[Callable[[KVState], None]]) -> bool:
     try:
-        capture.keep(payload, fingerprint, seconds)
+        state = capture.keep(payload, fingerprint, seconds)
+        if on_kept is not None:
+            on_kept(state)
         return True
     except Exception as exc:  # a derived state is only a shortcut: nothing else depends on it
         logger.warning("a derived prefix state of %d tokens was not kept: %s", len(capture.prefix), exc)
@@ -167,12 +171,12 @@ def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: flo
 
 
 def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], list[Optional[bytes]]],
-             fingerprint, *, later: bool = False) -> int:
+             fingerprint, *, later: bool = False, on_kept: Optional[Callable[[KVState], None]] = None) -> int:
     """Save the cells of every capture ``due`` at once (``save(prefixes)`` gives each prefix's
     payload; None when the context no longer holds it, as after another use of it: dropped) and
     keep them — ``later``: by :data:`KEEPER`, so the caller only waits for the cells to be
-    saved; a failure only loses those states, with a log line. Returns how many were kept (or
-    handed over)."""
+    saved; each state kept goes to ``on_kept`` (the backend's stage); a failure only loses those
+    states, with a log line. Returns how many were kept (or handed over)."""
     if not due:
         return 0
     started = time.perf_counter()
@@ -187,7 +191,7 @@ def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], 
         if payload is None:
             logger.debug("a pending prefix state of %d tokens is no longer held: dropped", len(capture.prefix))
             continue
-        job = partial(_keep_one, capture, payload, fingerprint, seconds)
+        job = partial(_keep_one, capture, payload, fingerprint, seconds, on_kept)
         kept += 1 if later and KEEPER.submit(job) else job()
     return kept
 
@@ -287,12 +291,14 @@ class AnswerContext:
     def before_drop(self, keeps: Optional[int] = 0) -> int:
         """The backend is about to keep only its first ``keeps`` cells: save the cells of the
         pending derived states that would not survive it (kept by :data:`KEEPER`); how many."""
-        return keep_due(self.pending.due(keeps), self.backend.save_prefixes, self.backend.fingerprint, later=True)
+        return keep_due(self.pending.due(keeps), self.backend.save_prefixes, self.backend.fingerprint, later=True,
+                        on_kept=self.backend.kept)
 
     def settle(self) -> int:
         """Keep every pending derived state now (the cells stay), and wait for those handed
         to :data:`KEEPER`; how many were kept here."""
-        kept = keep_due(self.pending.due(None), self.backend.save_prefixes, self.backend.fingerprint)
+        kept = keep_due(self.pending.due(None), self.backend.save_prefixes, self.backend.fingerprint,
+                        on_kept=self.backend.kept)
         KEEPER.drain()
         return kept
 

@@ -54,7 +54,7 @@ from .records import (
     StreamChunk,
     TopToken,
 )
-from .scratch import make_private_folder
+from .scratch import in_memory_folder, make_private_folder
 from .slot_states import SlotFiles, SlotStates
 from ..core.chat_layout import split_chat
 from ..core.states import require_fits
@@ -136,7 +136,8 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
             self.binary = None
             self._connect(url.rstrip("/"))
             self.build = self._props().get("build_info", "")
-        self.slot_files = SlotFiles(self.slot_dir, slot_file_cache_bytes)
+        self.slot_files = SlotFiles(self.slot_dir, slot_file_cache_bytes,
+                                    in_memory=self._private_dir is not None and in_memory_folder(self._private_dir))
         self.server = self._describe()
         self.fingerprint = self._build_fingerprint()
         self._state_header, self._state_per_token = self._measure_state_layout()

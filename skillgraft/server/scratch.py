@@ -23,7 +23,7 @@ from typing import Optional
 
 from ..errors import ConfigError
 
-__all__ = ["MEMORY_FOLDER", "make_private_folder", "memory_root"]
+__all__ = ["MEMORY_FOLDER", "in_memory_folder", "make_private_folder", "memory_root"]
 
 MEMORY_FOLDER = Path("/dev/shm")
 PREFIX = "skillgraft-server-"
@@ -58,6 +58,11 @@ def make_private_folder(budget_bytes: int) -> Path:
         except OSError:
             pass  # full or refused since: the disk
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+
+
+def in_memory_folder(folder: Path) -> bool:
+    """Whether ``folder`` was made in the memory folder."""
+    return Path(folder).parent == MEMORY_FOLDER
 
 
 def sweep_dead(root: Path) -> int:

@@ -49,6 +49,8 @@ class SlotServer(Protocol):
 
     def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]: ...
 
+    def stage_slot_file(self, state: KVState) -> None: ...
+
     def completion_request(
         self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
         cache_prompt: bool = True, stop: Sequence[str] = (), stream: bool = False,
@@ -119,6 +121,10 @@ class SlotBackend(EngineCells):
             # The server keeps the prompt and the tokens it generated (perhaps not the last);
             # of an answer cut short it may have generated more than was seen.
             self.engine.note_held(self.slot, [*prompt, *generated], surely=len(prompt), open_end=not finished)
+
+    def kept(self, state: KVState) -> None:
+        """Stage ``state``'s slot file now, so that restoring it writes nothing on an answer's path."""
+        self.engine.stage_slot_file(state)
 
     def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[bytes]]:
         """One save of the slot, cut to each prefix it holds."""

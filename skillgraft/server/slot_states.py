@@ -41,9 +41,10 @@ class SlotFiles:
     evicts it meanwhile.
     """
 
-    def __init__(self, folder: Path, max_bytes: int) -> None:
+    def __init__(self, folder: Path, max_bytes: int, *, in_memory: bool = False) -> None:
         self.folder = Path(folder)
         self.max_bytes = max_bytes
+        self.in_memory = in_memory  # the folder is in a memory file system (see skillgraft.server.scratch)
         self.lock = threading.Lock()
         self._sizes: OrderedDict[str, int] = OrderedDict()
 
@@ -64,6 +65,15 @@ class SlotFiles:
             old, _ = self._sizes.popitem(last=False)
             (self.folder / old).unlink(missing_ok=True)
         return name, time.perf_counter() - started
+
+    def stage(self, state: KVState) -> bool:
+        """Write ``state``'s slot file ahead of its restore when the folder is in memory (a copy in
+        memory, off the answer's path; on a disk it would compete with the answer for the cores);
+        whether it was written."""
+        if not self.in_memory:
+            return False
+        with self.lock:
+            return self.write(state)[1] > 0
 
     def forget(self, sha256: str) -> None:
         """Remove the slot file of a state, if kept."""
@@ -186,6 +196,15 @@ class SlotStates:
         self.cells_going(self._check_slot(slot), 0)
         self._request("POST", f"/slots/{self._check_slot(slot)}", params={"action": "erase"})
         self.note_held(slot, [])
+
+    def stage_slot_file(self, state: KVState) -> None:
+        """Write the slot file of ``state`` (just kept from a slot's cells) ahead of its restore,
+        when the slot files are in memory; a failure only costs the write at restore time."""
+        try:
+            self.check_payload(state, verify_hash=False)
+            self.slot_files.stage(state)
+        except Exception as exc:
+            logger.debug("the slot file of a kept state was not staged: %s", exc)
 
     def forget_slot_file(self, sha256: str) -> None:
         """Remove a cached slot file (tests use this to reach the write path again)."""

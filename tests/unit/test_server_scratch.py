@@ -57,3 +57,19 @@ def test_folders_of_dead_processes_are_swept_and_live_ones_kept(tmp_path):
     other.mkdir()
     assert scratch.sweep_dead(tmp_path) == 1
     assert not gone.exists() and mine.is_dir() and parent.is_dir() and other.is_dir()
+
+
+def test_a_state_kept_from_a_context_goes_to_its_backends_stage():
+    from skillgraft.kv.context import PendingCapture, keep_due
+
+    class Prefixes:
+        def __init__(self):
+            self.kept = []
+
+        def keep(self, state, parent=None):
+            self.kept.append(state)
+
+    prefixes, staged = Prefixes(), []
+    due = [PendingCapture((1, 2, 3), "", prefixes), PendingCapture((1, 2), "", prefixes)]
+    kept = keep_due(due, lambda prefixes: [b"abc", None], "fingerprint", on_kept=staged.append)
+    assert kept == 1 and staged == prefixes.kept and staged[0].tokens == (1, 2, 3)
