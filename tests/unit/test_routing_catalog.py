@@ -31,6 +31,18 @@ def test_coverage_is_the_share_of_the_query_a_document_holds():
     assert LexicalIndex.build({}).coverage("pdf").shape == (0,)
 
 
+def test_a_name_written_as_one_word_meets_it_written_as_two():
+    index = LexicalIndex.build({"seat": ["seat-geek-automation", "Automate Seat Geek tasks"],
+                                "meta": ["metaads-automation", "Automate Metaads tasks"],
+                                "ads": ["paid-ads", "Plan paid ads campaigns"]})
+    one_word = index.coverage("find concerts on SeatGeek")
+    assert one_word[0] > 0 and not one_word[1:].any()
+    two_words = index.coverage("pause campaigns in Meta Ads")
+    assert two_words[1] > two_words[2] > 0
+    assert index.coverage("seat geek tickets")[0] == pytest.approx(index.coverage("seat geek tickets seat")[0])
+    assert terms("seat geek") == ["seat", "geek"]  # the join adds evidence, not words to the query
+
+
 @pytest.mark.parametrize("path", ["LICENSE.txt", "LICENSE", "references/COPYING", "NOTICE.md", "licence.md",
                                   "CHANGELOG.md", "AUTHORS", "LICENSE-MIT", "LICENSE.Apache-2.0.txt"])
 def test_licences_and_bookkeeping_are_not_routed(path):
