@@ -34,6 +34,7 @@ from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
 from .key_index import KeyIndex, key_matrix
+from .generic_requests import GenericPrior
 from .lexical import LexicalIndex
 from .ranking import (  # noqa: F401  (re-exported)
     ALONE_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
@@ -92,6 +93,7 @@ class Router:
         self.centroid_weight = CENTROID_WEIGHT
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._generic = GenericPrior(self.embedder)
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -256,6 +258,7 @@ class Router:
         found = index.nearest_blocks(vectors, lambda block_id: self._groups.get(block_id, block_id), CENTROID_CANDIDATES)
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
         kept_out, gone = self._near_misses.blocked(vectors), self._expires.passed()
+        generic_sims = self._generic.nearness(vectors) if self._groups else np.full(len(vectors), -1.0)
         results = []
         for row, query in enumerate(queries):
             vector = vectors[row]
@@ -282,7 +285,8 @@ class Router:
                 scored[b] = (1 - w) * float(near) + w * float(centroid) + LEXICAL_WEIGHT * float(lexical)
             ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
             ranked = self._with_parts(ranked, nearest, vector, accept)
-            results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row]))
+            generic = {b: float(generic_sims[row]) for b, _ in ranked if b in self._groups}
+            results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row], generic))
         return results
 
     def _with_parts(self, ranked: list, nearest: dict, vector: np.ndarray, accept) -> list:
@@ -365,11 +369,7 @@ class Router:
         block = self._blocks[block_id]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
         if ranking.vetoed(block_id):
-            reason = (
-                f"a correction marks a query like this one as fitting no skill (cosine {ranking.negative:.3f} > "
-                f"{ranking.nearest[block_id]:.3f} to the nearest key of block {block.name!r}): abstain"
-            )
-            return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
+            return Recall("abstain", None, score, threshold, ranking.veto_reason(block_id, block.name), block.name, ranked[:5])
         if score >= threshold:
             reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}{out}"
             return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
