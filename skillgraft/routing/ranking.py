@@ -13,7 +13,7 @@ from ..core.text_checks import MAX_QUERY_CHARS
 from .generic_requests import GENERIC_MARGIN
 from .near_misses import NEAR_MISS
 
-__all__ = ["LEXICAL_WEIGHT", "Ranking", "lexical_documents", "manual_key_texts", "name_key"]
+__all__ = ["LEXICAL_WEIGHT", "Ranking", "lead_sentence", "lexical_documents", "manual_key_texts", "name_key"]
 
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
@@ -29,6 +29,8 @@ PART_KINDS = ("manual",)
 ALONE_KINDS = ("example", "feedback")
 # Keys that only feed the lexical index (a skill's headings in one text).
 LEXICAL_ONLY_KINDS = ("headings",)
+# A skill's key that is a term of its dense score of its own, never searched (its description's first sentence).
+LEAD_KINDS = ("lead",)
 # The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).
 SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback")
 
@@ -52,6 +54,11 @@ def lexical_documents(rows: Iterable[dict], groups: dict) -> dict:
             continue
         documents.setdefault(owner, {})[row["text"]] = None
     return {owner: list(texts) for owner, texts in documents.items()}
+
+
+def lead_sentence(text: str) -> str:
+    """A description's first sentence (all of it when it has one), the text of its skill's lead key."""
+    return next((s.strip() for s in _SENTENCE_BREAK.split(text) if s.strip()), text)[:MAX_QUERY_CHARS]
 
 
 def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:

@@ -37,7 +37,7 @@ from .key_index import KeyIndex, key_matrix
 from .generic_requests import GenericPrior
 from .lexical import LexicalIndex
 from .ranking import (  # noqa: F401  (re-exported)
-    ALONE_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
+    ALONE_KINDS, LEAD_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
     lexical_documents, manual_key_texts, name_key,
 )
 from .near_misses import NEAR_MISS, NearMisses
@@ -165,10 +165,12 @@ class Router:
             dimension = (self._record or {}).get("dimension")
             searched = [r for r in rows if self._searched(r)]
             part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
+            leads = [r for r in rows if r["kind"] in LEAD_KINDS and r["block_id"] in self._groups]
             vectors = key_matrix(searched, dimension)
             alone = [r["block_id"] not in self._groups or r["kind"] in ALONE_KINDS for r in searched]
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched], alone=alone,
-                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows])
+                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows],
+                             lead_vectors=key_matrix(leads, dimension), lead_block_ids=[r["block_id"] for r in leads])
             try:
                 if version is not None and not self.store.read_only:
                     index.save(self.cache_dir, version, self.embedder.name)
@@ -204,7 +206,7 @@ class Router:
         and headings are not searched."""
         if row["kind"] in PART_KINDS and row["block_id"] in self._groups:
             return False
-        return row["kind"] not in LEXICAL_ONLY_KINDS
+        return row["kind"] not in LEXICAL_ONLY_KINDS + LEAD_KINDS
 
     def _repair_vectors(self, rows: list[dict], version: str) -> Optional[str]:
         """Embed again, in place, the keys of another embedder or with a malformed vector.
@@ -270,19 +272,17 @@ class Router:
                 if coverage[i] > 0:
                     candidates.update(dict.fromkeys(self._members.get(self._lexical.owners[i], ())))
             positions = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
-            nearest_sims = index.nearest_keys(vector, positions)
-            centroid_sims = index.centroids[positions] @ vector
-            w = self.centroid_weight
+            nearest_sims, dense_scores = index.dense_scores(vector, positions, self.centroid_weight)
             nearest: dict[str, float] = {}
             scored = {}
-            for position, near, centroid in zip(positions, nearest_sims, centroid_sims):
+            for position, near, dense in zip(positions, nearest_sims, dense_scores):
                 b = index.blocks[position]
                 nearest[b] = float(near)
                 owner = self._groups.get(b, b)
                 if owner in kept_out[row] or owner in gone:
                     continue
                 lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
-                scored[b] = (1 - w) * float(near) + w * float(centroid) + LEXICAL_WEIGHT * float(lexical)
+                scored[b] = float(dense) + LEXICAL_WEIGHT * float(lexical)
             ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
             ranked = self._with_parts(ranked, nearest, vector, accept)
             generic = {b: float(generic_sims[row]) for b, _ in ranked if b in self._groups}
