@@ -10,6 +10,7 @@ from skillgraft.core.skill_folder import read_skill_folder
 from skillgraft.errors import InputError
 from skillgraft.routing.lexical import LexicalIndex, terms
 from skillgraft.routing.parts import REFERENCE_MARGIN, PartCandidate, choose_part, is_instructional
+from skillgraft.routing.ranking import lead_sentence
 
 from .skill_folders import pdf_skill
 
@@ -41,6 +42,13 @@ def test_a_name_written_as_one_word_meets_it_written_as_two():
     assert two_words[1] > two_words[2] > 0
     assert index.coverage("seat geek tickets")[0] == pytest.approx(index.coverage("seat geek tickets seat")[0])
     assert terms("seat geek") == ["seat", "geek"]  # the join adds evidence, not words to the query
+
+
+def test_a_skills_lead_key_is_its_descriptions_first_sentence():
+    assert lead_sentence("Read and fill PDF forms. Use it when a PDF is named.") == "Read and fill PDF forms."
+    assert lead_sentence("Framework (OSS). Entry point for Expo tasks.") == "Framework (OSS)."
+    assert lead_sentence("One sentence without a stop") == "One sentence without a stop"
+    assert lead_sentence("\n\n  Starts after blank lines\nthen more") == "Starts after blank lines"
 
 
 @pytest.mark.parametrize("path", ["LICENSE.txt", "LICENSE", "references/COPYING", "NOTICE.md", "licence.md",
