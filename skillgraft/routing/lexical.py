@@ -58,7 +58,7 @@ def terms(text: str) -> list[str]:
 
 def joins(text: str) -> list[tuple[str, str, str]]:
     """``(term, next term, their join)`` for each two neighbouring words of the text that are no
-    stop words: ``"Meta Ads"`` gives ``("meta", "ad", "metaad")``, stemmed as :func:`terms` does."""
+    stop words: ``"Meta Ads"`` gives ``("meta", "ads", "metaad")``, stemmed as :func:`terms` does."""
     words = _WORD.findall(text.lower())
     return [(_stem(a[:MAX_TERM_CHARS]), _stem(b[:MAX_TERM_CHARS]), _stem((a + b)[:MAX_TERM_CHARS]))
             for a, b in zip(words, words[1:]) if a not in STOPWORDS and b not in STOPWORDS]

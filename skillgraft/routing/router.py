@@ -4,8 +4,8 @@ Each block has routing keys (its name, description, example queries and, for a m
 manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds
 nothing. The key index (:mod:`skillgraft.routing.key_index`) is a cache, rebuilt whenever the
 catalog changes: a query searches the blocks' centroids and the keys searched alone, then meets
-the candidates' own keys. A block's score is the mean of two cosine similarities, to its nearest
-key and to the centroid of its keys, plus the lexical evidence (:mod:`skillgraft.routing.lexical`);
+the candidates' own keys. A block's score is the mean of its cosines to its nearest key and its
+keys' centroid (and a skill's lead key), plus the lexical evidence (:mod:`skillgraft.routing.lexical`);
 an imported skill's blocks rank as one entry, its best block (only the blocks of its default
 version are offered, none of a skill that opted out of model invocation), docs/routing.md. The
 route grafts the best block when that score reaches the abstain threshold (calibrated per store,
@@ -13,11 +13,12 @@ or the documented default) and abstains otherwise.
 
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
-the query than the best block's nearest key. A skill's near misses (the negative queries its
-authors wrote, :mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a
-skill whose nearest near miss is at least as near a query as its nearest own key is not offered
-for it, nor is an entry past its expiry (at route time, :mod:`skillgraft.core.expiry`). The encoder must be
-the one the store recorded (:mod:`skillgraft.routing.encoders`): refused at the first route or key it would embed.
+the query than the best block's nearest key, as do the generic requests (:mod:`.generic_requests`)
+for a skill, by a margin. A skill's near misses (the negative queries its authors wrote,
+:mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a skill whose nearest
+near miss is at least as near a query as its nearest own key is not offered for it, nor is an entry
+past its expiry (at route time, :mod:`skillgraft.core.expiry`). The encoder must be the one the store
+recorded (:mod:`skillgraft.routing.encoders`): refused at the first route or key it would embed.
 """
 
 from __future__ import annotations
@@ -243,8 +244,8 @@ class Router:
         as the block the query would get of it; each block's nearest-key cosine and the cosine of
         the nearest negative (-1 when the store has none).
 
-        An entry's score is its dense score (the mean of its nearest searched key's cosine and
-        its key centroid's, :data:`CENTROID_WEIGHT`) plus :data:`LEXICAL_WEIGHT` times its lexical
+        An entry's score is its dense score (its nearest searched key's cosine and its key
+        centroid's, :data:`CENTROID_WEIGHT`, and a skill's lead key's: :meth:`KeyIndex.dense_scores`) plus :data:`LEXICAL_WEIGHT` times its lexical
         coverage (:mod:`skillgraft.routing.lexical`). The candidates are the blocks of the
         nearest index rows (centroids, and keys searched alone; at least
         :data:`CENTROID_CANDIDATES` entries) and of the :data:`LEXICAL_CANDIDATES` best lexical
