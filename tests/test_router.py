@@ -13,7 +13,7 @@ def test_empty_store_abstains_saying_so(memory):
 def test_routes_to_the_right_block_and_abstains_out_of_domain(stocked):
     recall = stocked.route("I want to merge my last three commits into a single one")
     assert recall.decision == "graft" and recall.block.name == "git-squash"
-    assert recall.score >= recall.threshold == encoder_threshold(stocked.router.embedder.name) == 0.55
+    assert recall.score >= recall.threshold == encoder_threshold(stocked.router.embedder.name) == 0.51
     assert stocked.route("bread came out flat, what went wrong with my loaf?").block.name == "sourdough"
     off = stocked.route("Who won the football world cup in 1998?")
     assert off.decision == "abstain" and off.block is None

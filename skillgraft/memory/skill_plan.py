@@ -34,6 +34,7 @@ from ..core.skill_folder import SkillFolder
 from ..errors import InputError
 from ..routing.near_misses import NEAR_MISS
 from ..routing.parts import is_instructional
+from ..routing.ranking import lead_sentence
 from ..routing.router import manual_key_texts, name_key
 
 MAX_SKILL_PARTS = 96           # parts of one skill version, body and resources together (text: no KV until used)
@@ -42,7 +43,7 @@ KEY_POLICIES = ("description", "headings", "sentences")
 DEFAULT_KEY_POLICY = "headings"
 EARLIER_KEY_POLICY = "headings"  # what a version recorded before the policy was a choice was made with
 # The kinds of key an import writes (a correction's kinds are not among them).
-IMPORT_KEY_KINDS = ("name", "description", "manual", "example", NEAR_MISS, "skill", "headings")
+IMPORT_KEY_KINDS = ("name", "description", "manual", "example", NEAR_MISS, "skill", "headings", "lead")
 MAX_HEADINGS_CHARS = 2_000
 
 
@@ -78,9 +79,10 @@ def prefix(folder: SkillFolder, title: str, role: str) -> str:
 
 def skill_level_keys(folder: SkillFolder) -> list[tuple[str, list[str]]]:
     """The keys that find the skill itself, on its first part: ``skill`` (``name: description``,
-    searched) and ``headings`` (the body's headings in one text, lexical evidence only)."""
+    searched), ``lead`` (the description's first sentence, a term of the dense score of its own)
+    and ``headings`` (the body's headings in one text, lexical evidence only)."""
     titles = list(dict.fromkeys(path.split(" > ")[-1] for path, _ in heading_paths(folder.body) if path))
-    sets = [("skill", [f"{name_key(folder.name)}: {folder.description}"])]
+    sets = [("skill", [f"{name_key(folder.name)}: {folder.description}"]), ("lead", [lead_sentence(folder.description)])]
     if titles:
         sets.append(("headings", ["; ".join(titles)[:MAX_HEADINGS_CHARS]]))
     return sets

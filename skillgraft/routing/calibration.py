@@ -13,7 +13,7 @@ from ..errors import InputError, RouterError
 # An uncalibrated store's threshold: per encoder where it was measured (the catalog benchmark's
 # calibrate half, docs/routing.md), else the earlier default.
 DEFAULT_THRESHOLD = 0.3
-ENCODER_THRESHOLDS = {"all-minilm-l6-v2": 0.55}
+ENCODER_THRESHOLDS = {"all-minilm-l6-v2": 0.51}
 
 
 def encoder_threshold(name: str) -> float:

@@ -7,7 +7,9 @@ threads cost more than they save there); only the candidate blocks' own keys are
 with it (:meth:`KeyIndex.nearest_keys`), so an imported skill's name and description keys cost
 one row between them, whatever the catalog's size. Beside the searched keys it holds the *part
 keys* (what tells a skill's parts apart: heading paths, a resource's path and first sentences),
-never searched, only compared with a query once its skill is chosen.
+never searched, only compared with a query once its skill is chosen, and a skill's *lead key* (its
+description's first sentence), never searched, a term of its block's dense score
+(:meth:`KeyIndex.dense_scores`).
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ class KeyIndex:
 
     def __init__(self, vectors: np.ndarray, block_ids: list[str], *, approximate: Optional[bool] = None,
                  alone: Optional[Sequence[bool]] = None, part_vectors: Optional[np.ndarray] = None,
-                 part_block_ids: Optional[list[str]] = None) -> None:
+                 part_block_ids: Optional[list[str]] = None, lead_vectors: Optional[np.ndarray] = None,
+                 lead_block_ids: Optional[list[str]] = None) -> None:
         dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[0] else 384
         self.block_ids = list(block_ids)
         self.keys = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(self.block_ids), dim)
         self.part_block_ids = list(part_block_ids or [])
         self.part_vectors = (np.ascontiguousarray(part_vectors, dtype=np.float32) if self.part_block_ids
+                             else np.zeros((0, dim), np.float32))
+        self.lead_block_ids = list(lead_block_ids or [])
+        self.lead_vectors = (np.ascontiguousarray(lead_vectors, dtype=np.float32) if self.lead_block_ids
                              else np.zeros((0, dim), np.float32))
         self.size = len(self.block_ids)
         self.blocks = sorted(set(self.block_ids))
@@ -65,8 +71,13 @@ class KeyIndex:
 
     def _group(self) -> None:
         """Each block's key rows (``key_order[key_start[p]:key_start[p + 1]]`` for block
-        position ``p``) and each FAISS row's block position."""
+        position ``p``), its lead key's row (``lead_row[p]``, -1 when none) and each FAISS row's
+        block position."""
         position = {b: i for i, b in enumerate(self.blocks)}
+        self.lead_row = np.full(len(self.blocks), -1, dtype=np.int64)
+        for row, block_id in enumerate(self.lead_block_ids):
+            if block_id in position:
+                self.lead_row[position[block_id]] = row
         of_key = np.array([position[b] for b in self.block_ids], dtype=np.int64)
         self.key_order = np.argsort(of_key, kind="stable")
         self.key_start = np.searchsorted(of_key[self.key_order], np.arange(len(self.blocks) + 1))
@@ -113,6 +124,19 @@ class KeyIndex:
         sims = self.keys[rows] @ vector
         return np.maximum.reduceat(sims, np.concatenate([[0], np.cumsum(ends - starts)[:-1]]))
 
+    def dense_scores(self, vector: np.ndarray, positions: Sequence[int], centroid_weight: float):
+        """``(nearest, dense)`` per block position: the cosine of ``vector`` to the block's nearest
+        key, and its dense score: that cosine and its centroid's mixed (``centroid_weight`` the
+        centroid's share), averaged with its lead key's cosine at one third when it has one."""
+        positions = np.asarray(positions, dtype=np.int64)
+        nearest = self.nearest_keys(vector, positions)
+        mixed = (1 - centroid_weight) * nearest + centroid_weight * (self.centroids[positions] @ vector)
+        rows = self.lead_row[positions]
+        if not len(self.lead_vectors) or not (rows >= 0).any():
+            return nearest, mixed
+        lead = self.lead_vectors[np.maximum(rows, 0)] @ vector
+        return nearest, np.where(rows >= 0, (2 * mixed + lead) / 3, mixed)
+
     def save(self, folder: Path, version: str, embedder: str) -> None:
         """Write the index as a cache file set; a later process loads it if still current and intact."""
         import faiss
@@ -123,10 +147,11 @@ class KeyIndex:
         try:
             faiss.write_index(self.index, str(parts["keys.faiss"]))
             with open(parts["keys.npz"], "xb") as handle:
-                np.savez(handle, centroids=self.centroids, parts=self.part_vectors, keys=self.keys, alone=self.alone)
+                np.savez(handle, centroids=self.centroids, parts=self.part_vectors, keys=self.keys, alone=self.alone,
+                         leads=self.lead_vectors)
             meta = {"version": version, "embedder": embedder, "approximate": self.approximate,
                     "block_ids": self.block_ids, "blocks": self.blocks,
-                    "part_block_ids": self.part_block_ids,
+                    "part_block_ids": self.part_block_ids, "lead_block_ids": self.lead_block_ids,
                     "sha256": {name: _file_sha256(parts[name]) for name in ("keys.faiss", "keys.npz")}}
             with open(parts["keys.json"], "x") as handle:
                 json.dump({**meta, "meta_sha256": _meta_sha256(meta)}, handle)
@@ -160,8 +185,9 @@ class KeyIndex:
                 loaded.part_vectors = np.ascontiguousarray(arrays["parts"], dtype=np.float32)
                 loaded.keys = np.ascontiguousarray(arrays["keys"], dtype=np.float32)
                 loaded.alone = np.asarray(arrays["alone"], dtype=bool)
+                loaded.lead_vectors = np.ascontiguousarray(arrays["leads"], dtype=np.float32)
             loaded.block_ids, loaded.blocks = list(meta["block_ids"]), list(meta["blocks"])
-            loaded.part_block_ids = list(meta["part_block_ids"])
+            loaded.part_block_ids, loaded.lead_block_ids = list(meta["part_block_ids"]), list(meta["lead_block_ids"])
             loaded.size, loaded.approximate = len(loaded.block_ids), bool(meta["approximate"])
             if loaded.keys.shape[0] != loaded.size or loaded.alone.shape != (loaded.size,):
                 return None
@@ -174,18 +200,20 @@ class KeyIndex:
         """Shapes agree, every vector and centroid is finite and unit length, ids are known."""
         if not all(isinstance(b, str) for b in self.block_ids) or self.blocks != sorted(set(self.block_ids)):
             return False
-        if not all(isinstance(b, str) for b in self.part_block_ids):
+        if not all(isinstance(b, str) for b in self.part_block_ids + self.lead_block_ids):
             return False
-        if known_blocks is not None and not set(self.blocks) | set(self.part_block_ids) <= known_blocks:
+        if known_blocks is not None and not set(self.blocks) | set(self.part_block_ids) | set(self.lead_block_ids) <= known_blocks:
             return False
         if self.index.ntotal != self.rows or self.centroids.shape != (len(self.blocks), self.index.d):
             return False
         if self.part_vectors.shape != (len(self.part_block_ids), self.index.d) or self.keys.shape != (self.size, self.index.d):
             return False
+        if self.lead_vectors.shape != (len(self.lead_block_ids), self.index.d):
+            return False
         rows = self.index.reconstruct_n(0, self.rows) if self.rows else np.zeros((0, self.index.d), np.float32)
         if not np.allclose(rows, np.concatenate([self.centroids, self.keys[self.alone]]), atol=1e-5):
             return False
-        for array in (self.keys, self.centroids, self.part_vectors):
+        for array in (self.keys, self.centroids, self.part_vectors, self.lead_vectors):
             squared_norms = np.einsum("ij,ij->i", array, array)  # NaN or inf anywhere makes its row fail
             if not np.all(np.abs(squared_norms - 1.0) < 2e-3):
                 return False

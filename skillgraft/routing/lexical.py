@@ -7,6 +7,11 @@ PostgreSQL.
 information (its words' inverse document frequency, words no document has counting at the
 highest) that an entry's document holds, each word's term frequency saturating as BM25's does.
 A query none of whose informative words a skill mentions scores 0 for it, whatever its length.
+
+A product's name is written as one word in one place and two in another ("SeatGeek" and
+``seat-geek``, "Meta Ads" and ``metaads``): each document also holds the join of every two
+neighbouring words (``seatgeek``), and a document holding the join of two neighbouring query
+words holds each of them, so either spelling meets the other.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["LexicalIndex", "terms"]
+__all__ = ["LexicalIndex", "joins", "terms"]
 
 K1 = 1.2
 B = 0.75
@@ -51,6 +56,14 @@ def terms(text: str) -> list[str]:
     return [_stem(w[:MAX_TERM_CHARS]) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
+def joins(text: str) -> list[tuple[str, str, str]]:
+    """``(term, next term, their join)`` for each two neighbouring words of the text that are no
+    stop words: ``"Meta Ads"`` gives ``("meta", "ads", "metaad")``, stemmed as :func:`terms` does."""
+    words = _WORD.findall(text.lower())
+    return [(_stem(a[:MAX_TERM_CHARS]), _stem(b[:MAX_TERM_CHARS]), _stem((a + b)[:MAX_TERM_CHARS]))
+            for a, b in zip(words, words[1:]) if a not in STOPWORDS and b not in STOPWORDS]
+
+
 @dataclass(frozen=True)
 class LexicalIndex:
     """BM25 postings over the documents of ``owners`` (in order)."""
@@ -64,15 +77,19 @@ class LexicalIndex:
     def build(cls, documents: Mapping[str, Iterable[str]]) -> "LexicalIndex":
         """From ``{owner: texts}``: each owner's texts are one document."""
         owners = tuple(documents)
-        counts = []
+        counts, lengths = [], []
         for owner in owners:
             bag: dict[str, int] = {}
+            length = 0
             for text in documents[owner]:
-                for term in terms(text):
+                words = terms(text)
+                length += len(words)
+                for term in words + [joined for _, _, joined in joins(text)]:  # joins held, not counted in the length
                     bag[term] = bag.get(term, 0) + 1
             counts.append(bag)
+            lengths.append(length)
         n = len(owners)
-        lengths = np.array([sum(bag.values()) for bag in counts], dtype=np.float64)
+        lengths = np.array(lengths, dtype=np.float64)
         average = float(lengths.mean()) if n and lengths.sum() else 1.0
         gathered: dict[str, tuple[list, list]] = {}
         for position, bag in enumerate(counts):
@@ -86,7 +103,8 @@ class LexicalIndex:
         return cls(owners, postings, idf, math.log(1 + (n + 0.5) / 0.5))
 
     def coverage(self, query: str) -> np.ndarray:
-        """Per owner, the share in ``[0, 1]`` of the query's information its document holds."""
+        """Per owner, the share in ``[0, 1]`` of the query's information its document holds; a
+        document holding the join of two neighbouring query words holds each of them as often."""
         scores = np.zeros(len(self.owners), dtype=np.float64)
         wanted = list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
         total = sum(self.idf.get(t, self.unseen_idf) for t in wanted)
@@ -96,4 +114,22 @@ class LexicalIndex:
             if term in self.postings:
                 docs, weights = self.postings[term]
                 scores[docs] += self.idf[term] * np.minimum(weights, 1.0)
+        held: dict[str, np.ndarray] = {}  # a word's share per document, once a join may raise it
+        chosen = set(wanted)
+        for first, second, joined in joins(query)[:MAX_QUERY_TERMS]:
+            if joined not in self.postings or joined in (first, second):
+                continue
+            docs, weights = self.postings[joined]
+            for term in (first, second):
+                if term not in chosen:
+                    continue
+                if term not in held:
+                    held[term] = np.zeros(len(self.owners), dtype=np.float64)
+                    if term in self.postings:
+                        own_docs, own_weights = self.postings[term]
+                        held[term][own_docs] = self.idf[term] * np.minimum(own_weights, 1.0)
+                share = self.idf.get(term, self.unseen_idf) * np.minimum(weights, 1.0)
+                gain = np.maximum(share - held[term][docs], 0.0)
+                scores[docs] += gain
+                held[term][docs] += gain
         return scores / total

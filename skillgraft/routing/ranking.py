@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ..core.text_checks import MAX_QUERY_CHARS
+from .generic_requests import GENERIC_MARGIN
 from .near_misses import NEAR_MISS
 
-__all__ = ["LEXICAL_WEIGHT", "Ranking", "lexical_documents", "manual_key_texts", "name_key"]
+__all__ = ["LEXICAL_WEIGHT", "Ranking", "lead_sentence", "lexical_documents", "manual_key_texts", "name_key"]
 
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
@@ -28,6 +29,8 @@ PART_KINDS = ("manual",)
 ALONE_KINDS = ("example", "feedback")
 # Keys that only feed the lexical index (a skill's headings in one text).
 LEXICAL_ONLY_KINDS = ("headings",)
+# A skill's key that is a term of its dense score of its own, never searched (its description's first sentence).
+LEAD_KINDS = ("lead",)
 # The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).
 SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback")
 
@@ -53,6 +56,11 @@ def lexical_documents(rows: Iterable[dict], groups: dict) -> dict:
     return {owner: list(texts) for owner, texts in documents.items()}
 
 
+def lead_sentence(text: str) -> str:
+    """A description's first sentence (all of it when it has one), the text of its skill's lead key."""
+    return next((s.strip() for s in _SENTENCE_BREAK.split(text) if s.strip()), text)[:MAX_QUERY_CHARS]
+
+
 def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
     """A manual's sentences as routing keys, in order: fragments under three words are dropped,
     and a manual of more than ``limit`` sentences has neighbouring sentences joined into
@@ -67,16 +75,29 @@ def manual_key_texts(text: str, limit: int = MAX_MANUAL_KEYS) -> list[str]:
 @dataclass(frozen=True)
 class Ranking:
     """One query's scored blocks, best first; each block's nearest-key cosine; the nearest
-    negative's; the skills (or blocks) its near misses kept out, ``{owner: (own, near miss)}``."""
+    negative's; the skills (or blocks) its near misses kept out, ``{owner: (own, near miss)}``;
+    per imported skill's block scored, the query's cosine to the nearest generic request."""
 
     scored: list
     nearest: dict
     negative: float
     kept_out: dict = field(default_factory=dict)
+    generic: dict = field(default_factory=dict)
 
     def vetoed(self, block_id: str) -> bool:
-        """A negative is nearer the query than ``block_id``'s nearest key."""
-        return self.negative > self.nearest.get(block_id, 1.0)
+        """A negative is nearer the query than ``block_id``'s nearest key, or (a skill's block) a
+        generic request is nearer by :data:`GENERIC_MARGIN` or more."""
+        near = self.nearest.get(block_id, 1.0)
+        return self.negative > near or self.generic.get(block_id, -1.0) >= near + GENERIC_MARGIN
+
+    def veto_reason(self, block_id: str, name: str) -> str:
+        """Why :meth:`vetoed` holds for ``block_id`` (named ``name``)."""
+        near = self.nearest.get(block_id, 1.0)
+        if self.negative > near:
+            return (f"a correction marks a query like this one as fitting no skill (cosine {self.negative:.3f} > "
+                    f"{near:.3f} to the nearest key of block {name!r}): abstain")
+        return (f"a generic request fits the query better than skill {name!r} (cosine {self.generic[block_id]:.3f} "
+                f">= {near:.3f} + {GENERIC_MARGIN} to its nearest key): no skill is meant for it, abstain")
 
     def best(self) -> tuple[Optional[str], float]:
         """``(block_id, score)`` of the best block, or ``(None, -1.0)`` when none or vetoed."""

@@ -4,8 +4,8 @@ Each block has routing keys (its name, description, example queries and, for a m
 manual's own sentences) whose vectors are stored in the catalog, so reopening a store re-embeds
 nothing. The key index (:mod:`skillgraft.routing.key_index`) is a cache, rebuilt whenever the
 catalog changes: a query searches the blocks' centroids and the keys searched alone, then meets
-the candidates' own keys. A block's score is the mean of two cosine similarities, to its nearest
-key and to the centroid of its keys, plus the lexical evidence (:mod:`skillgraft.routing.lexical`);
+the candidates' own keys. A block's score is the mean of its cosines to its nearest key and its
+keys' centroid (and a skill's lead key), plus the lexical evidence (:mod:`skillgraft.routing.lexical`);
 an imported skill's blocks rank as one entry, its best block (only the blocks of its default
 version are offered, none of a skill that opted out of model invocation), docs/routing.md. The
 route grafts the best block when that score reaches the abstain threshold (calibrated per store,
@@ -13,11 +13,12 @@ or the documented default) and abstains otherwise.
 
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
-the query than the best block's nearest key. A skill's near misses (the negative queries its
-authors wrote, :mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a
-skill whose nearest near miss is at least as near a query as its nearest own key is not offered
-for it, nor is an entry past its expiry (at route time, :mod:`skillgraft.core.expiry`). The encoder must be
-the one the store recorded (:mod:`skillgraft.routing.encoders`): refused at the first route or key it would embed.
+the query than the best block's nearest key, as do the generic requests (:mod:`.generic_requests`)
+for a skill, by a margin. A skill's near misses (the negative queries its authors wrote,
+:mod:`skillgraft.routing.near_misses`) are keys that never attract a query: a skill whose nearest
+near miss is at least as near a query as its nearest own key is not offered for it, nor is an entry
+past its expiry (at route time, :mod:`skillgraft.core.expiry`). The encoder must be the one the store
+recorded (:mod:`skillgraft.routing.encoders`): refused at the first route or key it would embed.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
 from .key_index import KeyIndex, key_matrix
+from .generic_requests import GenericPrior
 from .lexical import LexicalIndex
 from .ranking import (  # noqa: F401  (re-exported)
-    ALONE_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
+    ALONE_KINDS, LEAD_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
     lexical_documents, manual_key_texts, name_key,
 )
 from .near_misses import NEAR_MISS, NearMisses
@@ -92,6 +94,7 @@ class Router:
         self.centroid_weight = CENTROID_WEIGHT
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._generic = GenericPrior(self.embedder)
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -163,10 +166,12 @@ class Router:
             dimension = (self._record or {}).get("dimension")
             searched = [r for r in rows if self._searched(r)]
             part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
+            leads = [r for r in rows if r["kind"] in LEAD_KINDS and r["block_id"] in self._groups]
             vectors = key_matrix(searched, dimension)
             alone = [r["block_id"] not in self._groups or r["kind"] in ALONE_KINDS for r in searched]
             index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched], alone=alone,
-                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows])
+                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows],
+                             lead_vectors=key_matrix(leads, dimension), lead_block_ids=[r["block_id"] for r in leads])
             try:
                 if version is not None and not self.store.read_only:
                     index.save(self.cache_dir, version, self.embedder.name)
@@ -202,7 +207,7 @@ class Router:
         and headings are not searched."""
         if row["kind"] in PART_KINDS and row["block_id"] in self._groups:
             return False
-        return row["kind"] not in LEXICAL_ONLY_KINDS
+        return row["kind"] not in LEXICAL_ONLY_KINDS + LEAD_KINDS
 
     def _repair_vectors(self, rows: list[dict], version: str) -> Optional[str]:
         """Embed again, in place, the keys of another embedder or with a malformed vector.
@@ -239,8 +244,8 @@ class Router:
         as the block the query would get of it; each block's nearest-key cosine and the cosine of
         the nearest negative (-1 when the store has none).
 
-        An entry's score is its dense score (the mean of its nearest searched key's cosine and
-        its key centroid's, :data:`CENTROID_WEIGHT`) plus :data:`LEXICAL_WEIGHT` times its lexical
+        An entry's score is its dense score (its nearest searched key's cosine and its key
+        centroid's, :data:`CENTROID_WEIGHT`, and a skill's lead key's: :meth:`KeyIndex.dense_scores`) plus :data:`LEXICAL_WEIGHT` times its lexical
         coverage (:mod:`skillgraft.routing.lexical`). The candidates are the blocks of the
         nearest index rows (centroids, and keys searched alone; at least
         :data:`CENTROID_CANDIDATES` entries) and of the :data:`LEXICAL_CANDIDATES` best lexical
@@ -256,6 +261,7 @@ class Router:
         found = index.nearest_blocks(vectors, lambda block_id: self._groups.get(block_id, block_id), CENTROID_CANDIDATES)
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
         kept_out, gone = self._near_misses.blocked(vectors), self._expires.passed()
+        generic_sims = self._generic.nearness(vectors) if self._groups else np.full(len(vectors), -1.0)
         results = []
         for row, query in enumerate(queries):
             vector = vectors[row]
@@ -267,22 +273,21 @@ class Router:
                 if coverage[i] > 0:
                     candidates.update(dict.fromkeys(self._members.get(self._lexical.owners[i], ())))
             positions = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
-            nearest_sims = index.nearest_keys(vector, positions)
-            centroid_sims = index.centroids[positions] @ vector
-            w = self.centroid_weight
+            nearest_sims, dense_scores = index.dense_scores(vector, positions, self.centroid_weight)
             nearest: dict[str, float] = {}
             scored = {}
-            for position, near, centroid in zip(positions, nearest_sims, centroid_sims):
+            for position, near, dense in zip(positions, nearest_sims, dense_scores):
                 b = index.blocks[position]
                 nearest[b] = float(near)
                 owner = self._groups.get(b, b)
                 if owner in kept_out[row] or owner in gone:
                     continue
                 lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
-                scored[b] = (1 - w) * float(near) + w * float(centroid) + LEXICAL_WEIGHT * float(lexical)
+                scored[b] = float(dense) + LEXICAL_WEIGHT * float(lexical)
             ranked = self._by_skill(sorted(scored.items(), key=lambda item: -item[1]))
             ranked = self._with_parts(ranked, nearest, vector, accept)
-            results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row]))
+            generic = {b: float(generic_sims[row]) for b, _ in ranked if b in self._groups}
+            results.append(Ranking(ranked, nearest, float(negative_sims[row]), kept_out[row], generic))
         return results
 
     def _with_parts(self, ranked: list, nearest: dict, vector: np.ndarray, accept) -> list:
@@ -365,11 +370,7 @@ class Router:
         block = self._blocks[block_id]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
         if ranking.vetoed(block_id):
-            reason = (
-                f"a correction marks a query like this one as fitting no skill (cosine {ranking.negative:.3f} > "
-                f"{ranking.nearest[block_id]:.3f} to the nearest key of block {block.name!r}): abstain"
-            )
-            return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
+            return Recall("abstain", None, score, threshold, ranking.veto_reason(block_id, block.name), block.name, ranked[:5])
         if score >= threshold:
             reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}{out}"
             return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])

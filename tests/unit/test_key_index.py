@@ -61,6 +61,21 @@ def test_the_cache_keeps_the_keys_and_refuses_a_changed_file(tmp_path):
     assert KeyIndex.load(tmp_path, "v1", "enc", set(block_ids)) is None
 
 
+def test_a_lead_key_is_a_third_of_its_blocks_dense_score_and_kept_in_the_cache(tmp_path):
+    vectors, block_ids = _keys(10, 2)
+    lead = _unit(np.random.default_rng(3).standard_normal((1, 32)))
+    index = KeyIndex(vectors, block_ids, lead_vectors=lead, lead_block_ids=["b0004"])
+    assert index.rows == 10  # a lead key is never searched
+    query = vectors[1]
+    positions = [index.blocks.index("b0004"), index.blocks.index("b0000")]
+    nearest, dense = index.dense_scores(query, positions, 0.5)
+    mixed = 0.5 * nearest + 0.5 * (index.centroids[positions] @ query)
+    assert np.allclose(dense, [(2 * mixed[0] + float(lead[0] @ query)) / 3, mixed[1]], atol=1e-6)
+    index.save(tmp_path, "v1", "enc")
+    loaded = KeyIndex.load(tmp_path, "v1", "enc", set(block_ids))
+    assert np.allclose(loaded.dense_scores(query, positions, 0.5)[1], dense, atol=1e-6)
+
+
 def test_the_route_ranks_as_a_comparison_with_every_skill_would(fake_memory, tmp_path):
     words = ["invoice", "sprint", "garden", "kernel", "poster", "ledger", "vaccine", "tunnel", "harbor", "violin",
              "glacier", "pepper", "satellite", "cushion", "lantern", "orchid", "compiler", "saddle", "quartz", "falcon"]
@@ -81,9 +96,9 @@ def test_the_route_ranks_as_a_comparison_with_every_skill_would(fake_memory, tmp
         coverage = dict(zip(lexical.owners, lexical.coverage(query)))
         scores = {}
         for position, block_id in enumerate(index.blocks):
-            nearest = float(index.nearest_keys(vector, [position])[0])
             owner = groups.get(block_id, block_id)
-            score = 0.5 * nearest + 0.5 * float(index.centroids[position] @ vector) + LEXICAL_WEIGHT * coverage.get(owner, 0.0)
+            dense = float(index.dense_scores(vector, [position], 0.5)[1][0])  # every skill's, one at a time
+            score = dense + LEXICAL_WEIGHT * coverage.get(owner, 0.0)
             scores[owner] = max(scores.get(owner, -9.0), score)
         block_id, score = ranking.scored[0]
         assert abs(score - max(scores.values())) < 1e-5 and abs(scores[groups[block_id]] - score) < 1e-5

@@ -10,6 +10,7 @@ from skillgraft.core.skill_folder import read_skill_folder
 from skillgraft.errors import InputError
 from skillgraft.routing.lexical import LexicalIndex, terms
 from skillgraft.routing.parts import REFERENCE_MARGIN, PartCandidate, choose_part, is_instructional
+from skillgraft.routing.ranking import lead_sentence
 
 from .skill_folders import pdf_skill
 
@@ -29,6 +30,25 @@ def test_coverage_is_the_share_of_the_query_a_document_holds():
     assert not index.coverage("").any() and not index.coverage("the and of").any()
     assert np.all(index.coverage("pdf " * 50_000) <= 1.0)  # a long query is bounded, never slow
     assert LexicalIndex.build({}).coverage("pdf").shape == (0,)
+
+
+def test_a_name_written_as_one_word_meets_it_written_as_two():
+    index = LexicalIndex.build({"seat": ["seat-geek-automation", "Automate Seat Geek tasks"],
+                                "meta": ["metaads-automation", "Automate Metaads tasks"],
+                                "ads": ["paid-ads", "Plan paid ads campaigns"]})
+    one_word = index.coverage("find concerts on SeatGeek")
+    assert one_word[0] > 0 and not one_word[1:].any()
+    two_words = index.coverage("pause campaigns in Meta Ads")
+    assert two_words[1] > two_words[2] > 0
+    assert index.coverage("seat geek tickets")[0] == pytest.approx(index.coverage("seat geek tickets seat")[0])
+    assert terms("seat geek") == ["seat", "geek"]  # the join adds evidence, not words to the query
+
+
+def test_a_skills_lead_key_is_its_descriptions_first_sentence():
+    assert lead_sentence("Read and fill PDF forms. Use it when a PDF is named.") == "Read and fill PDF forms."
+    assert lead_sentence("Framework (OSS). Entry point for Expo tasks.") == "Framework (OSS)."
+    assert lead_sentence("One sentence without a stop") == "One sentence without a stop"
+    assert lead_sentence("\n\n  Starts after blank lines\nthen more") == "Starts after blank lines"
 
 
 @pytest.mark.parametrize("path", ["LICENSE.txt", "LICENSE", "references/COPYING", "NOTICE.md", "licence.md",

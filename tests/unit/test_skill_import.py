@@ -47,7 +47,8 @@ def test_the_description_is_the_key_and_the_body_gives_only_its_heading_path(fak
     keys = {(k["kind"], k["text"]) for k in fake_memory.store.routing_keys(body.block_id)}
     assert keys == {("name", "pdf"), ("description", "Read, fill and merge PDF files and PDF forms."),
                     ("manual", "pdf: PDF handling"), ("skill", "pdf: Read, fill and merge PDF files and PDF forms."),
-                    ("headings", "PDF handling; Filling forms; Merging")}
+                    ("headings", "PDF handling; Filling forms; Merging"),
+                    ("lead", "Read, fill and merge PDF files and PDF forms.")}
     own = [k["text"] for k in fake_memory.store.routing_keys(resource.block_id)]
     assert "pdf references forms" in own and "Form fields" in own and any("Checkbox" in k for k in own)
 
