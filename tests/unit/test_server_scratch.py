@@ -73,3 +73,23 @@ def test_a_state_kept_from_a_context_goes_to_its_backends_stage():
     due = [PendingCapture((1, 2, 3), "", prefixes), PendingCapture((1, 2), "", prefixes)]
     kept = keep_due(due, lambda prefixes: [b"abc", None], "fingerprint", on_kept=staged.append)
     assert kept == 1 and staged == prefixes.kept and staged[0].tokens == (1, 2, 3)
+
+
+@pytest.mark.parametrize("size", [0, 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) - 7])
+def test_large_payloads_are_written_whole_a_chunk_at_a_time(tmp_path, size):
+    from skillgraft.core.states import WRITE_CHUNK, write_in_chunks
+
+    class Counting:
+        def __init__(self, handle):
+            self.handle, self.sizes = handle, []
+
+        def write(self, data):
+            self.sizes.append(len(data))
+            return self.handle.write(data)
+
+    data = os.urandom(size)
+    with open(tmp_path / "f", "wb") as handle:
+        counting = Counting(handle)
+        write_in_chunks(counting, data)
+    assert (tmp_path / "f").read_bytes() == data
+    assert all(n <= WRITE_CHUNK for n in counting.sizes) and len(counting.sizes) == -(-size // WRITE_CHUNK)
