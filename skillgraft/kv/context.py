@@ -53,6 +53,7 @@ from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep, require_fits, sha256_hex
 from ..errors import BlockIntegrityError, InputError
 from .backend import EngineCells, KVBackend
+from .prefix_keys import common_prefix
 from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
 __all__ = ["IDLE_CAPTURE_S", "KEEPER", "AnswerContext", "LocalBackend", "LocalContext", "PendingCapture",
@@ -123,24 +124,35 @@ class PendingCaptures:
 class StateKeeper:
     """Keeps saved prefix states off the answer's path: one worker thread hashes and writes
     them while the next prompt is evaluated. At most ``max_waiting`` wait (each holds a saved
-    payload in memory); past that the caller keeps its state itself."""
+    payload in memory); past that the caller keeps its state itself. It knows the prefixes it
+    has not kept yet (:meth:`may_give`), so a prompt that none of them could serve better than
+    the cells at hand does not wait for them."""
 
     def __init__(self, max_waiting: int = 2) -> None:
         self._jobs: queue.Queue = queue.Queue(maxsize=max_waiting)
         self._lock = threading.Lock()
         self._worker: Optional[threading.Thread] = None
+        self._waiting: list[tuple[int, ...]] = []
 
-    def submit(self, job: Callable[[], bool]) -> bool:
-        """Run ``job`` on the worker; False when too many wait (run it yourself)."""
+    def submit(self, job: Callable[[], bool], prefix: tuple[int, ...] = ()) -> bool:
+        """Run ``job`` (keeping the state of ``prefix``) on the worker; False when too many wait
+        (run it yourself)."""
         with self._lock:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._work, name="skillgraft-state-keeper", daemon=True)
                 self._worker.start()
-        try:
-            self._jobs.put_nowait(job)
+            try:
+                self._jobs.put_nowait((job, prefix))
+            except queue.Full:
+                return False
+            self._waiting.append(prefix)
             return True
-        except queue.Full:
-            return False
+
+    def may_give(self, prompt: Sequence[int], beyond: int) -> bool:
+        """Whether a state still being kept shares more than ``beyond`` tokens with ``prompt``."""
+        with self._lock:
+            waiting = list(self._waiting)
+        return any(common_prefix(prefix, prompt) > beyond for prefix in waiting)
 
     def drain(self) -> None:
         """Return once every state handed over is kept (or failed, with a log line)."""
@@ -148,10 +160,12 @@ class StateKeeper:
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
+            job, prefix = self._jobs.get()
             try:
                 job()
             finally:
+                with self._lock:
+                    self._waiting.remove(prefix)
                 self._jobs.task_done()
 
 
@@ -192,7 +206,7 @@ def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], 
             logger.debug("a pending prefix state of %d tokens is no longer held: dropped", len(capture.prefix))
             continue
         job = partial(_keep_one, capture, payload, fingerprint, seconds, on_kept)
-        kept += 1 if later and KEEPER.submit(job) else job()
+        kept += 1 if later and KEEPER.submit(job, capture.prefix) else job()
     return kept
 
 
@@ -240,10 +254,11 @@ class AnswerContext:
         after = restored[2] if restored else 0  # the block's cells in front of the app's prompt
         require_fits(self.backend, len(prompt) + 1, "the prompt plus one answer token")
         prefixes = self.prefixes
-        if prefixes is not None:
+        held = self._held_for(prompt)  # a state giving no more than the cells at hand is neither awaited nor read
+        if prefixes is not None and KEEPER.may_give(prompt, held):
             KEEPER.drain()  # the states handed over while the last prompt was evaluated are found
         block = (restored[0], restored[2]) if restored else None
-        derived = prefixes.lookup(prompt) if prefixes else None
+        derived = prefixes.lookup(prompt, beyond=held) if prefixes else None
         reuse = self._choose(prompt, block, derived, mark, after)
         try:
             self.backend.evaluate(prompt, reuse, block_id)
@@ -257,6 +272,11 @@ class AnswerContext:
             prefixes.remember(prompt, after)
         self._planned = (prompt, reuse, block_id)
         self.reused_cells, self.reused_from = reuse.cells, reuse.source
+
+    def _held_for(self, prompt: list[int]) -> int:
+        """How many leading tokens of ``prompt`` the backend's cells surely hold."""
+        surely, _ = self.backend.held_cells(prompt)
+        return common_prefix(surely, prompt) if surely else 0
 
     def _choose(self, prompt: list[int], block: Optional[tuple[KVState, int]], derived: Optional[KVState],
                 mark: int, after: int) -> Reuse:

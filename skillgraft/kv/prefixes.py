@@ -210,24 +210,27 @@ class PrefixCache:
         view.scope = scope
         return view
 
-    def lookup(self, prompt: Sequence[int]) -> Optional[KVState]:
+    def lookup(self, prompt: Sequence[int], beyond: int = 0) -> Optional[KVState]:
         """The derived state of this scope sharing the longest beginning with ``prompt`` (at
-        least ``min_tokens``, leaving :data:`MIN_TAIL` to evaluate), cut to what they share:
-        found by the chained keys of the prompt's blocks, the index kept in step with the store."""
+        least ``min_tokens`` and more than ``beyond``, the cells already at hand; leaving
+        :data:`MIN_TAIL` to evaluate), cut to what they share: found by the chained keys of the
+        prompt's blocks, the index kept in step with the store. A state that would give no more
+        than ``beyond`` is never read nor cut."""
         limit = len(prompt) - MIN_TAIL
-        if limit < self.min_tokens:
+        at_least = max(self.min_tokens, beyond + 1)
+        if limit < at_least:
             return None
         self._sync()
         index, keys = self._shared.index, chain_keys(self.fingerprint_id, prompt, self.scope)
-        found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+        found = index.candidates(prompt, at_least=at_least, scope=self.scope, keys=keys)
         reached = min(found[0][0], limit) if found else 0
         find = getattr(self.store, "find", None)  # states the store learns of by key
         if find is not None and reached < limit and find(keys[reached // BLOCK_TOKENS:]):
             self._sync()
-            found = index.candidates(prompt, at_least=self.min_tokens, scope=self.scope, keys=keys)
+            found = index.candidates(prompt, at_least=at_least, scope=self.scope, keys=keys)
         for shared, key in found:
             shared = min(shared, limit)
-            if shared < self.min_tokens:
+            if shared < at_least:
                 continue
             state = self.store.get(key)  # its payload is read where it is used (or cut here)
             if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):

@@ -119,8 +119,8 @@ def test_a_state_on_disk_is_read_where_it_is_used_and_never_when_it_is_not(tmp_p
     with open_memory(tmp_path / "home") as restarted:  # its states on disk only
         found, lookup = [], restarted.prefixes.lookup
 
-        def spy(prompt):
-            found.append((lookup(prompt), len(reads)))
+        def spy(prompt, **options):
+            found.append((lookup(prompt, **options), len(reads)))
             return found[-1][0]
 
         monkeypatch.setattr(restarted.prefixes, "lookup", spy)
@@ -129,5 +129,5 @@ def test_a_state_on_disk_is_read_where_it_is_used_and_never_when_it_is_not(tmp_p
         assert isinstance(state.ref, FileRef) and state.ref.sha256 == state.sha256 and read_then == 0  # found, not read
         assert answer.note.reused_from == "derived" and len(reads) == 1  # read once, where it was restored
         assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
-        again = restarted.answer(chat(QUESTIONS[0]), OPTIONS)  # found again, but the context holds the prefix
-        assert isinstance(found[-1][0], KVState) and again.note.reused_from == "slot" and len(reads) == 1
+        again = restarted.answer(chat(QUESTIONS[0]), OPTIONS)  # the context holds the prefix: not even looked for
+        assert found[-1][0] is None and again.note.reused_from == "slot" and len(reads) == 1

@@ -211,6 +211,7 @@ def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monke
         assert published(tmp_path) == [before]
         monkeypatch.setattr(shared_derived, "TOUCH_EVERY_S", 0.0)
         time.sleep(0.002)
-        a.answer(chat(QUESTIONS[0]), OPTIONS)
+        a.engine.reset()  # the context holds nothing: the prefix comes from the kept state
+        assert a.answer(chat(QUESTIONS[0]), OPTIONS).note.reused_from == "derived"
         (after,) = published(tmp_path)
         assert after["key"] == before["key"] and after["last_used"] > before["last_used"]

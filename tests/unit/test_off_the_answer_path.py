@@ -1,8 +1,11 @@
-"""The private folder of a started llama-server: in memory when there is room, swept when its process is gone."""
+"""Work kept off an answer's path: a started llama-server's slot folder in memory when there is room
+(swept when its process is gone), kept states handed to their backend's stage, payloads written in
+chunks, and a state being kept awaited only when it could serve the prompt."""
 
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -93,3 +96,15 @@ def test_large_payloads_are_written_whole_a_chunk_at_a_time(tmp_path, size):
         write_in_chunks(counting, data)
     assert (tmp_path / "f").read_bytes() == data
     assert all(n <= WRITE_CHUNK for n in counting.sizes) and len(counting.sizes) == -(-size // WRITE_CHUNK)
+
+
+def test_a_prompt_waits_for_a_state_being_kept_only_when_it_could_give_more_than_the_cells_at_hand():
+    from skillgraft.kv.context import StateKeeper
+
+    keeper, release = StateKeeper(), threading.Event()
+    assert keeper.submit(lambda: release.wait(5) or True, (1, 2, 3, 4, 5, 6))
+    assert keeper.may_give([1, 2, 3, 4, 9], beyond=2) and not keeper.may_give([1, 2, 3, 4, 9], beyond=4)
+    assert not keeper.may_give([7, 8], beyond=0)
+    release.set()
+    keeper.drain()
+    assert not keeper.may_give([1, 2, 3, 4, 5, 6], beyond=0)
