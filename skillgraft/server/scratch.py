@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
+from ..store.block_folder import pid_alive
 
 __all__ = ["MEMORY_FOLDER", "in_memory_folder", "make_private_folder", "memory_root"]
 
@@ -74,7 +75,7 @@ def sweep_dead(root: Path) -> int:
         return 0
     for entry in entries:
         pid = _owner_pid(entry.name)
-        if pid is None or pid == os.getpid() or _alive(pid):
+        if pid is None or pid == os.getpid() or pid_alive(pid):
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
@@ -91,13 +92,3 @@ def _owner_pid(name: str) -> Optional[int]:
         return None
     digits = name[len(PREFIX):].split("-", 1)[0]
     return int(digits) if digits.isdigit() and len(digits) < 10 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process: alive
-    return True
