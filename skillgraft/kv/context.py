@@ -3,7 +3,8 @@
 Restoring only records the block's state; ``prefill`` then makes the prompt — the block's
 kept cells and the tokens after them, or the tokens alone — and reuses the longest beginning
 of it already at hand (:func:`~skillgraft.kv.prefixes.choose_reuse`): what the cells hold from
-their last answer, a derived prefix state, or the block. Only the rest is evaluated. With a
+their last answer, a prefix state found by key (a derived one, or a captured block the prompt
+opens with), or the restored block. Only the rest is evaluated. With a
 :class:`~skillgraft.kv.prefixes.PrefixCache`, a prefix two prompts shared is kept as a
 derived state, never evaluated again: once the answer is made it is noted as pending
 (:class:`PendingCaptures`, a field of the context) and saved when the backend is about to
@@ -258,7 +259,8 @@ class AnswerContext:
         if prefixes is not None and KEEPER.may_give(prompt, held):
             KEEPER.drain()  # the states handed over while the last prompt was evaluated are found
         block = (restored[0], restored[2]) if restored else None
-        derived = prefixes.lookup(prompt, beyond=held) if prefixes else None
+        # a restored block gives its own cells: another block's are never longer
+        derived = prefixes.lookup(prompt, beyond=held, blocks=block is None) if prefixes else None
         reuse = self._choose(prompt, block, derived, mark, after)
         try:
             self.backend.evaluate(prompt, reuse, block_id)

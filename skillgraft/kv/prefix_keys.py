@@ -9,7 +9,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["BLOCK_TOKENS", "SCOPE_HEX", "PrefixIndex", "chain_keys", "common_prefix", "reuse_scope", "state_key"]
+__all__ = ["BLOCK_SCOPE", "BLOCK_TOKENS", "SCOPE_HEX", "PrefixIndex", "chain_keys", "common_prefix", "reuse_scope", "state_key"]
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -25,6 +25,9 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 BLOCK_TOKENS = 16
 _KEY_BYTES = 16
 SCOPE_HEX = 32
+# The scope of captured blocks: every scope of a memory finds them, and no reuse scope (``""``
+# or 32 hex digits) is this, so a block's chain is never a prompt's or a derived state's.
+BLOCK_SCOPE = "blocks"
 
 
 def reuse_scope(namespace: str = "", salt: str = "") -> str:

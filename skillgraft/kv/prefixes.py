@@ -10,6 +10,9 @@ compared with three things that may already hold its beginning:
   (:class:`PrefixCache`), kept in a bounded cache that outlives the process;
 - ``block``: the routed block's own verified state.
 
+A captured block is also found by key, as a derived state is (see below), so a prompt that
+begins with a block's tokens reuses its cells with no routing.
+
 :func:`choose_reuse` takes the longest; every cell kept is exact (a cell depends only on the
 tokens before it), and at least the last prompt token is always evaluated, for its logits.
 
@@ -31,6 +34,15 @@ disk and in a shared store (:func:`state_key`); a store that learns of states on
 for them (a shared store's published states) is asked for the prompt's deeper keys when its
 states at hand do not serve the prompt to the end (:meth:`DerivedStore.find`).
 
+**Blocks by key.** A captured block's state is the prefix state of its tokens at position 0, so
+the live blocks of the runtime (:class:`KeptBlocks`: not quarantined, not expired) are indexed
+beside the derived states, read-only: a prompt opening with a block's exact tokens (a chat whose
+first system turn is a manual's text) restores the block's cells, found by key and cut like a
+derived state, with no routing. Blocks are keyed in :data:`BLOCK_SCOPE`, which every scope of the
+cache searches besides its own: whoever can send a prompt to a memory can already route to its
+blocks (its own store's and the base's), and no prompt or derived state is ever keyed there. A
+prompt led by a restored (routed) block does not look for blocks: its block gives those cells.
+
 **Scoped.** Reuse is shared only within a *scope* (:func:`reuse_scope`: a namespace, and a
 salt a client may add): the chain starts from the runtime and the scope, so a state kept in one
 scope is never found from another, and the prompts compared for capture points are the scope's
@@ -51,11 +63,12 @@ import numpy as np
 
 from ..core.states import KVState
 from ..errors import BlockIntegrityError, ConfigError
-from .prefix_keys import BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope, state_key
+from .prefix_keys import BLOCK_SCOPE, BLOCK_TOKENS, SCOPE_HEX, PrefixIndex, chain_keys, common_prefix, reuse_scope
+from .prefix_keys import state_key
 
 __all__ = [
-    "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "PrefixCache", "PrefixIndex", "Reuse",
-    "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
+    "BLOCK_SCOPE", "BLOCK_TOKENS", "MIN_DERIVED_TOKENS", "MIN_TAIL", "SCOPE_HEX", "DerivedStore", "KeptBlocks",
+    "PrefixCache", "PrefixIndex", "Reuse", "chain_keys", "choose_reuse", "common_prefix", "reuse_scope", "state_key",
 ]
 
 logger = logging.getLogger("skillgraft.kv")
@@ -172,6 +185,29 @@ class DerivedStore(Protocol):
         ...
 
 
+class KeptBlocks(Protocol):
+    """Captured blocks as prefix states (:class:`~skillgraft.store.block_states.BlockStates`):
+    read-only, each keyed in :data:`BLOCK_SCOPE`; eviction and budgets never touch them."""
+
+    def entries(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """The key, the tokens and the scope (:data:`BLOCK_SCOPE`) of every live block."""
+        ...
+
+    def get(self, key: str) -> Optional[KVState]:
+        """The verified state of the block under ``key``, or None (gone, damaged: ignored)."""
+        ...
+
+    def refuse(self, key: str, state: KVState, reason: BaseException) -> bool:
+        """``state``, found under ``key``, was unusable where it was read: True when it is that
+        block's own (then not found by key again until the catalog changes; the block stays)."""
+        ...
+
+    @property
+    def generation(self) -> Hashable:
+        """Changes whenever the live blocks change."""
+        ...
+
+
 class _Shared:
     """What every scope's view of one :class:`PrefixCache` shares."""
 
@@ -180,6 +216,7 @@ class _Shared:
         self.lock = threading.Lock()  # slots of one gateway answer at once
         self.index = PrefixIndex(fingerprint_id)
         self.generation: Hashable = object()  # nothing indexed yet
+        self.block_keys: frozenset[str] = frozenset()  # the keys the index holds of blocks
 
 
 class PrefixCache:
@@ -188,11 +225,14 @@ class PrefixCache:
     two recent prompts of the scope part ways (at least ``min_tokens`` shared), kept in
     ``store``. A state longer than what a prompt shares with it is cut to the shared cells
     (``cut(state, n)``, the engine's: a cell depends only on the tokens before it), so a prefix
-    captured where two questions shared a first word still serves a third question."""
+    captured where two questions shared a first word still serves a third question. ``blocks``:
+    the captured blocks found by key beside the derived states, in every scope."""
 
     def __init__(self, store: DerivedStore, fingerprint_id: str, cut: Callable[[KVState, int], KVState], *,
-                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS, scope: str = "") -> None:
+                 min_tokens: int = MIN_DERIVED_TOKENS, recent: int = RECENT_PROMPTS, scope: str = "",
+                 blocks: Optional[KeptBlocks] = None) -> None:
         self.store = store
+        self.blocks = blocks
         self.fingerprint_id = fingerprint_id
         self.cut = cut
         self.min_tokens = min_tokens
@@ -210,29 +250,30 @@ class PrefixCache:
         view.scope = scope
         return view
 
-    def lookup(self, prompt: Sequence[int], beyond: int = 0) -> Optional[KVState]:
-        """The derived state of this scope sharing the longest beginning with ``prompt`` (at
-        least ``min_tokens`` and more than ``beyond``, the cells already at hand; leaving
-        :data:`MIN_TAIL` to evaluate), cut to what they share: found by the chained keys of the
-        prompt's blocks, the index kept in step with the store. A state that would give no more
-        than ``beyond`` is never read nor cut."""
+    def lookup(self, prompt: Sequence[int], beyond: int = 0, *, blocks: bool = True) -> Optional[KVState]:
+        """The derived state of this scope (or, with ``blocks``, the captured block) sharing the
+        longest beginning with ``prompt`` (at least ``min_tokens`` and more than ``beyond``, the
+        cells already at hand; leaving :data:`MIN_TAIL` to evaluate), cut to what they share:
+        found by the chained keys of the prompt's blocks, the index kept in step with the store.
+        A state that would give no more than ``beyond`` is never read nor cut."""
         limit = len(prompt) - MIN_TAIL
         at_least = max(self.min_tokens, beyond + 1)
         if limit < at_least:
             return None
         self._sync()
-        index, keys = self._shared.index, chain_keys(self.fingerprint_id, prompt, self.scope)
-        found = index.candidates(prompt, at_least=at_least, scope=self.scope, keys=keys)
+        keys = chain_keys(self.fingerprint_id, prompt, self.scope)
+        found = self._candidates(prompt, at_least, keys, blocks)
         reached = min(found[0][0], limit) if found else 0
         find = getattr(self.store, "find", None)  # states the store learns of by key
         if find is not None and reached < limit and find(keys[reached // BLOCK_TOKENS:]):
             self._sync()
-            found = index.candidates(prompt, at_least=at_least, scope=self.scope, keys=keys)
+            found = self._candidates(prompt, at_least, keys, blocks)
         for shared, key in found:
             shared = min(shared, limit)
             if shared < at_least:
                 continue
-            state = self.store.get(key)  # its payload is read where it is used (or cut here)
+            source = self.blocks if key in self._shared.block_keys else self.store
+            state = source.get(key) if source is not None else None  # a payload is read where it is used
             if state is None or tuple(state.tokens[:shared]) != tuple(prompt[:shared]):
                 continue
             if shared == state.n_tokens:
@@ -243,23 +284,43 @@ class PrefixCache:
                 self.refuse(state, exc)
         return None
 
+    def _candidates(self, prompt: Sequence[int], at_least: int, keys: list[bytes],
+                    blocks: bool = True) -> list[tuple[int, str]]:
+        """``(shared tokens, key)`` of the states of this scope (``keys``: the prompt's chain keys
+        in it) and, with ``blocks``, of the blocks, longest first (a derived state first at a tie)."""
+        index = self._shared.index
+        found = index.candidates(prompt, at_least=at_least, scope=self.scope, keys=keys)
+        if blocks and self._shared.block_keys:
+            found += index.candidates(prompt, at_least=at_least, scope=BLOCK_SCOPE)
+            found.sort(key=lambda item: -item[0])
+        return found
+
     def refuse(self, state: KVState, reason: BaseException) -> None:
         """``state``, as the store gave it, turned out unusable where its payload was read (a
-        file swapped since it was found): deleted, with a log line; its prompt is prefilled."""
+        file swapped since it was found): deleted, with a log line; its prompt is prefilled. A
+        block's own state is never deleted here: the block's store settles it."""
+        if self.blocks is not None:
+            key = state_key(self.fingerprint_id, state.tokens, BLOCK_SCOPE)
+            if key in self._shared.block_keys and self.blocks.refuse(key, state, reason):
+                return
         key = state_key(self.fingerprint_id, state.tokens, self.scope)
         logger.warning("derived state %s is damaged or not what the index recorded (%s): deleted, its prompt is "
                        "prefilled", key[:12], reason)
         self.store.forget([key])
 
     def _sync(self) -> None:
-        """Index the store's states again when they changed since the last look."""
-        generation = getattr(self.store, "generation", None)  # None: a store that cannot tell
+        """Index the store's states (and the blocks) again when they changed since the last look."""
+        generation = (getattr(self.store, "generation", None),  # None: a store that cannot tell
+                      None if self.blocks is None else self.blocks.generation)
         shared = self._shared
         with shared.lock:
-            if generation is not None and generation == shared.generation:
+            if generation[0] is not None and generation == shared.generation:
                 return
             shared.generation = generation
-        shared.index.sync(self.store.entries())
+        entries = [entry for entry in self.store.entries() if entry[2] != BLOCK_SCOPE]
+        blocks = [] if self.blocks is None else [entry for entry in self.blocks.entries() if entry[2] == BLOCK_SCOPE]
+        shared.block_keys = frozenset(key for key, _, _ in blocks)
+        shared.index.sync(entries + blocks)
 
     def capture_point(self, prompt: Sequence[int], after: int = 0) -> int:
         """Where a derived state of ``prompt`` should be captured (0: nowhere): the longest
@@ -298,10 +359,10 @@ class PrefixCache:
             recent.append((tokens, after, self.scope))
 
     def kept_length(self, prompt: Sequence[int]) -> int:
-        """The most leading tokens of ``prompt`` a kept state of this scope holds (its index
-        only: nothing is read)."""
+        """The most leading tokens of ``prompt`` a kept state of this scope, or a block, holds
+        (its index only: nothing is read)."""
         self._sync()
-        found = self._shared.index.candidates(prompt, at_least=self.min_tokens, scope=self.scope)
+        found = self._candidates(prompt, self.min_tokens, chain_keys(self.fingerprint_id, prompt, self.scope))
         return min(found[0][0], len(prompt)) if found else 0
 
     def holds(self, prefix: Sequence[int]) -> bool:

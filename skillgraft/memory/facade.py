@@ -44,6 +44,7 @@ from .skill_evals import SkillEvals
 from .skill_import import SkillImports
 from .skills import SkillVerbs
 from .store_verbs import StoreVerbs
+from ..store.block_states import BlockStates
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
 from ..store.shared_derived import open_derived_states
@@ -308,14 +309,15 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
 
     @property
     def prefixes(self) -> Optional[PrefixCache]:
-        """The derived prefix states of this memory's runtime, on the home's disk and, for a shared
-        store, published to its other hosts (:mod:`skillgraft.store.shared_derived`); None when the
-        store is read-only or ``derived_bytes`` is 0; in the namespace's reuse scope (:mod:`skillgraft.kv.prefixes`)."""
+        """The prefix states of this memory's runtime, in the namespace's reuse scope (:mod:`skillgraft.kv.prefixes`):
+        derived ones on the home's disk and published (:mod:`skillgraft.store.shared_derived`), and its stores' captured
+        blocks (:mod:`skillgraft.store.block_states`); None when the store is read-only or ``derived_bytes`` is 0."""
         if self._prefixes is None and self.derived_bytes and not self.store.read_only:
             fingerprint = self.engine.fingerprint
             folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
             store = open_derived_states(self.store, fingerprint, folder, max_bytes=self.derived_bytes)
-            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state, scope=namespace_scope(self.namespace))
+            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state, scope=namespace_scope(self.namespace),
+                                         blocks=BlockStates(self._stores(), fingerprint.id))
         return self._prefixes
 
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):
@@ -396,5 +398,3 @@ def generation_of(answer: Answer) -> Generation:
         answer.text, note.decision, note.block_id, end.completion_tokens, note.prefill_tokens_avoided, end.timings,
         answer.recall, note.gate, list(end.steps), note,
     )
-
-

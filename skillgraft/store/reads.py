@@ -102,6 +102,13 @@ class CatalogReads:
         found = self._rows("tokens_sha256 = ? AND fingerprint_id = ?", [tokens_sha256(tokens), fingerprint_id])
         return found[0] if found else None
 
+    def state_rows(self, fingerprint_id: str) -> list[dict]:
+        """``id, sha256, tokens, tokens_sha256, n_tokens, expires_at`` of the healthy blocks
+        captured under ``fingerprint_id``, oldest first, as stored (no texts): whoever reads
+        them checks them."""
+        return self._select("SELECT id, sha256, tokens, tokens_sha256, n_tokens, expires_at FROM blocks"
+                            " WHERE fingerprint_id = ? AND status = 'ok' ORDER BY created_at, id", [fingerprint_id])
+
     def solutions_for(self, question_key: str) -> list[Block]:
         """Healthy solution blocks whose normalized question is ``question_key`` (none for an
         empty key: a question of nothing visible never recurs)."""
