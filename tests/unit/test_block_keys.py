@@ -12,17 +12,18 @@ import pytest
 from fastapi.testclient import TestClient
 
 from skillgraft import AnswerOptions
-from skillgraft.errors import BlockIntegrityError
+from skillgraft.core.blocks import tokens_sha256, tokens_to_bytes
+from skillgraft.core.chat_layout import chat_tokens
+from skillgraft.errors import BlockIntegrityError, StoreError
 from skillgraft.gateway.app import create_app
 from skillgraft.gateway.keys import ApiKeys, Principal
 from skillgraft.gateway.service import Gateway
-from skillgraft.core.blocks import tokens_sha256, tokens_to_bytes
-from skillgraft.core.chat_layout import chat_tokens
-from skillgraft.errors import StoreError
+from skillgraft.kv.prefixes import PrefixCache
 from skillgraft.memory import SkillMemory
 from skillgraft.memory.namespaces import namespace_scope
 from skillgraft.store.block_states import BlockStates, row_problem
 from skillgraft.store.block_store import BlockStore
+from skillgraft.store.catalog import SqliteCatalog
 from skillgraft.testing import FakeEmbedder, FakeEngine, FakePool
 
 from .conftest import GIT_MANUAL, SOURDOUGH_MANUAL
@@ -82,11 +83,13 @@ def test_the_routing_path_is_unchanged(tmp_path, monkeypatch):
     """A routed graft restores its block as before; it never looks for blocks by key."""
     block = deposited(tmp_path / "home")
     with memory_at(tmp_path / "home") as memory:
-        looked = []
-        lookup = type(memory.prefixes).lookup
-        monkeypatch.setattr(type(memory.prefixes), "lookup",
-                            lambda self, prompt, beyond=0, blocks=True: looked.append(blocks) or lookup(self, prompt, beyond,
-                                                                                                        blocks=blocks))
+        looked, lookup = [], PrefixCache.lookup
+
+        def spied(self, prompt, beyond=0, *, blocks=True):
+            looked.append(blocks)
+            return lookup(self, prompt, beyond, blocks=blocks)
+
+        monkeypatch.setattr(PrefixCache, "lookup", spied)
         graft = memory.answer([("user", QUESTION)], OPTIONS, block="git-squash")
         assert (graft.note.decision, graft.note.block_id, graft.note.reused_from) == ("graft", block.id, "block")
         assert looked == [False]
@@ -275,3 +278,20 @@ def test_through_the_gateway_a_block_is_found_by_key_in_its_namespaces_only(tmp_
         theirs = ask(http, "key-of-team-b-0002", SOURDOUGH_MANUAL)
         assert theirs["skillgraft"]["reused_from"] == "" and theirs["skillgraft"]["cache_n"] == 0
         assert theirs["choices"][0]["message"] == mine["choices"][0]["message"]  # the same answer, prefilled
+
+
+def test_a_shared_stores_blocks_are_found_by_key_on_every_host(tmp_path):
+    """Two homes over one catalog and one folder of blocks: a block captured on one host is found
+    by key on the other, read through that host's cache."""
+    def host(name: str) -> SkillMemory:
+        return memory_at(tmp_path / name, catalog=SqliteCatalog(tmp_path / "shared.db"),
+                         blocks=f"file://{tmp_path / 'bucket'}")
+
+    with host("a") as a:
+        assert a.store.shared
+        block = a.add_manual("git-squash", GIT_MANUAL, examples=["squash"])
+    with host("b") as b:
+        answer = b.answer(chat(), OPTIONS, route=False)
+        assert (answer.note.reused_from, answer.note.cache_n) == ("derived", block.n_tokens)
+        assert (tmp_path / "b" / "cache" / block.file_name).is_file()
+    assert tokens_of(answer) == tokens_of(fresh(tmp_path, chat()))
