@@ -24,7 +24,7 @@ from ..errors import SlotFileError
 PREAMBLE = struct.Struct("<Ii")  # the state magic 0xaf143cd8 and the sequence id
 STATE_MAGIC = 0xAF143CD8
 
-__all__ = ["STATE_MAGIC", "cut_payload", "cut_state"]
+__all__ = ["STATE_MAGIC", "cut_payload", "cut_sequence_state", "cut_state"]
 
 MAX_LAYERS = 4096
 
@@ -87,9 +87,14 @@ def cut_payload(payload: bytes, keep: int) -> bytes:
     """A block payload (``llama_state_seq_get_data``'s bytes) cut to its first ``keep`` cells."""
     if len(payload) <= PREAMBLE.size or PREAMBLE.unpack_from(payload)[0] != STATE_MAGIC:
         raise SlotFileError("not a sequence state payload")
-    reader = _Reader(payload)
-    reader.at = PREAMBLE.size
-    parts = [reader.data[: PREAMBLE.size]]
+    return cut_sequence_state(memoryview(payload)[PREAMBLE.size:], keep, PREAMBLE.unpack_from(payload)[1])
+
+
+def cut_sequence_state(state, keep: int, seq_id: int = 0) -> bytes:
+    """The block payload of ``state`` (a sequence state without its preamble, as a slot file
+    holds it: bytes or a view of them) cut to its first ``keep`` cells, in one copy."""
+    reader = _Reader(state)
+    parts: list = [PREAMBLE.pack(STATE_MAGIC, seq_id)]
     while reader.at < len(reader.data):
         parts += _cut_cache(reader, keep)
     return b"".join(parts)  # the one copy

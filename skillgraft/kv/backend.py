@@ -12,7 +12,7 @@ still pending on them.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional, Protocol, Sequence
+from typing import Callable, Iterator, Optional, Protocol, Sequence, Union
 
 from ..core.deadline import Deadline
 from ..core.fingerprint import RuntimeFingerprint
@@ -20,7 +20,10 @@ from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
 from .prefixes import Reuse
 
-__all__ = ["EngineCells", "KVBackend"]
+__all__ = ["EngineCells", "KVBackend", "Payload"]
+
+# A saved prefix's payload: its bytes, or the call that makes them (a cut of a larger save).
+Payload = Union[bytes, Callable[[], bytes]]
 
 
 class KVBackend(Protocol):
@@ -51,9 +54,10 @@ class KVBackend(Protocol):
         only as it answers reports them to ``reused``."""
         ...
 
-    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[bytes]]:
-        """The payload of each prefix's cells, None for one the cells no longer hold (the cells
-        are unchanged)."""
+    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[Payload]]:
+        """The payload of each prefix's cells — bytes, or a call that makes them from what was
+        saved, left to whoever keeps the state — None for one the cells no longer hold (the
+        cells are unchanged)."""
         ...
 
     def kept(self, state: KVState) -> None:

@@ -21,18 +21,16 @@ of a 1.5k-token prefix take 0.15-0.25 s on two cores). So the capture is noted a
 for that context and made only when it is due:
 
 - before the context's cells are replaced or cut below the prefix (the next prompt that does
-  not continue it, a restore, a capture, an erase): the prefix's cells are saved first, and
-  the state is hashed and written by :data:`KEEPER` while that prompt is evaluated, off the
-  answer's path (the next prompt's lookup waits for what is still being written, usually
-  nothing by then);
+  not continue it, a restore, a capture, an erase): the cells are saved first, and the state
+  is cut, hashed and written by :data:`KEEPER`, a thread of the lowest priority, while that
+  prompt is evaluated (a later prompt that could use it waits for it);
 - when the context has been idle a while (the gateway's pool does this for its slots);
 - when the memory or the gateway closes.
 
 An agent that keeps sending the same prefix therefore never waits for its state: the slot
 goes on holding it, and the state reaches the disk (and other slots, restarts and hosts) when
 the slot turns to other work, idles or closes. A process killed outright loses the states
-still pending (they are a cache: the next request prefills). Every pending state is checked
-against what the context really holds when it is saved.
+still pending (a cache). Every pending state is checked against what the context holds.
 
 The in-process engine and the fake mix in :class:`LocalContext` (their one context over a
 :class:`LocalBackend`); a llama-server slot's backend is :class:`~skillgraft.server.slot.SlotBackend`.
@@ -41,6 +39,7 @@ The in-process engine and the fake mix in :class:`LocalContext` (their one conte
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -53,7 +52,7 @@ from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep, require_fits, sha256_hex
 from ..errors import BlockIntegrityError, InputError
-from .backend import EngineCells, KVBackend
+from .backend import EngineCells, KVBackend, Payload
 from .prefix_keys import common_prefix
 from .prefixes import MIN_DERIVED_TOKENS, PrefixCache, Reuse, choose_reuse
 
@@ -64,6 +63,8 @@ logger = logging.getLogger("skillgraft.kv")
 
 # A context idle this long has its pending states saved by the gateway's pool.
 IDLE_CAPTURE_S = 1.0
+# The nice value of the thread keeping states (the lowest priority).
+KEEPER_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,10 @@ class PendingCaptures:
 
 
 class StateKeeper:
-    """Keeps saved prefix states off the answer's path: one worker thread hashes and writes
-    them while the next prompt is evaluated. At most ``max_waiting`` wait (each holds a saved
-    payload in memory); past that the caller keeps its state itself. It knows the prefixes it
-    has not kept yet (:meth:`may_give`), so a prompt that none of them could serve better than
-    the cells at hand does not wait for them."""
+    """Keeps saved prefix states off the answer's path: one worker thread of the lowest
+    priority cuts, hashes and writes them. At most ``max_waiting`` wait (each holds a save in
+    memory); past that the caller keeps its state itself. A prompt waits only for the prefixes
+    that could serve it better than the cells at hand (:meth:`may_give`)."""
 
     def __init__(self, max_waiting: int = 2) -> None:
         self._jobs: queue.Queue = queue.Queue(maxsize=max_waiting)
@@ -160,6 +160,7 @@ class StateKeeper:
         self._jobs.join()
 
     def _work(self) -> None:
+        _lower_priority()
         while True:
             job, prefix = self._jobs.get()
             try:
@@ -170,13 +171,21 @@ class StateKeeper:
                 self._jobs.task_done()
 
 
+def _lower_priority() -> None:
+    """The calling thread at the lowest CPU priority (Linux: its own nice): it yields to prefills."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), KEEPER_NICE)
+    except (AttributeError, OSError) as exc:  # another system, or not allowed: only slower prefills
+        logger.debug("the state keeper's priority was not lowered: %s", exc)
+
+
 KEEPER = StateKeeper()  # a process killed outright loses what still waits: a cache, as pending states
 
 
-def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: float,
+def _keep_one(capture: PendingCapture, payload: Payload, fingerprint, seconds: float,
               on_kept: Optional[Callable[[KVState], None]]) -> bool:
     try:
-        state = capture.keep(payload, fingerprint, seconds)
+        state = capture.keep(payload() if callable(payload) else payload, fingerprint, seconds)
         if on_kept is not None:
             on_kept(state)
         return True
@@ -185,10 +194,11 @@ def _keep_one(capture: PendingCapture, payload: bytes, fingerprint, seconds: flo
         return False
 
 
-def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], list[Optional[bytes]]],
+def keep_due(due: list[PendingCapture], save: Callable[[list[tuple[int, ...]]], list[Optional[Payload]]],
              fingerprint, *, later: bool = False, on_kept: Optional[Callable[[KVState], None]] = None) -> int:
     """Save the cells of every capture ``due`` at once (``save(prefixes)`` gives each prefix's
-    payload; None when the context no longer holds it, as after another use of it: dropped) and
+    payload, or the call that makes it, run by whoever keeps it; None when the context no longer
+    holds it, as after another use of it: dropped) and
     keep them — ``later``: by :data:`KEEPER`, so the caller only waits for the cells to be
     saved; each state kept goes to ``on_kept`` (the backend's stage); a failure only loses those
     states, with a log line. Returns how many were kept (or handed over)."""
@@ -353,7 +363,7 @@ class LocalBackend(EngineCells):
                  reused: Callable[[int], None]) -> Iterator[TokenStep]:
         return self.engine.generate(options)  # the cells reused are those evaluate kept
 
-    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[bytes]]:
+    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[Payload]]:
         held = self.engine.held
         return [self.engine.save_prefix(len(prefix))
                 if held is not None and tuple(held[: len(prefix)]) == prefix else None for prefix in prefixes]

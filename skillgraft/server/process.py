@@ -82,10 +82,12 @@ def server_argv(
     return argv
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
+def _child_setup() -> None:
+    """In the child, before exec: a process group of its own, and ask Linux to send SIGTERM
+    when the parent dies."""
     import ctypes
 
+    os.setpgid(0, 0)
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -126,10 +128,14 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             # Spawned from one thread that lives as long as this process: the death signal
             # follows the thread that forked, and a request thread may be retired at any time.
+            # Its own process group (a terminal's Ctrl-C reaches this process, which stops it in
+            # order) in this session: Linux then weighs its threads against this process's own
+            # (a new session would be a scheduling group of its own, as strong as this whole
+            # process), so states kept off the answer's path at a low priority yield to its prefill.
             self._process = _spawner().submit(
                 subprocess.Popen, self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=environment, start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                env=environment, start_new_session=sys.platform != "linux",
+                preexec_fn=_child_setup if sys.platform == "linux" else None,
             ).result()
 
     def exited_within(self, timeout: float) -> bool:

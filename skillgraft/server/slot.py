@@ -16,16 +16,18 @@ vocabulary, as the in-process sampler does.
 from __future__ import annotations
 
 import codecs
+from functools import partial
 from typing import Callable, Iterator, Optional, Protocol, Sequence
 
 from ..core.deadline import Deadline
 from ..core.sampling import SamplingOptions
 from ..core.states import KVState, TokenStep
-from ..engine.state_cut import cut_payload
+from ..engine.state_cut import cut_sequence_state
 from ..kv.backend import EngineCells
 from ..kv.prefixes import MIN_TAIL, Reuse
 from ..protocols import ChatText
 from .records import StreamChunk, reusable_cells
+from .slot_files import SlotFile
 
 __all__ = ["SlotBackend"]
 
@@ -47,7 +49,7 @@ class SlotServer(Protocol):
 
     def cells_going(self, slot: int, keeps: Optional[int] = 0) -> None: ...
 
-    def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]: ...
+    def save_slot_file(self, slot: int = 0) -> SlotFile: ...
 
     def stage_slot_file(self, state: KVState) -> None: ...
 
@@ -126,8 +128,9 @@ class SlotBackend(EngineCells):
         """Stage ``state``'s slot file now, so that restoring it writes nothing on an answer's path."""
         self.engine.stage_slot_file(state)
 
-    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[bytes]]:
-        """One save of the slot, cut to each prefix it holds."""
-        tokens, payload = self.engine.save_slot(self.slot)
-        return [cut_payload(payload, len(prefix)) if tuple(tokens[: len(prefix)]) == prefix else None
-                for prefix in prefixes]
+    def save_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> list[Optional[Callable[[], bytes]]]:
+        """One save of the slot; for each prefix it holds, the cut that makes its payload (a copy
+        of tens of MB, left to whoever keeps the state: off the answer's path)."""
+        saved = self.engine.save_slot_file(self.slot)
+        return [partial(cut_sequence_state, saved.state, len(prefix)) if saved.tokens[: len(prefix)] == prefix
+                else None for prefix in prefixes]

@@ -25,7 +25,7 @@ from ..kv.context import KEEPER, AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
 from .slot import SlotBackend
-from .slot_files import parse_slot_file, slot_file_from_block
+from .slot_files import SlotFile, parse_slot_file, slot_file_from_block
 
 __all__ = ["SLOT_FILE_SUFFIX", "SlotFiles", "SlotStates"]
 
@@ -181,6 +181,12 @@ class SlotStates:
 
     def save_slot(self, slot: int = 0) -> tuple[tuple[int, ...], bytes]:
         """Save a slot through the server and read it back as ``(tokens, block payload)``."""
+        parsed = self.save_slot_file(slot)
+        return parsed.tokens, parsed.to_payload()
+
+    def save_slot_file(self, slot: int = 0) -> SlotFile:
+        """Save a slot through the server and read it back, parsed (its state a view of the
+        bytes read: cut it, or copy it with ``to_payload``)."""
         self._check_slot(slot)
         name = f"save-{os.getpid()}-{time.monotonic_ns()}{SLOT_FILE_SUFFIX}"
         path = self.slot_dir / name
@@ -191,7 +197,7 @@ class SlotStates:
             raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
         finally:
             path.unlink(missing_ok=True)
-        return parsed.tokens, parsed.to_payload()
+        return parsed
 
     def erase_slot(self, slot: int = 0) -> None:
         self.cells_going(self._check_slot(slot), 0)

@@ -108,3 +108,56 @@ def test_a_prompt_waits_for_a_state_being_kept_only_when_it_could_give_more_than
     release.set()
     keeper.drain()
     assert not keeper.may_give([1, 2, 3, 4, 5, 6], beyond=0)
+
+
+def test_a_saved_prefix_is_cut_by_the_keeper_at_the_lowest_priority_not_by_the_caller():
+    import os
+    import sys
+    import threading
+
+    from skillgraft.kv.context import KEEPER, KEEPER_NICE, PendingCapture, keep_due
+
+    class Prefixes:
+        def __init__(self):
+            self.kept = []
+
+        def keep(self, state, parent=None):
+            self.kept.append(state)
+
+    ran = {}
+
+    def make() -> bytes:
+        ran["thread"] = threading.current_thread().name
+        ran["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if sys.platform == "linux" else None
+        return b"cut"
+
+    prefixes = Prefixes()
+    assert keep_due([PendingCapture((1, 2, 3), "", prefixes)], lambda _: [make], "fingerprint", later=True) == 1
+    KEEPER.drain()
+    assert ran["thread"] == "skillgraft-state-keeper" and prefixes.kept[0].payload == b"cut"
+    if sys.platform == "linux":
+        assert ran["nice"] == KEEPER_NICE
+
+
+def _sequence_state(cells: int, n_layer: int = 2, row: int = 6) -> bytes:
+    """A llama.cpp sequence state payload (keys and values not transposed) of ``cells`` cells."""
+    import struct
+
+    from skillgraft.engine.state_cut import STATE_MAGIC
+
+    parts = [struct.pack("<Ii", STATE_MAGIC, 0), struct.pack("<II", 1, cells)]
+    parts += [struct.pack("<iIi", i, 1, 0) for i in range(cells)]
+    parts.append(struct.pack("<II", 0, n_layer))
+    for layer in range(2 * n_layer):
+        parts += [struct.pack("<iQ", 1, row), bytes((layer * 31 + i) % 251 for i in range(row * cells))]
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("keep", [1, 7, 12])
+def test_a_cut_of_a_saved_slots_state_view_is_the_cut_of_its_payload(keep):
+    from skillgraft.engine.state_cut import cut_payload, cut_sequence_state
+
+    payload = _sequence_state(12)
+    cut = cut_sequence_state(memoryview(payload)[8:], keep)
+    assert cut == cut_payload(payload, keep) and isinstance(cut, bytes)
+    assert (cut == payload) == (keep == 12)  # a cut to every cell is the state itself
