@@ -13,7 +13,12 @@ rounds, with a restart of both systems before rounds 2 and 3.
   evaluate the same tokens. A question the memory abstains on is left out of both (counted).
 
 Rows: round 1 (each part's first sighting), the first request after each restart, and rounds 2-3
-(after a restart); the same pinned flags, taking turns segment by segment as :mod:`.agent` does.
+(after a restart); the same pinned flags. The systems take turns question by question, the one
+going first alternating (:func:`~.agent_rows.take_turns`), so a machine whose speed drifts during
+the run weighs on both alike (here the same 1,725-token prefill took 17.7 to 25.4 CPU-seconds
+within minutes); each gateway question is followed by ``SETTLE_S`` idle seconds, the gap of an
+agent's user between questions, in which the gateway keeps what it captured off the answer's
+path — never while the peer is timed.
 """
 
 from __future__ import annotations
@@ -83,7 +88,8 @@ def _stock(home: Path, model: str, skills: Path, questions: dict[str, list[str]]
 
 
 def _segments(system, agent: str, plan: dict, record: Callable[[dict], None]) -> Iterator[str]:
-    """Three rounds of one question per skill, ``system`` restarted before rounds 2 and 3."""
+    """Three rounds of one question per skill, ``system`` restarted before rounds 2 and 3; a
+    segment is one question."""
     for round_ in range(1, ROUNDS + 1):
         if round_ > 1:
             system.restart()
@@ -92,7 +98,7 @@ def _segments(system, agent: str, plan: dict, record: Callable[[dict], None]) ->
             scenario = "after a restart" if round_ > 1 and i == 0 else f"round {round_}"
             record({"system": system.name, "scenario": scenario, "round": round_, "skill": skill, "expected": part,
                     "question": question, **result})
-        yield f"round {round_}"
+            yield f"round {round_}: {skill}"
 
 
 def bench_agent_skills(skills: Union[str, Path], query_file: Union[str, Path], model: Optional[str] = None,

@@ -51,3 +51,26 @@ def test_the_cli_asks_for_the_requests(tmp_path):
     (tmp_path / "skills").mkdir()
     result = CliRunner().invoke(cli, ["bench", "agent", "--skills", str(tmp_path / "skills")])
     assert result.exit_code != 0 and "--queries" in result.output
+
+
+def test_the_systems_take_turns_question_by_question_restarted_before_rounds_two_and_three():
+    class System:
+        name = "s"
+
+        def __init__(self):
+            self.calls = []
+
+        def ask(self, agent, turns, part):
+            self.calls.append(turns[-1]["content"])
+            return {"seconds": 0.1}
+
+        def restart(self):
+            self.calls.append("restart")
+
+    system, records = System(), []
+    plan = {"a": ("qa", "a#1"), "b": ("qb", "b#1")}
+    segments = agent_skills._segments(system, "agent", plan, records.append)
+    assert next(segments) == "round 1: a" and system.calls == ["qa"]  # a segment is one question
+    assert list(segments) == ["round 1: b", "round 2: a", "round 2: b", "round 3: a", "round 3: b"]
+    assert system.calls == ["qa", "qb", "restart", "qa", "qb", "restart", "qa", "qb"]
+    assert [r["scenario"] for r in records] == ["round 1", "round 1", "after a restart", "round 2", "after a restart", "round 3"]
