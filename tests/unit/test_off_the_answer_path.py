@@ -62,15 +62,18 @@ def test_folders_of_dead_processes_are_swept_and_live_ones_kept(tmp_path):
     assert not gone.exists() and mine.is_dir() and parent.is_dir() and other.is_dir()
 
 
+class Prefixes:
+    """A prefix cache that only records what it is asked to keep."""
+
+    def __init__(self):
+        self.kept = []
+
+    def keep(self, state, parent=None):
+        self.kept.append(state)
+
+
 def test_a_state_kept_from_a_context_goes_to_its_backends_stage():
     from skillgraft.kv.context import PendingCapture, keep_due
-
-    class Prefixes:
-        def __init__(self):
-            self.kept = []
-
-        def keep(self, state, parent=None):
-            self.kept.append(state)
 
     prefixes, staged = Prefixes(), []
     due = [PendingCapture((1, 2, 3), "", prefixes), PendingCapture((1, 2), "", prefixes)]
@@ -116,13 +119,6 @@ def test_a_saved_prefix_is_cut_by_the_keeper_at_the_lowest_priority_not_by_the_c
     import threading
 
     from skillgraft.kv.context import KEEPER, KEEPER_NICE, PendingCapture, keep_due
-
-    class Prefixes:
-        def __init__(self):
-            self.kept = []
-
-        def keep(self, state, parent=None):
-            self.kept.append(state)
 
     ran = {}
 
