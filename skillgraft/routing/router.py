@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..store.catalog import usable_vector
+from ..store.check import usable_vector
 from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record

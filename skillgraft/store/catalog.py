@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -21,7 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
-import numpy as np
 from sqlite_utils import Database
 
 from ..errors import StoreError
@@ -225,14 +225,6 @@ def m017_scope_derived_states(db: Database) -> None:
     db.execute("CREATE INDEX idx_derived_states_parent ON derived_states (parent)")
 
 
-def usable_vector(data: object, length: Optional[int] = None) -> bool:
-    """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
-    if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):
-        return False
-    vector = np.frombuffer(data, dtype=np.float32)
-    return bool(np.isfinite(vector).all()) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
-
-
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -305,11 +297,8 @@ def _connect(path: Path, read_only: bool, immutable: bool = False) -> sqlite3.Co
 
 
 def open_catalog(path: Path, *, read_only: bool = False) -> Database:
-    """Open (creating and migrating as needed) the catalog at ``path``.
-
-    ``read_only`` opens an existing catalog for reading only; in a folder where SQLite
-    cannot create the WAL's shared-memory file it falls back to ``immutable`` reads.
-    """
+    """Open (creating and migrating as needed) the catalog at ``path``; ``read_only``: an
+    existing one, read only (``immutable`` where SQLite cannot create the WAL's shared memory)."""
     if read_only and not Path(path).is_file():
         raise StoreError(f"cannot open the catalog {path}: it does not exist (and the store is read-only)")
     conn = None
@@ -367,31 +356,40 @@ class SqliteCatalog:
         self.path = Path(path)
         self.where = str(self.path)
         self.db = open_catalog(self.path, read_only=read_only)
+        self._lock = threading.RLock()  # one connection (shared by threads): one transaction at a time
 
     def query(self, sql: str, params: Iterable = ()) -> list[dict]:
-        return list(self.db.query(sql, list(params)))
+        with self._lock:
+            return list(self.db.query(sql, list(params)))
 
     def execute(self, sql: str, params: Iterable = ()):
-        return self.db.execute(sql, list(params))
+        with self._lock:
+            return self.db.execute(sql, list(params))
 
+    @contextmanager
     def write(self):
         """A write transaction; the object it yields has ``execute`` and ``executemany``."""
-        return write_transaction(self.db.conn)
+        with self._lock, write_transaction(self.db.conn) as conn:
+            yield conn
 
+    @contextmanager
     def read(self):
-        return read_transaction(self.db.conn)
+        with self._lock, read_transaction(self.db.conn) as conn:
+            yield conn
 
     def version(self) -> Optional[tuple[str, int]]:
         """``(catalog_id, version)``, or None for a catalog older than the counter."""
         try:
-            row = self.db.execute("SELECT catalog_id, version FROM catalog_state WHERE id = 1").fetchone()
+            with self._lock:
+                row = self.db.execute("SELECT catalog_id, version FROM catalog_state WHERE id = 1").fetchone()
         except sqlite3.OperationalError:
             return None  # a catalog older than the counter, opened read-only
         return (row[0], row[1]) if row else None
 
     def integrity_problems(self) -> list[str]:
         try:
-            messages = [str(row[0]) for row in self.db.execute("PRAGMA integrity_check").fetchall()]
+            with self._lock:
+                messages = [str(row[0]) for row in self.db.execute("PRAGMA integrity_check").fetchall()]
         except sqlite3.Error as exc:
             messages = [str(exc)]
         return [] if messages == ["ok"] else messages

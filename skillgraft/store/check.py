@@ -16,17 +16,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, runtime_checkable
 
+import numpy as np
+
 from ..core.blocks import Block, block_id_for, text_sha256, tokens_sha256
-from .catalog import usable_vector
 from ..errors import SkillgraftError, StoreError
 from ..core.hashing import file_digest_problem
 from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from .protocols import BlockStorage, Catalog
 
-__all__ = ["CheckReport", "CheckedStore", "Recapture", "check_store", "row_problems"]
+
+__all__ = ["CheckReport", "CheckedStore", "Recapture", "check_store", "row_problems", "usable_vector"]
 
 Recapture = Callable[[Block], Optional[KVState]]
+
+
+def usable_vector(data: object, length: Optional[int] = None) -> bool:
+    """A routing vector: float32 bytes (``length`` of them), finite, unit length."""
+    if not isinstance(data, bytes) or not data or len(data) % 4 or (length is not None and len(data) != length):
+        return False
+    vector = np.frombuffer(data, dtype=np.float32)
+    return bool(np.isfinite(vector).all()) and abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
 
 
 @dataclass
