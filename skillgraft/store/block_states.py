@@ -28,7 +28,6 @@ read-only:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
@@ -36,12 +35,12 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..core.blocks import block_id_for, tokens_from_bytes
+from ..core.blocks import tokens_from_bytes
 from ..core.expiry import seconds_of
-from ..core.sha import SHA256_HEX
 from ..core.states import KVState
 from ..errors import BlockIntegrityError, BlockNotFoundError, SkillgraftError
 from ..kv.prefix_keys import BLOCK_SCOPE, state_key
+from .check import identity_problems
 
 __all__ = ["RETRY_S", "BlockStates", "row_problem"]
 
@@ -64,19 +63,16 @@ class _Entry:
 def row_problem(row: dict) -> Optional[str]:
     """Why a catalog row (:meth:`~skillgraft.store.reads.CatalogReads.state_rows`) cannot key a
     block's state, or None."""
-    sha, block_id, raw = row.get("sha256"), row.get("id"), row.get("tokens")
-    if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha) or block_id != block_id_for(sha):
-        return "its id is not its SHA-256's"
+    sha, raw = row.get("sha256"), row.get("tokens")
+    if not isinstance(sha, str):
+        return "its SHA-256 is not text"
     if not isinstance(raw, (bytes, bytearray, memoryview)) or not len(raw) or len(raw) % 4:
         return "its token ids are not whole int32s"
-    raw = bytes(raw)
-    if row.get("tokens_sha256") != hashlib.sha256(raw).hexdigest():
-        return "its tokens do not match tokens_sha256"
-    if row.get("n_tokens") != len(raw) // 4:
-        return "n_tokens is not the number of its tokens"
-    if min(tokens_from_bytes(raw)) < 0:
-        return "a token id is negative"
-    return None
+    tokens = tokens_from_bytes(bytes(raw))
+    problems = identity_problems(row.get("id"), sha, tokens, row.get("n_tokens"), row.get("tokens_sha256"))
+    if problems:
+        return problems[0]
+    return "a token id is negative" if min(tokens) < 0 else None
 
 
 class BlockStates:

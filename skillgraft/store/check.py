@@ -26,7 +26,8 @@ from ..core.states import KVState
 from .protocols import BlockStorage, Catalog
 
 
-__all__ = ["CheckReport", "CheckedStore", "Recapture", "check_store", "row_problems", "usable_vector"]
+__all__ = ["CheckReport", "CheckedStore", "Recapture", "check_store", "identity_problems", "row_problems",
+           "usable_vector"]
 
 Recapture = Callable[[Block], Optional[KVState]]
 
@@ -99,17 +100,26 @@ class CheckedStore(Protocol):
     def restore_payload(self, block: Block, payload: bytes) -> None: ...
 
 
+def identity_problems(block_id: str, sha256: str, tokens: tuple[int, ...], n_tokens: object,
+                      recorded_tokens_sha256: object) -> list[str]:
+    """What is inconsistent among a block row's id, SHA-256, token ids and their count and digest."""
+    if not SHA256_HEX.fullmatch(sha256):
+        return [f"sha256 {sha256[:80]!r} is not a SHA-256 hex digest"]
+    problems = []
+    if block_id != block_id_for(sha256):
+        problems.append(f"id does not match its SHA-256 (expected {block_id_for(sha256)})")
+    if n_tokens != len(tokens):
+        problems.append(f"n_tokens is {n_tokens} but the row holds {len(tokens)} tokens")
+    if recorded_tokens_sha256 != tokens_sha256(tokens):
+        problems.append("tokens do not match tokens_sha256")
+    return problems
+
+
 def row_problems(block: Block) -> list[str]:
     """What is inconsistent inside one catalog row: its id, hashes and counts."""
-    if not SHA256_HEX.fullmatch(block.sha256):
-        return [f"sha256 {block.sha256[:80]!r} is not a SHA-256 hex digest"]
-    problems = []
-    if block.id != block_id_for(block.sha256):
-        problems.append(f"id does not match its SHA-256 (expected {block_id_for(block.sha256)})")
-    if block.n_tokens != len(block.tokens):
-        problems.append(f"n_tokens is {block.n_tokens} but the row holds {len(block.tokens)} tokens")
-    if block.tokens_sha256 != tokens_sha256(block.tokens):
-        problems.append("tokens do not match tokens_sha256")
+    problems = identity_problems(block.id, block.sha256, block.tokens, block.n_tokens, block.tokens_sha256)
+    if not SHA256_HEX.fullmatch(block.sha256):  # nothing more can be checked
+        return problems
     if digest_problem := file_digest_problem(block.blake3):
         problems.append(digest_problem)
     if block.text_only:
