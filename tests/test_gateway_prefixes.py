@@ -59,3 +59,30 @@ def test_an_idle_gateway_keeps_the_agents_prefix_and_a_restart_restores_it(tmp_p
         assert note["reused_from"] == "derived" and note["cache_n"] >= notes[2]["cache_n"] - 16
     finally:
         assert restarted.stop() == 0
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_a_chat_opening_with_a_captured_manual_reuses_its_block_by_key_through_the_gateway(tmp_path, model):
+    """Captured blocks are found by key on the gateway's llama-server slots too: a plain chat (no
+    routing) whose system message is the manual's text reuses the block's cells."""
+    from skillgraft.bench.serve import GatewayProcess
+
+    _require_server()
+    manual = (GIT_MANUAL + " To squash the last three commits run git rebase -i HEAD~3 and mark two of them as squash."
+              " Edit the combined message when the editor opens. To undo a squash, find the old head with git reflog.")
+    gateway = GatewayProcess(tmp_path / "store", servers=1, model=model, log_path=tmp_path / "gateway.log",
+                             extra_args=["--create", "--allow-deposits"])
+    try:
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+        client.post("/skills", body={"kind": "manual", "name": "git-squash", "text": manual, "capture": True,
+                                     "examples": ["how do I squash my last commits?"]}, cast_to=object)
+        name = client.models.list().data[0].id
+        client.chat.completions.create(model=name, max_tokens=1, temperature=0, messages=[  # the slot turns to other cells
+            {"role": "user", "content": "Say hello."}], extra_body={"skillgraft": {"route": False}})
+        reply = client.chat.completions.create(model=name, max_tokens=4, temperature=0, messages=[
+            {"role": "system", "content": manual}, {"role": "user", "content": QUESTIONS[0]}],
+            extra_body={"skillgraft": {"route": False}})
+        note = reply.model_extra["skillgraft"]
+        assert note["decision"] == "abstain" and note["reused_from"] == "derived" and note["cache_n"] >= 64
+    finally:
+        assert gateway.stop() == 0
