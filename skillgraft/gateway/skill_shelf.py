@@ -29,9 +29,7 @@ class SkillShelf:
     def names(self, *, include_expired: bool = False) -> list[str]:
         """The names of the imported skills; those past their expiry only with ``include_expired``."""
         with self.gateway.memory_lock:
-            memory = self.gateway.memory
-            hidden = set() if include_expired else memory.hidden_skills()
-            return [name for name in memory.store.skill_names() if name not in hidden]
+            return self.gateway.memory.skill_names(include_expired=include_expired)
 
     def skill(self, name: str, version: Optional[int] = None):
         """The :class:`~skillgraft.memory.skills.SkillRecord` of a version (the default by default)."""

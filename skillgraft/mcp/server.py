@@ -163,8 +163,10 @@ def _skill_resources(server, memory: SkillMemory, lock) -> None:
 
     @server.resource("skill://{name}/{+path}")
     def skill_file(name: str, path: str) -> Union[str, bytes]:
-        """One file of an imported skill (its default version), as imported."""
+        """One file of an imported skill (its default version), as imported; none of an expired skill."""
         with lock:
+            if name not in memory.skill_names():
+                raise ValueError(f"no skill {name!r} is served here")
             version = memory.store.skill_default(name)
             files = {f["path"]: f["data"] for f in memory.store.skill_files(name, version, with_data=True)}
         if path not in files:

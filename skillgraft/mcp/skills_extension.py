@@ -41,8 +41,8 @@ def skill_md_listing(memory) -> list[dict]:
 
 
 def list_page(memory, cursor: Optional[str], page: int = PAGE) -> dict:
-    """One page of entries, by name: those after the name ``cursor``."""
-    names = [name for name in memory.store.skill_names() if cursor is None or name > cursor]
+    """One page of entries, by name: those after the name ``cursor`` (past their expiry: none)."""
+    names = [name for name in memory.skill_names() if cursor is None or name > cursor]
     result = {"skills": [skill_entry(memory.skill(name)) for name in names[:page]], "resultType": "complete",
               "ttlMs": TTL_MS, "cacheScope": "private"}
     if len(names) > page:
@@ -71,7 +71,7 @@ def skills_extension(memory, lock: threading.Lock):
         name = uri[len("skill://"):-len("/SKILL.md")] if uri.startswith("skill://") and uri.endswith("/SKILL.md") else ""
         with lock:
             try:
-                if not name or "/" in name:
+                if not name or "/" in name or name not in memory.skill_names():  # an expired skill is not served
                     raise SkillNotFoundError(name or uri)
                 entry = skill_entry(memory.skill(name))
             except SkillNotFoundError:

@@ -90,11 +90,16 @@ class SkillVerbs(SkillCache, AppPrefixVerbs):
     ``export_skill``, ``skill_contents``, ``skill_changes``, the warms, (:class:`SkillCache`)
     the pins and (:class:`AppPrefixVerbs`) the app prefixes of a memory."""
 
+    def skill_names(self, *, include_expired: bool = False) -> list[str]:
+        """The names of the imported skills, sorted; those past their expiry only with
+        ``include_expired`` (every door lists and reads only these)."""
+        hidden = set() if include_expired else self.hidden_skills()
+        return [name for name in self.store.skill_names() if name not in hidden]
+
     def skills(self, *, include_expired: bool = False) -> list[SkillRecord]:
         """The default version of every imported skill, by name; those past their expiry only
         with ``include_expired``."""
-        hidden = set() if include_expired else self.hidden_skills()
-        return [self.skill(name) for name in self.store.skill_names() if name not in hidden]
+        return [self.skill(name) for name in self.skill_names(include_expired=include_expired)]
 
     def skill(self, name: str, version: Optional[int] = None) -> SkillRecord:
         """Version ``version`` of skill ``name`` (the default one when None)."""

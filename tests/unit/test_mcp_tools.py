@@ -271,3 +271,53 @@ def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_mem
     assert entry["frontmatter"]["license"] == "Apache-2.0" and entry["frontmatter"]["description"] == record.description
     assert refused == [-32602] * 3
     assert read.contents[0].uri == entry["resources"][0]["uri"]
+
+
+def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hides_it(fake_memory, tmp_path):
+    from typing import Literal
+
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PaginatedRequest, PaginatedRequestParams, Request, RequestParams
+    from pydantic import TypeAdapter
+
+    from .skill_folders import git_skill, pdf_skill
+
+    pdf_skill(tmp_path / "skills")
+    git_skill(tmp_path / "skills")
+    fake_memory.import_skills(tmp_path / "skills")
+    fake_memory.expire("pdf", "2000-01-01T00:00:00Z")
+
+    class ListSkills(PaginatedRequest[Literal["skills/list"]]):
+        method: Literal["skills/list"] = "skills/list"
+
+    class GetParams(RequestParams):
+        uri: str
+
+    class GetSkill(Request[GetParams, Literal["skills/get"]]):
+        method: Literal["skills/get"] = "skills/get"
+        params: GetParams
+
+    async def run():
+        async with Client(build_server(fake_memory, DepositPolicy())) as client:
+            listed = await client.session.send_request(ListSkills(params=PaginatedRequestParams()), TypeAdapter(dict))
+            resources = await client.list_resources()
+            refused = []
+            try:
+                await client.session.send_request(GetSkill(params=GetParams(uri="skill://pdf/SKILL.md")), TypeAdapter(dict))
+            except MCPError as exc:
+                refused.append(exc.error.code)
+            for uri in ("skill://pdf/SKILL.md", "skill://pdf/references/forms.md"):
+                try:
+                    await client.read_resource(uri)
+                except Exception as exc:  # the SDK's error for a refused read
+                    refused.append(type(exc).__name__)
+            kept = await client.read_resource("skill://git-squash/SKILL.md")
+            return listed, resources, refused, kept
+
+    listed, resources, refused, kept = anyio.run(run)
+    assert [entry["frontmatter"]["name"] for entry in listed["skills"]] == ["git-squash"]
+    assert "skill://pdf/SKILL.md" not in {str(r.uri) for r in resources.resources}
+    assert len(refused) == 3 and refused[0] == -32602
+    assert kept.contents[0].text.startswith("---")
+    assert fake_memory.skill_names() == ["git-squash"] and fake_memory.skill_names(include_expired=True) == ["git-squash", "pdf"]
