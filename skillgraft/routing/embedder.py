@@ -1,5 +1,5 @@
 """The local text embedders: MiniLM (the default), MPNet or a sentence-transformers folder,
-on ONNX Runtime (one thread) or sentence-transformers.
+on ONNX Runtime (up to :data:`ONNX_THREADS` threads, none spinning) or sentence-transformers.
 
 Both runtimes compute the same vectors from the same weights (mean-pooled last hidden state,
 unit length; measured: equal to 1e-7), so vectors stored by one are used by the other and
@@ -43,6 +43,9 @@ WEIGHT_FILES = ("config.json", "tokenizer.json", "model.safetensors")
 # The encoder inputs each model type's ONNX export takes (MPNet has no token types).
 ONNX_INPUTS = {"bert": ("ids", "mask", "types"), "mpnet": ("ids", "mask")}
 BATCH = 32
+# A query is encoded before its prompt is evaluated, while the model's threads are idle: two
+# threads encode a one-sentence query in ~4.9 ms instead of ~7.0 ms on 2 cores (MiniLM).
+ONNX_THREADS = max(1, min(2, os.cpu_count() or 1))
 Runtime = Literal["auto", "onnx", "sentence-transformers"]
 _EXPORT_LOCK = threading.Lock()
 
@@ -158,7 +161,7 @@ class _OnnxEncoder:
 
         target = onnx_cache_dir() / f"{stem}-{_weights_digest(folder)}.onnx"
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
+        options.intra_op_num_threads = ONNX_THREADS
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")

@@ -63,8 +63,7 @@ CENTROID_WEIGHT = 0.5
 CENTROID_CANDIDATES = 4
 # Routing keys a bundle carries per block (a manual's sentence keys, derived again on import, come on top).
 MAX_KEYS_PER_BLOCK = 256
-# Examples one block may be given: room is left for its name, description and question keys.
-MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3
+MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3  # room is left for a block's name, description and question keys
 # The entries a query's ranking keeps, best first (a route reports five).
 RANKED_KEPT = 8
 # A conversation's earlier user turns are routed again with each turn: their vectors are kept.
@@ -95,6 +94,7 @@ class Router:
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._generic = GenericPrior(self.embedder)
+        self.default_threshold = encoder_threshold(self.embedder.name)  # until a calibration stores one
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ class Router:
     @property
     def threshold(self) -> float:
         stored = self.store.setting(THRESHOLD_SETTING)
-        return float(stored) if stored is not None else encoder_threshold(self.embedder.name)
+        return float(stored) if stored is not None else self.default_threshold
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per query, the best :data:`RANKED_KEPT` ``[(block_id, score), ...]``, best first
