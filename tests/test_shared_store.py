@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from .shared_servers import PASSWORD, S3_SECRET, PostgresServer, S3Server, start
+from .unit.skill_folders import pdf_skill
 from .unit.test_prefix_reuse import OPTIONS, QUESTIONS, chat
 
 from skillgraft.errors import BlockIntegrityError, BlockNotFoundError, SharedBaseError, StoreError
@@ -190,14 +191,20 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
     with SkillMemory(tmp_path / "local", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as local:
         manual = local.add_manual("git-squash", MANUAL, examples=["squash commits"])
         solution = local.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
+        local.import_skills([pdf_skill(tmp_path / "skills")], expires="30d")  # stored as text
+        local.store.set_skill_pin("pdf", True)
+        local.add_app("coder", "You are a coding agent.")
+        skill_files, skill_blocks = local.skill("pdf").files, {b.id for b in local.store.blocks()} - {manual.id, solution.id}
     out = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                               "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                               "--to-blocks", shared["blocks"], "--json"])
     assert out.exit_code == 0, out.output
     assert S3_SECRET not in out.output and PASSWORD not in out.output
     with host(tmp_path, "b", shared) as b:
-        assert {blk.id for blk in b.store.blocks()} == {manual.id, solution.id}
+        assert {blk.id for blk in b.store.blocks()} == {manual.id, solution.id} | skill_blocks
         assert b.route("squash commits").block_id == manual.id
+        assert b.skill_names() == ["pdf"] and b.skill("pdf").files == skill_files and b.skill("pdf").expires_at
+        assert b.store.pinned_skills() == ["pdf"] and [app.name for app in b.apps()] == ["coder"]
         assert b.check()["ok"]
     back = runner.invoke(cli, ["--home", str(tmp_path / "b"), "--catalog", shared["catalog"], "--blocks",
                                shared["blocks"], "migrate-store", "--to-home", str(tmp_path / "back")])
@@ -206,7 +213,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         for original in (manual, solution):
             assert (tmp_path / "back" / "blocks" / original.file_name).read_bytes() == \
                 (tmp_path / "local" / "blocks" / original.file_name).read_bytes()
-        assert copy.check()["ok"]
+        assert copy.check()["ok"] and copy.skill("pdf").files == skill_files
     again = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                                 "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                                 "--to-blocks", shared["blocks"], "--json"])

@@ -20,7 +20,7 @@ __all__ = ["migrate_store"]
 @json_option
 @click.pass_context
 def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], to_blocks: Optional[str], as_json: bool) -> None:
-    """Copy every healthy block, its routing keys and settings into another store.
+    """Copy every healthy block, its routing keys, the imported skills, apps and settings into another store.
 
     The source is the store that --home, --catalog and --blocks (or their environment
     variables) name; the destination is given by --to-home, --to-catalog and --to-blocks,
@@ -42,6 +42,8 @@ def migrate_store(ctx: click.Context, to_home: str, to_catalog: Optional[str], t
 
 def _render(report: dict) -> str:
     lines = [f"{len(report['copied'])} blocks copied, {len(report['present'])} already there, "
-             f"{report['keys_added']} routing keys added"]
-    lines += [f"skipped   {item['block_id']} ({item['name']}): {item['problem']}" for item in report["skipped"]]
+             f"{report['keys_added']} routing keys added, {len(report['skills'])} skill versions and "
+             f"{len(report['apps'])} apps copied"]
+    lines += [f"skipped   {item['block_id']} ({item['name']}): {item['problem']}" if "block_id" in item else
+              f"skipped   skill {item['skill']} v{item['version']}: {item['problem']}" for item in report["skipped"]]
     return "\n".join(lines)

@@ -2,9 +2,13 @@
 
 Every healthy block is read and verified (size and SHA-256) from the source, deposited in
 the destination (which verifies it again), then read back from the destination and
-verified a third time. Routing keys (with their vectors, corrections and negatives included),
-the encoder record and settings come along; the ledger stays with the source. Copying again
-is safe: blocks and keys already present are left as they are. Quarantined blocks are skipped and listed.
+verified a third time; a manual stored as text is stored as text again (its id is its text's
+hash, so it must come out the same). Routing keys (with their vectors, corrections and
+negatives included), expiries, the encoder record and settings come along, and so do the
+imported skills (every version, its files checked against their SHA-256 by the destination,
+the default version and the pins) and the apps' prefixes; the ledger stays with the source.
+Copying again is safe: what is already present is left as it is. Quarantined blocks are
+skipped and listed, and so is a skill version whose blocks did not all arrive.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ SETTINGS_COPIED = ("router.threshold", "gate.mean_logprob", "router.encoder")
 
 @dataclass
 class MigrationReport:
-    """What a copy did: blocks copied or already there, keys added, what was skipped and why."""
+    """What a copy did: blocks copied or already there, keys added, the skill versions and
+    apps copied, what was skipped and why."""
 
     copied: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     keys_added: int = 0
     settings: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)  # "name@vN" of each version copied
+    apps: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
 
     @property
@@ -36,24 +43,26 @@ class MigrationReport:
 
     def as_dict(self) -> dict:
         return {"ok": self.ok, "copied": self.copied, "present": self.present, "keys_added": self.keys_added,
-                "settings": self.settings, "skipped": self.skipped}
+                "settings": self.settings, "skills": self.skills, "apps": self.apps, "skipped": self.skipped}
 
 
 def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
-    """Copy every healthy block of ``source``, its routing keys and settings into ``target``."""
+    """Copy every healthy block of ``source``, its routing keys, imported skills, apps and
+    settings into ``target`` (see the module's docstring)."""
     report = MigrationReport()
+    arrived: set[str] = set(b.id for b in target.blocks())
     for block in source.blocks():
         if block.status != "ok":
             report.skipped.append({"block_id": block.id, "name": block.name, "problem": "quarantined in the source"})
             continue
         try:
-            loaded = source.load_state(block)
-            stored, created = target.deposit(block, loaded.state.payload, loaded.state.fingerprint)
-            target.evict(stored.sha256)
-            target.load_state(stored)  # read back from the destination and verified again
+            stored, created = _copy_block(source, target, block)
+            if block.expires_at and stored.expires_at != block.expires_at:
+                stored = target.set_block_expiry(stored, block.expires_at)
         except SkillgraftError as exc:
             report.skipped.append({"block_id": block.id, "name": block.name, "problem": str(exc)})
             continue
+        arrived.add(stored.id)
         (report.copied if created else report.present).append(block.id)
         keys = [
             {"kind": k["kind"], "text": k["text"], "embedder": k["embedder"], "vector": k["vector"],
@@ -66,9 +75,67 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
             key = {"kind": "negative", "text": row["text"], "embedder": row["embedder"], "vector": row["vector"]}
             target.add_correction(key, None, row.get("created_by") or "", MAX_CORRECTIONS, at=row.get("created_at"))
             report.keys_added += 1
+    _copy_skills(source, target, arrived, report)
+    for app in source.app_prefix_rows():
+        try:
+            target.app_prefix_row(app["name"])
+        except SkillgraftError:  # not there yet
+            target.put_app_prefix(app["name"], app["system"])
+            report.apps.append(app["name"])
     for key in SETTINGS_COPIED:
         value = source.setting(key)
         if value is not None and target.setting(key) is None:
             target.set_setting(key, value)
             report.settings.append(key)
     return report
+
+
+def _copy_block(source: BlockStore, target: BlockStore, block):
+    """``(stored, created)``: ``block`` in ``target``, its payload verified on the way, or its text."""
+    if block.text_only:
+        stored, created = target.put_text(block.source, name=block.name, description=block.description)
+        if stored.id != block.id:
+            raise SkillgraftError(f"its text was stored as block {stored.id}, not {block.id}")
+        return stored, created
+    loaded = source.load_state(block)
+    stored, created = target.deposit(block, loaded.state.payload, loaded.state.fingerprint)
+    target.evict(stored.sha256)
+    target.load_state(stored)  # read back from the destination and verified again
+    return stored, created
+
+
+def _copy_skills(source: BlockStore, target: BlockStore, arrived: set, report: MigrationReport) -> None:
+    """Each imported skill's versions the destination lacks, when all their blocks arrived;
+    then its default version, expiry and pin as the source has them."""
+    expiries, pinned = source.skill_expiries(), set(source.pinned_skills())
+    for name in source.skill_names():
+        held = {row["version"] for row in target.skill_versions(name)} if name in target.skill_names() else set()
+        for row in source.skill_versions(name):
+            version = row["version"]
+            if version in held:
+                continue
+            parts = source.skill_parts(name, version)
+            missing = sorted({p["block_id"] for p in parts} - arrived)
+            if missing:
+                report.skipped.append({"skill": name, "version": version,
+                                       "problem": f"its blocks {', '.join(missing)} were not copied"})
+                continue
+            files = [(f["path"], f["size"], f["sha256"], f["data"]) for f in source.skill_files(name, version, with_data=True)]
+            try:
+                target.add_skill_version(
+                    name, version, folder=row["folder"], manifest_sha256=row["manifest_sha256"],
+                    description=row["description"], record=row["record"], files=files, make_default=False,
+                    parts=[(p["part"], p["block_id"], p["role"], p["title"]) for p in parts])
+            except SkillgraftError as exc:
+                report.skipped.append({"skill": name, "version": version, "problem": str(exc)})
+                continue
+            report.skills.append(f"{name}@v{version}")
+        if name not in target.skill_names():
+            continue
+        default = source.skill_default(name)
+        if default in {row["version"] for row in target.skill_versions(name)} and target.skill_default(name) != default:
+            target.set_skill_default(name, default)
+        if name in expiries and target.skill_expiries().get(name) != expiries[name]:
+            target.set_skill_expiry(name, expiries[name])
+        if name in pinned:
+            target.set_skill_pin(name, True)
