@@ -642,6 +642,14 @@ def test_the_namespaces_of_a_shared_store_are_listed_and_one_deleted_whole(tmp_p
     listed = runner.invoke(cli, [*options, "namespaces", "list", "--json"])
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.stdout) == {"namespaces": ["team-a", "team-ab"]}
+    import psycopg
+
+    role = "reader_" + shared["catalog"].rsplit("/", 1)[1]  # a role that may only read the registry
+    with psycopg.connect(shared["catalog"], autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'")
+        conn.execute(f"GRANT SELECT ON namespaces TO {role}")
+    reader = shared["catalog"].replace("skillgraft:", f"{role}:", 1)
+    assert spaces.namespaces(tmp_path, reader) == ["team-a", "team-ab"]
     for name in ("team-c", "default", "../a"):
         refused = runner.invoke(cli, [*options, "namespaces", "delete", name])
         assert refused.exit_code == 1 and "Traceback" not in refused.output

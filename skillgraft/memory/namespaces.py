@@ -127,7 +127,7 @@ def namespaces(home: Union[str, Path], catalog: Optional[str] = None) -> list[st
 
     url = catalog_url(catalog)
     if url is not None:
-        with closing(open_shared_base(url)) as base:
+        with closing(open_shared_base(url, read_only=True)) as base:  # a listing writes nothing
             return registered(base)
     folder = Path(home).expanduser() / NAMESPACES_FOLDER
     if not folder.is_dir():
@@ -135,11 +135,12 @@ def namespaces(home: Union[str, Path], catalog: Optional[str] = None) -> list[st
     return sorted(p.name for p in folder.iterdir() if NAMESPACE.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
 
 
-def open_shared_base(url: str):
-    """The base catalog of the shared store ``url``, its migrations applied (its registry among them)."""
+def open_shared_base(url: str, *, read_only: bool = False):
+    """The base catalog of the shared store ``url``, its migrations applied (its registry among
+    them) unless ``read_only``."""
     from ..store.catalog_postgres import PostgresCatalog
 
-    return PostgresCatalog(url)
+    return PostgresCatalog(url, read_only=read_only)
 
 
 @dataclass(frozen=True)
