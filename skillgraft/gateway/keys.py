@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..errors import ConfigError
-from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE, namespace_scope
+from ..kv.prefix_keys import reuse_scope
+from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE, scope_namespace
 
 __all__ = ["ADMIN", "DEFAULT_NAMESPACE", "ApiKeys", "Principal", "read_keys"]
 
@@ -41,9 +42,13 @@ class Principal:
     namespace: str = DEFAULT_NAMESPACE
     admin: bool = False
 
+    def __post_init__(self) -> None:  # checked once, when the key is read: a request only hashes it
+        object.__setattr__(self, "_scoped", scope_namespace(self.namespace))
+
     def scope(self, salt: str = "") -> str:
-        """The reuse scope of this principal's requests that give ``salt``."""
-        return namespace_scope(self.namespace, salt)
+        """The reuse scope of this principal's requests that give ``salt``
+        (:func:`~skillgraft.memory.namespaces.namespace_scope`)."""
+        return reuse_scope(self._scoped, salt)
 
 
 LOCAL = Principal(DEFAULT_NAMESPACE, admin=True)  # a gateway without keys: one principal, its operator

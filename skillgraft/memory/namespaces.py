@@ -47,15 +47,20 @@ from ..store.namespace_registry import (
 __all__ = [
     "DEFAULT_NAMESPACE", "NAMESPACE", "NAMESPACES_FOLDER", "NamespaceDeletion", "better_recall", "catalog_schema",
     "check_namespace", "delete_namespace", "namespace_backends", "namespace_home", "namespace_scope", "namespaces",
-    "open_base",
+    "open_base", "scope_namespace",
 ]
+
+
+def scope_namespace(namespace: Optional[str]) -> str:
+    """``namespace`` checked, as its reuse scopes name it: ``""`` for the default namespace."""
+    namespace = check_namespace(namespace)
+    return "" if namespace == DEFAULT_NAMESPACE else namespace
 
 
 def namespace_scope(namespace: Optional[str], salt: str = "") -> str:
     """The reuse scope (:func:`~skillgraft.kv.prefix_keys.reuse_scope`) of ``namespace``'s
     prompts that give ``salt``: ``""`` for the default namespace without a salt."""
-    namespace = check_namespace(namespace)
-    return reuse_scope("" if namespace == DEFAULT_NAMESPACE else namespace, salt)
+    return reuse_scope(scope_namespace(namespace), salt)
 
 
 def namespace_home(home: Union[str, Path], namespace: Optional[str]) -> Path:

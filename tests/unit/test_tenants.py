@@ -372,3 +372,13 @@ def test_the_namespace_registry_lists_names_only():
         register(catalog, "../etc")
     with pytest.raises(NamespaceError):
         drop_published(catalog, MemoryBlocks(), "blk_x", namespace='x"; DROP TABLE blocks; --')
+
+
+def test_a_principals_namespace_is_checked_once_when_made_and_its_scope_is_the_namespaces():
+    from skillgraft.memory.namespaces import namespace_scope
+
+    with pytest.raises(NamespaceError):
+        Principal("../team-a")
+    assert Principal().scope() == "" and Principal("team-a").scope() == namespace_scope("team-a")
+    assert Principal("team-a").scope("salt") == namespace_scope("team-a", "salt") != Principal("team-b").scope("salt")
+    assert Principal("team-a") == Principal("team-a")  # the checked name is no field: principals compare as before
