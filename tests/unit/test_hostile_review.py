@@ -3,10 +3,11 @@ the user did not store, and a name one door takes every door addresses."""
 
 from __future__ import annotations
 
+from skillgraft.bundles.transfer import export_bundle, import_bundle
 from skillgraft.memory import SkillMemory
 from skillgraft.memory.migrate import copy_store
 
-from .skill_folders import git_skill, write_skill
+from .skill_folders import git_skill, pdf_skill, write_skill
 
 NOTES = "Skill manual: release notes. Write one line per change, newest first, and name the ticket of each."
 
@@ -52,3 +53,28 @@ def test_another_skill_of_the_same_name_in_the_destination_is_left_as_it_is_and_
                 "problem": "the destination holds another version 1 of this skill"} in report.skipped
         assert copy.skill("git-squash").files == mine.files
         assert copy.store.skill_expiries() == {} and copy.store.pinned_skills() == []
+
+
+def test_a_bundle_carries_the_expiry_of_a_skill_and_of_a_text_manual(fake_memory, tmp_path, fake_engine, fake_embedder):
+    fake_memory.add_manual("release-notes", NOTES, capture=False, expires="2d")
+    fake_memory.import_skills([git_skill(tmp_path / "skills")], expires="1d")
+    fake_memory.import_skills([pdf_skill(tmp_path / "skills")])
+    fake_memory.expire("pdf", "2000-01-01T00:00:00Z")  # expired: hidden here, and hidden where it is imported
+    export_bundle(fake_memory.store, tmp_path / "bundle.tar")
+    with _other(tmp_path, "other", fake_engine, fake_embedder) as other:
+        import_bundle(other, tmp_path / "bundle.tar")
+        assert other.store.skill_expiries() == fake_memory.store.skill_expiries()
+        assert other.skill_names() == ["git-squash"]
+        assert [(r.name, r.expires_at) for r in other.expiries()] == [
+            (r.name, r.expires_at) for r in fake_memory.expiries()]
+
+
+def test_a_bundle_text_with_a_malformed_expiry_is_refused():
+    import pytest
+
+    from skillgraft.bundles.texts import parse_texts
+    from skillgraft.errors import BundleError
+
+    for bad in ("soon", 5, "9999-01-01"):
+        with pytest.raises(BundleError):
+            parse_texts([{"name": "release-notes", "text": NOTES, "expires_at": bad}])
