@@ -7,6 +7,7 @@ from skillgraft.bundles.transfer import export_bundle, import_bundle
 from skillgraft.memory import SkillMemory
 from skillgraft.memory.migrate import copy_store
 
+from .conftest import GIT_MANUAL
 from .skill_folders import git_skill, pdf_skill, write_skill
 
 NOTES = "Skill manual: release notes. Write one line per change, newest first, and name the ticket of each."
@@ -78,3 +79,26 @@ def test_a_bundle_text_with_a_malformed_expiry_is_refused():
     for bad in ("soon", 5, "9999-01-01"):
         with pytest.raises(BundleError):
             parse_texts([{"name": "release-notes", "text": NOTES, "expires_at": bad}])
+
+
+def test_a_manual_whose_name_holds_a_slash_is_deleted_through_the_gateway_as_it_is_read(
+        fake_memory, fake_engine, fake_embedder):
+    from fastapi.testclient import TestClient
+
+    from skillgraft.deposit_policy import DepositPolicy
+    from skillgraft.gateway.app import create_app
+    from skillgraft.gateway.service import Gateway
+    from skillgraft.testing import FakePool
+
+    block = fake_memory.add_manual("team/git-squash", GIT_MANUAL, capture=False)
+    gateway = Gateway(fake_memory.store.home, FakePool(fake_engine), embedder=fake_embedder)
+    app = create_app(gateway, deposits=DepositPolicy(allowed=True, per_minute=10_000))
+    try:
+        with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as http:
+            assert http.get("/v1/skillgraft/skills/team/git-squash").json()["id"] == block.id
+            for root in ("/v1/skillgraft/skills/", "/v1/skills/"):
+                reply = http.delete(root + "team/git-squash")
+                assert reply.status_code in (200, 404), reply.text
+            assert http.get("/v1/skillgraft/skills/team/git-squash").status_code == 404
+    finally:
+        gateway.close()
