@@ -1,14 +1,16 @@
 """Imported Agent Skills in a bundle: their versions, manifests and files.
 
 Export writes, per skill, its versions (manifest rows of path, size and SHA-256, the key
-policy it was imported under, the default version) into the manifest's ``skills`` list and each distinct file once as ``skills/<sha256>``;
+policy it was imported under, the default version, its expiry) into the manifest's ``skills`` list and each distinct file once as ``skills/<sha256>``;
 a skill's blocks are not bundle rows. Import trusts none of it: every entry is checked (names
 and paths as the folder reader allows them, counts and sizes bounded, each file's bytes hashed
 against its row), each version is written into a private temp folder and imported through
 :meth:`SkillMemory.import_skills` under its key policy (so every check of a folder on disk
 applies, every block is captured and every key embedded here: examples and near misses come
 again from the version's ``eval_queries.json``), oldest version first; the bundle's default version is made the default.
-A version whose manifest a stored version already has is unchanged.
+A version whose manifest a stored version already has is unchanged. A skill new to the store
+gets the bundle's expiry (one past hides it at once, as in the store it came from); a skill held
+already keeps its own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..core.skill_frontmatter import MAX_NAME_CHARS, USABLE_NAME
 from ..errors import BundleError
 from ..memory.skill_import import recorded_policy
 from ..memory.skill_plan import EARLIER_KEY_POLICY, KEY_POLICIES
-from .reader import SKILL_FILE_NAME, _chunks, _read_member
+from .reader import SKILL_FILE_NAME, _chunks, _expiry, _read_member
 
 if TYPE_CHECKING:
     import tarfile
@@ -61,12 +63,13 @@ def export_skills(store: "BlockStore", add) -> tuple[list[dict], set[str]]:
                              "keys": recorded_policy(row),
                              "files": [{k: f[k] for k in ("path", "size", "sha256")} for f in files]})
             block_ids.update(p["block_id"] for p in store.skill_parts(name, row["version"]))
-        entries.append({"name": name, "default_version": store.skill_default(name), "versions": versions})
+        entries.append({"name": name, "default_version": store.skill_default(name), "versions": versions,
+                        "expires_at": store.skill_expiries().get(name)})
     return entries, block_ids
 
 
-def parse_skills(raw, members: dict) -> list[tuple[str, int, list[BundleSkillVersion]]]:
-    """``[(name, default version, versions), ...]`` of the manifest's ``skills``, checked."""
+def parse_skills(raw, members: dict) -> list[tuple[str, int, list[BundleSkillVersion], Optional[str]]]:
+    """``[(name, default version, versions, expiry), ...]`` of the manifest's ``skills``, checked."""
     if not isinstance(raw, list) or len(raw) > MAX_BUNDLE_SKILLS:
         raise BundleError(f"the bundle's skills must be a list of at most {MAX_BUNDLE_SKILLS}")
     parsed, names = [], set()
@@ -86,7 +89,8 @@ def parse_skills(raw, members: dict) -> list[tuple[str, int, list[BundleSkillVer
         default = entry.get("default_version")
         if len(set(numbers)) != len(numbers) or default not in numbers:
             raise BundleError(f"{where} ({name}): its versions repeat, or its default is not one of them")
-        parsed.append((name, default, sorted(checked, key=lambda v: v.version)))
+        expires_at = _expiry(entry.get("expires_at"), f"{where} ({name})")
+        parsed.append((name, default, sorted(checked, key=lambda v: v.version), expires_at))
     return parsed
 
 
@@ -127,7 +131,7 @@ def _plain(path: str) -> bool:
 
 def check_skill_files(tar: "tarfile.TarFile", members: dict, skills) -> None:
     """Every skill file's bytes hashed against its SHA-256 (each distinct file once), before any deposit."""
-    wanted = {sha: name for name, _, versions in skills for v in versions for _, _, sha in v.files}
+    wanted = {sha: name for name, _, versions, _ in skills for v in versions for _, _, sha in v.files}
     for sha, name in wanted.items():
         digest = hashlib.sha256()
         for chunk in _chunks(tar, members[f"skills/{sha}"]):
@@ -139,7 +143,8 @@ def check_skill_files(tar: "tarfile.TarFile", members: dict, skills) -> None:
 def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dict, skills, origin: str) -> list:
     """Import every skill version of the bundle (see the module's docstring); the import reports."""
     reports = []
-    for name, default, versions in skills:
+    for name, default, versions, expires_at in skills:
+        new = name not in memory.store.skill_names()
         local_default = None
         for version in versions:
             with tempfile.TemporaryDirectory(prefix="skillgraft-bundle-") as temp:
@@ -154,6 +159,8 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
                 local_default = mine[0]
         if local_default is not None:
             memory.set_default_skill_version(name, local_default)
+        if new and expires_at is not None and name in memory.store.skill_names():
+            memory.expire(name, expires_at)
     return reports
 
 

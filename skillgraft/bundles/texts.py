@@ -1,19 +1,21 @@
 """Text manuals in a bundle: manuals stored as text (no payload, ``add_manual(capture=False)``)
 that belong to no imported skill travel in the manifest's ``texts`` list — name, text,
-description and example keys — and are stored as text again on import, after every field is
-checked (:func:`parse_texts`), so an import makes no model run for them either."""
+description, example keys and expiry — and are stored as text again on import, after every
+field is checked (:func:`parse_texts`), so an import makes no model run for them either. A
+manual new to the store gets the bundle's expiry; one held already keeps its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..core.blocks import Block
 from ..core.sha import ID_LIKE
 from ..errors import BundleError
-from .reader import MAX_BLOCKS, MAX_KEY_CHARS, MAX_NAME_CHARS, _text
+from .reader import MAX_BLOCKS, MAX_KEY_CHARS, MAX_NAME_CHARS, _expiry, _text
 from ..routing.router import MAX_EXAMPLES
 
-__all__ = ["TextManual", "export_texts", "parse_texts"]
+__all__ = ["TextManual", "export_texts", "import_texts", "parse_texts"]
 
 
 @dataclass(frozen=True)
@@ -24,12 +26,14 @@ class TextManual:
     text: str
     description: str
     examples: tuple[str, ...]
+    expires_at: Optional[str] = None
 
 
 def export_texts(store, blocks: list[Block]) -> list[dict]:
     """The ``texts`` entries of ``blocks`` (text blocks)."""
     return [{"name": block.name, "text": block.source, "description": block.description,
-             "examples": [k["text"] for k in store.routing_keys(block.id) if k["kind"] == "example"]}
+             "examples": [k["text"] for k in store.routing_keys(block.id) if k["kind"] == "example"],
+             "expires_at": block.expires_at}
             for block in blocks]
 
 
@@ -55,5 +59,17 @@ def parse_texts(raw) -> list[TextManual]:
             raise BundleError(f"{where}: examples must be a list of at most {MAX_EXAMPLES}")
         checked = tuple(_text({"example": e}, "example", where, limit=MAX_KEY_CHARS) for e in examples)
         names.add(name)
-        manuals.append(TextManual(name, text, _text(entry, "description", where, limit=MAX_KEY_CHARS, optional=True) or "", checked))
+        manuals.append(TextManual(name, text, _text(entry, "description", where, limit=MAX_KEY_CHARS, optional=True) or "",
+                                  checked, _expiry(entry.get("expires_at"), where)))
     return manuals
+
+
+def import_texts(memory, manuals: list[TextManual]) -> list[Block]:
+    """Store each manual as text (see the module's docstring); the blocks."""
+    blocks, held = [], {b.id for b in memory.store.blocks()}
+    for t in manuals:
+        block = memory.add_manual(t.name, t.text, description=t.description, examples=list(t.examples), capture=False)
+        if block.id not in held and t.expires_at is not None:
+            block = memory.store.set_block_expiry(block, t.expires_at)
+        blocks.append(block)
+    return blocks

@@ -62,7 +62,7 @@ from .plan import ImportPlan, Planner, SkippedBlock
 from .corrections import export_corrections, import_corrections
 from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle_parts
 from .skills import check_skill_files, export_skills, import_skills_of, parse_skills
-from .texts import export_texts, parse_texts
+from .texts import export_texts, import_texts, parse_texts
 from ..errors import BundleError, SkillgraftError, StoreError
 from ..store.ledger import LedgerEvent
 from ..routing.router import manual_key_texts, name_key
@@ -229,9 +229,8 @@ def import_bundle(
             imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
                                 (corrections, f"import:{path.name}"))
             skill_reports = import_skills_of(memory, tar, members, skills, f"bundle:{path.name}")
-            imported += [ImportedBlock(block.id, block.id, block.name, "manual", "text") for block in (
-                memory.add_manual(t.name, t.text, description=t.description, examples=list(t.examples), capture=False)
-                for t in texts)]
+            imported += [ImportedBlock(block.id, block.id, block.name, "manual", "text")
+                         for block in import_texts(memory, texts)]
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
         memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))

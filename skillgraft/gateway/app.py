@@ -319,8 +319,8 @@ def create_app(gateway: Gateway, *, api_key: Optional[str] = None, allowed_hosts
             raise ApiError(404, f"no capture of skill {ref!r} was asked for on this gateway", code="not_found")
         return {"object": "skill.capture", **status.as_dict()}
 
-    @app.delete("/v1/skillgraft/skills/{ref}")
-    @app.delete("/v1/skills/{ref}")
+    @app.delete("/v1/skillgraft/skills/{ref:path}")  # a name may hold '/', as GET reads it
+    @app.delete("/v1/skills/{ref:path}")
     async def delete_skill(ref: str, request: Request):
         block = await in_thread((await tenant_of(request)).delete_skill, ref)
         return {"id": block.id, "name": block.name, "object": "skill", "deleted": True}

@@ -8,14 +8,18 @@ negatives included), expiries, the encoder record and settings come along, and s
 imported skills (every version, its files checked against their SHA-256 by the destination,
 the default version and the pins) and the apps' prefixes; the ledger stays with the source.
 Copying again is safe: what is already present is left as it is. Quarantined blocks are
-skipped and listed, and so is a skill version whose blocks did not all arrive.
+skipped and listed, and so is a skill version whose blocks did not all arrive or whose files
+the source cannot give (bytes that do not match their SHA-256), and a skill the destination
+holds another version of under the same number (another skill of the same name: left as it is).
+A text block whose text does not hash to its id (edited in the catalog) is skipped before anything of it is written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import SkillgraftError
+from ..core.blocks import block_id_for, text_sha256
+from ..errors import BlockIntegrityError, SkillgraftError
 from ..routing.feedback import MAX_CORRECTIONS
 from ..store.block_store import BlockStore
 
@@ -93,10 +97,9 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
 def _copy_block(source: BlockStore, target: BlockStore, block):
     """``(stored, created)``: ``block`` in ``target``, its payload verified on the way, or its text."""
     if block.text_only:
-        stored, created = target.put_text(block.source, name=block.name, description=block.description)
-        if stored.id != block.id:
-            raise SkillgraftError(f"its text was stored as block {stored.id}, not {block.id}")
-        return stored, created
+        if block_id_for(text_sha256(block.source)) != block.id:  # checked before anything is written
+            raise BlockIntegrityError(f"its text is not the text of block {block.id}: it was changed after it was stored")
+        return target.put_text(block.source, name=block.name, description=block.description)
     loaded = source.load_state(block)
     stored, created = target.deposit(block, loaded.state.payload, loaded.state.fingerprint)
     target.evict(stored.sha256)
@@ -106,11 +109,20 @@ def _copy_block(source: BlockStore, target: BlockStore, block):
 
 def _copy_skills(source: BlockStore, target: BlockStore, arrived: set, report: MigrationReport) -> None:
     """Each imported skill's versions the destination lacks, when all their blocks arrived;
-    then its default version, expiry and pin as the source has them."""
+    then its default version, expiry and pin as the source has them. A skill of which the
+    destination holds a version of the same number with other files is another skill: it is
+    left as it is, and said."""
     expiries, pinned = source.skill_expiries(), set(source.pinned_skills())
     for name in source.skill_names():
-        held = {row["version"] for row in target.skill_versions(name)} if name in target.skill_names() else set()
-        for row in source.skill_versions(name):
+        held = {row["version"]: row["manifest_sha256"] for row in target.skill_versions(name)}
+        rows = source.skill_versions(name)
+        clashes = [row["version"] for row in rows if held.get(row["version"], row["manifest_sha256"]) != row["manifest_sha256"]]
+        if clashes:
+            report.skipped.extend({"skill": name, "version": version,
+                                   "problem": f"the destination holds another version {version} of this skill"}
+                                  for version in clashes)
+            continue
+        for row in rows:
             version = row["version"]
             if version in held:
                 continue
@@ -120,8 +132,9 @@ def _copy_skills(source: BlockStore, target: BlockStore, arrived: set, report: M
                 report.skipped.append({"skill": name, "version": version,
                                        "problem": f"its blocks {', '.join(missing)} were not copied"})
                 continue
-            files = [(f["path"], f["size"], f["sha256"], f["data"]) for f in source.skill_files(name, version, with_data=True)]
             try:
+                files = [(f["path"], f["size"], f["sha256"], f["data"])
+                         for f in source.skill_files(name, version, with_data=True)]
                 target.add_skill_version(
                     name, version, folder=row["folder"], manifest_sha256=row["manifest_sha256"],
                     description=row["description"], record=row["record"], files=files, make_default=False,
