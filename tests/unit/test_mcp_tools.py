@@ -217,21 +217,11 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
     assert len(refused) == 3
 
 
-def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_memory, tmp_path):
+def _skills_requests():
+    """The Skills extension's ``skills/list`` and ``skills/get`` requests, and the latter's params."""
     from typing import Literal
 
-    from mcp import Client
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import PaginatedRequest, PaginatedRequestParams, Request, RequestParams
-    from pydantic import TypeAdapter
-
-    from skillgraft.mcp.skills_extension import EXTENSION_ID
-
-    from .skill_folders import git_skill, pdf_skill
-
-    pdf_skill(tmp_path / "skills")
-    git_skill(tmp_path / "skills")
-    fake_memory.import_skills(tmp_path / "skills")
+    from mcp_types import PaginatedRequest, Request, RequestParams
 
     class ListSkills(PaginatedRequest[Literal["skills/list"]]):
         method: Literal["skills/list"] = "skills/list"
@@ -242,6 +232,25 @@ def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_mem
     class GetSkill(Request[GetParams, Literal["skills/get"]]):
         method: Literal["skills/get"] = "skills/get"
         params: GetParams
+
+    return ListSkills, GetParams, GetSkill
+
+
+def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_memory, tmp_path):
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PaginatedRequestParams
+    from pydantic import TypeAdapter
+
+    from skillgraft.mcp.skills_extension import EXTENSION_ID
+
+    from .skill_folders import git_skill, pdf_skill
+
+    pdf_skill(tmp_path / "skills")
+    git_skill(tmp_path / "skills")
+    fake_memory.import_skills(tmp_path / "skills")
+
+    ListSkills, GetParams, GetSkill = _skills_requests()
 
     result = TypeAdapter(dict)
 
@@ -274,11 +283,9 @@ def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_mem
 
 
 def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hides_it(fake_memory, tmp_path):
-    from typing import Literal
-
     from mcp import Client
     from mcp.shared.exceptions import MCPError
-    from mcp_types import PaginatedRequest, PaginatedRequestParams, Request, RequestParams
+    from mcp_types import PaginatedRequestParams
     from pydantic import TypeAdapter
 
     from .skill_folders import git_skill, pdf_skill
@@ -288,15 +295,7 @@ def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hid
     fake_memory.import_skills(tmp_path / "skills")
     fake_memory.expire("pdf", "2000-01-01T00:00:00Z")
 
-    class ListSkills(PaginatedRequest[Literal["skills/list"]]):
-        method: Literal["skills/list"] = "skills/list"
-
-    class GetParams(RequestParams):
-        uri: str
-
-    class GetSkill(Request[GetParams, Literal["skills/get"]]):
-        method: Literal["skills/get"] = "skills/get"
-        params: GetParams
+    ListSkills, GetParams, GetSkill = _skills_requests()
 
     async def run():
         async with Client(build_server(fake_memory, DepositPolicy())) as client:
