@@ -128,8 +128,12 @@ class Deposits:
         self._not_a_question(name)
         examples = clean_keys(description, examples)
         stamp = expiry_of(expires)
+        new = self._named(name) is None
         block = telemetry.deposited(self.namespace, lambda: self._manual(name, text, description, examples, progress,
                                                                          capture), _named, text=text)
+        if new:  # the same manual given again is no deposit
+            self.store.log(LedgerEvent("deposit", decision="manual", block_id=block.id,
+                                       detail={"stored": "text" if block.text_only else "captured"}))
         return block if expires is None else self.store.set_block_expiry(block, stamp)
 
     def _manual(self, name: str, text: str, description: str, examples: list, progress, capture: bool) -> Block:

@@ -35,6 +35,7 @@ from ..core.progress import Progress
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
+from ..store.ledger import LedgerEvent
 from .expiry import expiry_of
 from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
 from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
@@ -107,6 +108,9 @@ class SkillImports:
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         self._sync_pins()  # a pinned skill's new default version is pinned too
+        for item in report.imported:
+            self.store.log(LedgerEvent("import", decision="skill", detail={
+                "skill": item.name, "version": item.version, "origin": origin or item.folder, "parts": len(item.blocks)}))
         if stamp is not None:
             for name in [item.name for item in report.imported] + [item["name"] for item in report.unchanged]:
                 self.store.set_skill_expiry(name, stamp)

@@ -55,3 +55,19 @@ def test_typed_reads_filter_count_and_survive_a_damaged_row(tmp_path):
         assert store.ledger_counts() == {"generate": 4, "recall": 1}
     finally:
         store.close()
+
+
+def test_a_manual_deposit_and_a_skill_import_each_write_a_ledger_row(fake_memory, tmp_path):
+    from .conftest import GIT_MANUAL
+    from .skill_folders import pdf_skill
+
+    captured = fake_memory.add_manual("git-squash", GIT_MANUAL)
+    text = fake_memory.add_manual("notes", "Skill manual: release notes, one line per change.", capture=False)
+    fake_memory.add_manual("git-squash", GIT_MANUAL)  # the same manual again: no deposit
+    fake_memory.import_skills([pdf_skill(tmp_path / "skills")])
+    deposits = fake_memory.store.ledger_rows(event="deposit")
+    assert [(row.decision, row.block_id, row.detail["stored"]) for row in reversed(deposits)] == [
+        ("manual", captured.id, "captured"), ("manual", text.id, "text")]
+    (imported,) = fake_memory.store.ledger_rows(event="import")
+    assert imported.decision == "skill" and imported.detail["skill"] == "pdf" and imported.detail["version"] == 1
+    assert imported.detail["parts"] == len(fake_memory.skill("pdf").parts)
