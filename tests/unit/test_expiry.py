@@ -45,6 +45,13 @@ def test_a_malformed_or_absurd_expiry_is_a_clear_error(given):
     assert caught.value.value is not None or given is None
 
 
+@pytest.mark.parametrize("given, said", [("0d", "'0d'"), (" 0h ", "'0h'"), (timedelta(0), "'0s'"),
+                                         ("40000d", "'40000d'"), (timedelta(days=-1), "'-86400s'")])
+def test_a_duration_refused_is_named_as_it_was_given(given, said):
+    with pytest.raises(ExpiryError, match=f"^expiry {said} is "):
+        expiry_time(given, now=NOW)
+
+
 def test_stamps_compare_in_time_order_and_an_unreadable_one_counts_as_passed():
     stamp = expiry_stamp(expiry_time("2027-01-31T14:00:00+02:00"))
     assert stamp == "2027-01-31T12:00:00.000+00:00"
