@@ -1,5 +1,5 @@
 """The local text embedders: MiniLM (the default), MPNet or a sentence-transformers folder,
-on ONNX Runtime (up to :data:`ONNX_THREADS` threads, none spinning) or sentence-transformers.
+on ONNX Runtime (:data:`ONNX_THREADS` thread, never spinning) or sentence-transformers.
 
 Both runtimes compute the same vectors from the same weights (mean-pooled last hidden state,
 unit length; measured: equal to 1e-7), so vectors stored by one are used by the other and
@@ -43,9 +43,10 @@ WEIGHT_FILES = ("config.json", "tokenizer.json", "model.safetensors")
 # The encoder inputs each model type's ONNX export takes (MPNet has no token types).
 ONNX_INPUTS = {"bert": ("ids", "mask", "types"), "mpnet": ("ids", "mask")}
 BATCH = 32
-# A query is encoded before its prompt is evaluated, while the model's threads are idle: two
-# threads encode a one-sentence query in ~4.9 ms instead of ~7.0 ms on 2 cores (MiniLM).
-ONNX_THREADS = max(1, min(2, os.cpu_count() or 1))
+# One thread: two encode a one-sentence query in ~4.9 ms instead of ~7.0 ms on 2 cores (MiniLM,
+# the same vectors), but behind the gateway they made llama-server's answer to it ~10 ms slower
+# (measured side by side, five runs): the encoder must not take cores from the model's threads.
+ONNX_THREADS = 1
 Runtime = Literal["auto", "onnx", "sentence-transformers"]
 _EXPORT_LOCK = threading.Lock()
 
