@@ -289,7 +289,8 @@ def test_the_inspector_reads_a_shared_store(tmp_path, shared):
         memory.store.log(LedgerEvent("generate", decision="abstain", timings={"total_s": 0.1}))
         assert [(row.name, row.uses) for row in views.skill_rows(memory.store, search="GIT")] == [("git-squash", 1)]
         detail = views.skill_detail([memory.store], "git-squash")
-        assert detail.examples == ["squash my commits"] and [row.decision for row in detail.history] == ["graft"]
+        assert detail.examples == ["squash my commits"]
+        assert [(row.event, row.decision) for row in detail.history] == [("generate", "graft"), ("deposit", "manual")]
         stats = views.decision_stats(memory.store)
         assert stats.totals == {"graft": 1, "abstain": 1} and stats.avoided_total == 40
         assert stats.latency["graft"]["p99"] == pytest.approx(0.2)
