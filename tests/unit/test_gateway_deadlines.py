@@ -97,7 +97,8 @@ def test_a_client_that_leaves_gives_its_slot_back_at_once(endless, stream, n):
     gateway, pool, pipeline = endless
     left = time.monotonic() + 0.3
     _call(create_app(gateway), _chat(stream=stream, n=n), leave_after_s=0.3)
-    assert pipeline.closed_at is not None and pipeline.closed_at - left < 0.5  # one token's wait, not the answer
+    # a few tokens' wait (every 20 ms, one per choice), never the answer's end (it has none); room for loaded cores
+    assert pipeline.closed_at is not None and pipeline.closed_at - left < 1.0
     assert _free(pool) and pipeline.started == 1
 
 
