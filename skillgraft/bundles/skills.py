@@ -51,6 +51,7 @@ def export_skills(store: "BlockStore", add) -> tuple[list[dict], set[str]]:
     """The manifest's ``skills`` entries and the ids of the skills' blocks; ``add(name, data)``
     writes one bundle entry."""
     entries, block_ids, written = [], set(), set()
+    expiries = store.skill_expiries()
     for name in store.skill_names():
         versions = []
         for row in store.skill_versions(name):
@@ -64,7 +65,7 @@ def export_skills(store: "BlockStore", add) -> tuple[list[dict], set[str]]:
                              "files": [{k: f[k] for k in ("path", "size", "sha256")} for f in files]})
             block_ids.update(p["block_id"] for p in store.skill_parts(name, row["version"]))
         entries.append({"name": name, "default_version": store.skill_default(name), "versions": versions,
-                        "expires_at": store.skill_expiries().get(name)})
+                        "expires_at": expiries.get(name)})
     return entries, block_ids
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.blocks import block_id_for, text_sha256
 from ..errors import BlockIntegrityError, SkillgraftError
 from ..routing.feedback import MAX_CORRECTIONS
 from ..store.block_store import BlockStore
+from ..store.check import row_problems
 
 __all__ = ["MigrationReport", "copy_store"]
 
@@ -97,8 +97,9 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
 def _copy_block(source: BlockStore, target: BlockStore, block):
     """``(stored, created)``: ``block`` in ``target``, its payload verified on the way, or its text."""
     if block.text_only:
-        if block_id_for(text_sha256(block.source)) != block.id:  # checked before anything is written
-            raise BlockIntegrityError(f"its text is not the text of block {block.id}: it was changed after it was stored")
+        problems = row_problems(block)  # checked before anything is written: an edited text no longer hashes to its id
+        if problems:
+            raise BlockIntegrityError(f"its row is inconsistent: {'; '.join(problems)}")
         return target.put_text(block.source, name=block.name, description=block.description)
     loaded = source.load_state(block)
     stored, created = target.deposit(block, loaded.state.payload, loaded.state.fingerprint)
