@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence, Union
 
-from ..errors import ContextOverflowError, InputError
+from ..errors import ContextOverflowError, InputError, StoreError
 from . import telemetry
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from .chat_layout import block_tokens, chat_tokens, continuation, skill_prompt
@@ -170,9 +170,12 @@ class AnswerPipeline:
         text, steps, timings = block.answer, (), Timings()
         if options.voice:
             keep, after = continuation(self.engine, block, [("user", VOICE_PROMPT.format(query=plan.query))])
-            slot.restore(plan.state, block.id, keep=keep)
-            slot.prefill(after)
-            steps = tuple(slot.generate(AnswerOptions(max_tokens=MAX_VOICE_TOKENS).sampling(MAX_VOICE_TOKENS)))
+            try:
+                slot.restore(plan.state, block.id, keep=keep)
+                slot.prefill(after)
+                steps = tuple(slot.generate(AnswerOptions(max_tokens=MAX_VOICE_TOKENS).sampling(MAX_VOICE_TOKENS)))
+            except StoreError:  # its state cannot be read: the verified answer, as stored
+                steps = ()
             text = "".join(s.piece for s in steps).strip() or block.answer
         note = self._note(plan, "exact", avoided=block.n_tokens)
         yield note
@@ -193,8 +196,11 @@ class AnswerPipeline:
             slot.prefill(list(prompt.tokens), mark=prompt.mark, block_id=block.id)
             timings.prefill_s = time.perf_counter() - restore_started
         else:
-            slot.restore(plan.state, block.id, keep=prompt.keep)
-            slot.prefill(prompt.after)
+            try:
+                slot.restore(plan.state, block.id, keep=prompt.keep)
+                slot.prefill(prompt.after)  # the payload is read here, unless the cells hold the block
+            except StoreError as exc:  # damaged (quarantined by its store) or unreachable: answered plainly
+                return self._note(plan, "fallback", reason=f"the routed block {block.id} cannot be read: {exc}")
             timings.graft_s = time.perf_counter() - restore_started
         source = slot.generate(sampling)
         cutter, held, pieces = StopCutter(options.stop), [], []

@@ -19,7 +19,9 @@
   asks for it (:meth:`~skillgraft.SkillMemory.recall` with ``earlier``) and hands it on;
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
-- **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback;
+- **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback
+  (its row is checked here; its payload is read only where the cells do not hold it already,
+  and a payload found damaged then is a fallback too: :mod:`skillgraft.core.pipeline`);
 - **text**: a text block (an imported skill's part) has no state to read: any runtime uses it,
   the pipeline places its text after the app's own prompt.
 
@@ -50,7 +52,8 @@ NOT_ROUTED = "the caller turned routing off (route=False): answered plainly, not
 
 
 class LoadedState(Protocol):
-    """A block's verified state as a store reads it."""
+    """A block's state as a store finds it: its payload read (and verified) when first asked
+    for, unless ``from_cache``."""
 
     state: "KVState"
     from_cache: bool
@@ -77,7 +80,7 @@ class PlanMemory(Protocol):
 
     def check_grammar(self, grammar: str) -> None: ...
 
-    def load_state(self, block: "Block") -> LoadedState: ...
+    def state_of(self, block: "Block") -> LoadedState: ...
 
 
 def near_miss(recall: Recall, query: str) -> Recall:
@@ -159,8 +162,8 @@ def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
                 recall: Optional[Recall] = None, format: Optional[OutputFormat] = None, route: bool = True) -> AnswerPlan:
     """Check a chat and recall for its last user message (unless ``recall`` is given, or
-    ``route`` is False: a plain answer, nothing recalled); for a graft, read and verify the
-    block's state. :class:`InputError` for an unusable chat or a ``recall`` with ``route``
+    ``route`` is False: a plain answer, nothing recalled); for a graft, find the block's state
+    (its payload read when first used). :class:`InputError` for an unusable chat or a ``recall`` with ``route``
     False, :class:`FormatError` for a ``format`` this model cannot be held to."""
     chat, query = check_chat(messages)
     if format is not None:
@@ -183,7 +186,7 @@ def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voic
     if block.fingerprint_id != runtime.id and memory.reprefill_foreign:
         return dataclasses.replace(plan, reprefill=True)
     try:
-        loaded = memory.load_state(block)
+        loaded = memory.state_of(block)
     except StoreError as exc:  # a damaged block is quarantined by the store: answered plainly
         return dataclasses.replace(plan, unusable=f"the routed block {block.id} cannot be read: {exc}")
     loaded.state.fingerprint.require_equal(runtime, block.id)

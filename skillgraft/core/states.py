@@ -8,7 +8,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol, runtime_checkable
+from typing import Callable, Optional, Protocol, runtime_checkable
 
 from ..errors import BlockIntegrityError, ContextOverflowError, InputError
 from .fingerprint import RuntimeFingerprint
@@ -66,6 +66,18 @@ class FileRef:
             raise BlockIntegrityError(f"the payload in {Path(self.path).name} does not match its SHA-256 "
                                       f"{self.sha256[:16]}…", **data)
         return payload
+
+
+@dataclass(frozen=True)
+class ReadOnUse:
+    """A payload of ``n_bytes`` that ``reader`` reads (and checks) only when it is asked for,
+    each time: a stored block's, whose cells an answer may already hold."""
+
+    n_bytes: int
+    reader: Callable[[], bytes] = field(repr=False, compare=False)
+
+    def read(self) -> bytes:
+        return self.reader()
 
 
 def open_regular(path: Path):

@@ -10,8 +10,9 @@ from typing import Optional
 class Timings:
     """Seconds spent on each stage of one generation; None where the stage did not run.
 
-    ``load_s`` reads and verifies the block's payload (``from_cache`` when it came from this
-    host's read-through cache), ``graft_s`` restores it and prefills the chat after it,
+    ``load_s`` finds the block's state (``from_cache`` when its payload was in this host's
+    read-through cache), ``graft_s`` restores it (reading and verifying a payload not cached,
+    unless the cells hold the block already) and prefills the chat after it,
     ``prefill_s`` re-prefills a foreign block's stored text instead (``reprefilled``), and
     ``plain_*`` time a generation without a block (an abstain, or a graft that fell back).
     """

@@ -33,5 +33,5 @@ class PlanningView:
     def check_grammar(self, grammar: str) -> None:
         self.memory.engine.check_grammar(grammar)
 
-    def load_state(self, block: Block):
-        return self.memory.store_of(block).load_state(block)
+    def state_of(self, block: Block):
+        return self.memory.store_of(block).state_of(block)

@@ -41,7 +41,7 @@ from ..errors import BlockIntegrityError, ConflictError, InputError, StoreError
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.hashing import blake3_hex, payload_problem, reuse_freed_payload_memory
 from ..core.sha import SHA256_HEX
-from ..core.states import KVState
+from ..core.states import KVState, ReadOnUse
 from .check import CheckReport, Recapture, check_store, row_problems
 from . import derived_keys, namespace_registry  # noqa: F401  (their catalog migrations)
 from .edits import CatalogEdits
@@ -306,40 +306,51 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
         Storage that cannot be reached raises :class:`StoreError` and quarantines nothing.
         """
         started = time.perf_counter()
-        if block.text_only:
-            raise InputError(f"block {block.id} ({block.name}) is a text block: it has no state to read")
-        cached = self._cache.get(block.sha256)
-        if cached is not None and cached.tokens == block.tokens:
-            self._cache.move_to_end(block.sha256)
+        cached = self._usable(block)
+        if cached is not None:
             return LoadedState(cached, True, time.perf_counter() - started)
-        if block.status != "ok":
-            raise BlockIntegrityError(
-                f"block {block.id} ({block.name}) is quarantined: run `skillgraft check --repair`", **self._facts(block)
-            )
-        inconsistent = row_problems(block)
-        if inconsistent:
-            raise BlockIntegrityError(
-                f"block {block.id} ({block.name}) has an inconsistent catalog row: {'; '.join(inconsistent)}",
-                **self._facts(block),
-            )
         payload, problem = self.storage.read(block, self.payload_problem)
         if problem == "file missing":
-            raise BlockIntegrityError(
-                f"block {block.id} ({block.name}): its file {block.file_name} is missing; run `skillgraft check --repair`",
-                **self._facts(block),
-            )
+            raise BlockIntegrityError(f"block {block.id} ({block.name}): its file {block.file_name} is missing; run "
+                                      "`skillgraft check --repair`", **self._facts(block))
         if problem and problem.startswith(("unreadable", "unreachable")):
             raise StoreError(f"cannot read block {block.id} ({block.name}): {problem}")
         if problem:
             if self.read_only:
                 raise BlockIntegrityError(f"block {block.id} ({block.name}) is corrupt ({problem})", **self._facts(block))
             self.quarantine(block, problem)
-            raise BlockIntegrityError(
-                f"block {block.id} ({block.name}) is corrupt ({problem}); moved to quarantine/", **self._facts(block)
-            )
+            raise BlockIntegrityError(f"block {block.id} ({block.name}) is corrupt ({problem}); moved to quarantine/",
+                                      **self._facts(block))
         state = KVState(block.tokens, payload, block.sha256, self.fingerprint(block.fingerprint_id))
         self._remember(state)
         return LoadedState(state, False, time.perf_counter() - started)
+
+    def state_of(self, block: Block) -> LoadedState:
+        """As :meth:`load_state`, but a payload not in the cache is read (verified, cached, or
+        quarantined) only when the state's payload is first asked for: an answer whose cells
+        hold the block already reads nothing. A row that cannot be used raises here."""
+        started = time.perf_counter()
+        cached = self._usable(block)
+        state = cached or KVState(block.tokens, ReadOnUse(block.n_bytes, lambda: self.load_state(block).state.payload),
+                                  block.sha256, self.fingerprint(block.fingerprint_id))
+        return LoadedState(state, cached is not None, time.perf_counter() - started)
+
+    def _usable(self, block: Block) -> Optional[KVState]:
+        """The block's cached state, or None; raise for a block whose row cannot be read from."""
+        if block.text_only:
+            raise InputError(f"block {block.id} ({block.name}) is a text block: it has no state to read")
+        cached = self._cache.get(block.sha256)
+        if cached is not None and cached.tokens == block.tokens:
+            self._cache.move_to_end(block.sha256)
+            return cached
+        if block.status != "ok":
+            raise BlockIntegrityError(
+                f"block {block.id} ({block.name}) is quarantined: run `skillgraft check --repair`", **self._facts(block))
+        inconsistent = row_problems(block)
+        if inconsistent:
+            raise BlockIntegrityError(f"block {block.id} ({block.name}) has an inconsistent catalog row: "
+                                      f"{'; '.join(inconsistent)}", **self._facts(block))
+        return None
 
     @staticmethod
     def _facts(block: Block) -> dict:
