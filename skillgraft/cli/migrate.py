@@ -44,6 +44,11 @@ def _render(report: dict) -> str:
     lines = [f"{len(report['copied'])} blocks copied, {len(report['present'])} already there, "
              f"{report['keys_added']} routing keys added, {len(report['skills'])} skill versions and "
              f"{len(report['apps'])} apps copied"]
-    lines += [f"skipped   {item['block_id']} ({item['name']}): {item['problem']}" if "block_id" in item else
-              f"skipped   skill {item['skill']} v{item['version']}: {item['problem']}" for item in report["skipped"]]
+    lines += [f"skipped   {_skipped(item)}: {item['problem']}" for item in report["skipped"]]
     return "\n".join(lines)
+
+
+def _skipped(item: dict) -> str:
+    if "block_id" in item:
+        return f"{item['block_id']} ({item['name']})"
+    return f"skill {item['skill']} v{item['version']}" if "skill" in item else f"app {item['app']!r}"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import BlockIntegrityError, SkillgraftError
+from ..errors import BlockIntegrityError, InputError, SkillgraftError
 from ..routing.feedback import MAX_CORRECTIONS
+from .app_prefixes import check_app_name, check_app_prefix
 from ..store.block_store import BlockStore
 from ..store.check import row_problems
 
@@ -81,6 +82,11 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
             report.keys_added += 1
     _copy_skills(source, target, arrived, report)
     for app in source.app_prefix_rows():
+        try:  # a row edited in the source's catalog is skipped, as the app verbs would refuse it
+            check_app_prefix(app["system"]), check_app_name(app["name"])
+        except InputError as exc:
+            report.skipped.append({"app": str(app["name"])[:80], "problem": str(exc)})
+            continue
         try:
             target.app_prefix_row(app["name"])
         except SkillgraftError:  # not there yet

@@ -4,6 +4,7 @@ manuals stored as text, imported skills (versions, files, default, expiry, pin) 
 from __future__ import annotations
 
 from skillgraft.memory import SkillMemory
+from skillgraft.cli.migrate import _render
 from skillgraft.memory.migrate import copy_store
 
 from .conftest import GIT_MANUAL, GIT_QUERY
@@ -51,3 +52,17 @@ def test_a_skill_version_whose_blocks_did_not_arrive_is_skipped_and_said(fake_me
         assert not report.ok and report.skills == []
         assert {"skill": "git-squash", "version": 1, "problem": f"its blocks {part} were not copied"} in report.skipped
         assert copy.skill_names() == []
+
+
+def test_an_app_row_edited_in_the_source_is_skipped_and_said(fake_memory, tmp_path, fake_engine, fake_embedder):
+    fake_memory.add_app("coder", "You are a coding agent. Keep changes small.")
+    with fake_memory.store.catalog.write() as conn:  # rows no app verb would store
+        conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)", ("", "You are terse.", "x"))
+        conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)", ("nul", "a\x00b", "x"))
+    with SkillMemory(tmp_path / "copy", engine=fake_engine, embedder=fake_embedder) as copy:
+        report = copy_store(fake_memory.store, copy.store)
+        assert report.apps == ["coder"] and [a.name for a in copy.apps()] == ["coder"]
+        assert sorted(item["app"] for item in report.skipped) == ["", "nul"] and not report.ok
+        problems = {item["app"]: item["problem"] for item in report.skipped}
+        assert problems[""].startswith("an app cannot have") and "NUL" in problems["nul"]
+        assert "skipped   app 'nul': " in _render(report.as_dict())
