@@ -168,7 +168,7 @@ def _skill_resources(server, memory: SkillMemory, lock) -> None:
             if name not in memory.skill_names():
                 raise ValueError(f"no skill {name!r} is served here")
             version = memory.store.skill_default(name)
-            files = {f["path"]: f["data"] for f in memory.store.skill_files(name, version, with_data=True)}
+            files = {f["path"]: f["data"] for f in memory.store.skill_files(name, version, with_data=True, path=path)}
         if path not in files:
             raise ValueError(f"skill {name!r} has no file {path!r}")
         try:

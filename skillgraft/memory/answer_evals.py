@@ -177,7 +177,7 @@ class AnswerEvals:
             files = {f["path"]: f for f in self.store.skill_files(skill, version)}
             if EVALS_JSON not in files:
                 continue
-            raw = next(f["data"] for f in self.store.skill_files(skill, version, with_data=True) if f["path"] == EVALS_JSON)
+            raw = next(f["data"] for f in self.store.skill_files(skill, version, with_data=True, path=EVALS_JSON))
             suite = read_evals(raw, files)
             if suite.skill_name is not None and suite.skill_name != skill:
                 suite.warnings.append(f"{EVALS_JSON} names skill {suite.skill_name!r}, not {skill!r}")

@@ -67,13 +67,14 @@ class SkillRecords:
             )
         ]
 
-    def skill_files(self, name: str, version: int, *, with_data: bool = False) -> list[dict]:
-        """The files of a version, by path: ``path``, ``size``, ``sha256`` and with ``with_data``
-        their bytes (:class:`StoreError` when the catalog has none that match them)."""
+    def skill_files(self, name: str, version: int, *, with_data: bool = False, path: Optional[str] = None) -> list[dict]:
+        """The files of a version (or its one file at ``path``), by path: ``path``, ``size``,
+        ``sha256`` and with ``with_data`` their bytes (:class:`StoreError` when the catalog has
+        none that match them)."""
         columns = "path, size, sha256" + (", data" if with_data else "")
-        rows = self._select(
-            f"SELECT {columns} FROM skill_files WHERE name = ? AND version = ? ORDER BY path", [name, int(version)]
-        )
+        only = "" if path is None else " AND path = ?"
+        rows = self._select(f"SELECT {columns} FROM skill_files WHERE name = ? AND version = ?{only} ORDER BY path",
+                            [name, int(version), *(() if path is None else (path,))])
         files = [{**row, "size": int(row["size"])} for row in rows]
         if with_data:
             for row in files:

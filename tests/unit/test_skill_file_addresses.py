@@ -90,3 +90,18 @@ def test_bytes_that_do_not_match_their_address_are_never_served(fake_memory):
     store.add_skill_version("kept", 3, folder="", manifest_sha256="0" * 64, description="d", record={},
                             files=[row], parts=[])
     assert [f["data"] for f in store.skill_files("kept", 1, with_data=True)] == [data]
+
+
+def test_one_file_of_a_version_is_read_alone(fake_memory, tmp_path):
+    blob = os.urandom(BIG)
+    version = _import(fake_memory, tmp_path / "v1", "ledger", "# Ledger\n\nWrite every entry once.\n",
+                      {"assets/model.bin": blob, "references/notes.md": "# Notes\n"})
+    read = []
+    file_bytes = fake_memory.store._file_bytes
+    fake_memory.store._file_bytes = lambda row: read.append(row["path"]) or file_bytes(row)
+    one = fake_memory.store.skill_files("ledger", version, with_data=True, path="references/notes.md")
+    assert [(f["path"], f["data"]) for f in one] == [("references/notes.md", b"# Notes\n")]
+    assert read == ["references/notes.md"]  # the 1.5 MiB file is not read to serve another
+    assert fake_memory.store.skill_files("ledger", version, path="../SKILL.md") == []
+    assert [f["path"] for f in fake_memory.store.skill_files("ledger", version)] == \
+        ["SKILL.md", "assets/model.bin", "references/notes.md"]
