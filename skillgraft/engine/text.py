@@ -20,7 +20,9 @@ _BUILTIN_TEMPLATES = {"gemma": b"gemma", "llama": b"llama3", "phi": b"phi3"}
 
 
 # An agent sends the same long system prompt, tools and turns with every request: the tokens
-# of recent long texts are kept (a few MB at most) instead of tokenizing them again.
+# of recent long texts are kept (a few MB at most) instead of tokenizing them again, and so are
+# those of the template's own short texts (its turn markers, parsed for control tokens: ~40 us
+# each, several a request).
 TOKENS_KEPT = 64
 TOKENS_KEPT_MIN_CHARS = 512
 TOKENS_KEPT_MAX_CHARS = 256 * 1024
@@ -77,7 +79,7 @@ class LlamaText:
         """Token ids of ``text``; ``special`` parses control tokens such as ``<|im_start|>``."""
         if not isinstance(text, str):
             raise InputError(f"text must be str, got {type(text).__name__}")
-        if not TOKENS_KEPT_MIN_CHARS <= len(text) <= TOKENS_KEPT_MAX_CHARS:
+        if not (special or TOKENS_KEPT_MIN_CHARS <= len(text)) or len(text) > TOKENS_KEPT_MAX_CHARS:
             return self._tokenize(text, add_bos, special)
         key = (text, bool(add_bos), bool(special))
         with self._kept_lock:

@@ -44,20 +44,9 @@ def migration(function: Migration) -> Migration:
 def m001_create_blocks(db: Database) -> None:
     db["blocks"].create(
         {
-            "id": str,
-            "sha256": str,
-            "name": str,
-            "kind": str,
-            "description": str,
-            "source": str,
-            "tokens": bytes,
-            "tokens_sha256": str,
-            "n_tokens": int,
-            "n_bytes": int,
-            "fingerprint_id": str,
-            "created_at": str,
-            "status": str,
-            "question": str,
+            "id": str, "sha256": str, "name": str, "kind": str, "description": str, "source": str,
+            "tokens": bytes, "tokens_sha256": str, "n_tokens": int, "n_bytes": int, "fingerprint_id": str,
+            "created_at": str, "status": str, "question": str,
             "question_key": str,
             "answer": str,
             "method": str,
@@ -367,10 +356,20 @@ class SqliteCatalog:
             return self.db.execute(sql, list(params))
 
     @contextmanager
-    def write(self):
-        """A write transaction; the object it yields has ``execute`` and ``executemany``."""
-        with self._lock, write_transaction(self.db.conn) as conn:
-            yield conn
+    def write(self, *, relaxed: bool = False):
+        """A write transaction; the object it yields has ``execute`` and ``executemany``.
+        ``relaxed``: rows nothing else depends on (the ledger's), committed without waiting for
+        the disk (a crash of the process loses none of them, a power cut the last few at most)."""
+        with self._lock:
+            conn = self.db.conn
+            if relaxed:
+                conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with write_transaction(conn):
+                    yield conn
+            finally:
+                if relaxed:
+                    conn.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def read(self):

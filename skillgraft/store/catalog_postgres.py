@@ -205,15 +205,20 @@ class PostgresCatalog:
         return self._run(to_postgres(sql), rows, many=True)
 
     @contextmanager
-    def write(self) -> Iterator["PostgresCatalog"]:
-        """A transaction holding the catalog's write lock; rolled back on error."""
+    def write(self, *, relaxed: bool = False) -> Iterator["PostgresCatalog"]:
+        """A transaction holding the catalog's write lock; rolled back on error. ``relaxed``:
+        rows nothing else depends on (the ledger's), appended beside the catalog's edits (no
+        write lock) and committed without waiting for the disk (``synchronous_commit`` off)."""
         if self.read_only:
             raise StoreError(f"the catalog {self.where} is open read-only")
         with self._lock:
             self._run("BEGIN")
             self._in_transaction = True
             try:
-                self._run("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK_KEY])
+                if relaxed:
+                    self._run("SET LOCAL synchronous_commit = off")
+                else:
+                    self._run("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK_KEY])
                 yield self
             except BaseException:
                 self._rollback()

@@ -108,13 +108,14 @@ class CatalogEdits:
     # -- ledger and settings ---------------------------------------------------------------
 
     def log(self, event: LedgerEvent) -> None:
-        """Append one row to the ledger (skipped, not refused, in a read-only store)."""
+        """Append one row to the ledger (skipped, not refused, in a read-only store): a relaxed
+        write, so an answer never waits for the disk to record it."""
         if self.read_only:
             logger.debug("read-only store: ledger row %r not written", event.event)
             return
         row = event.row(utc_now())
         columns = ", ".join(row)
-        with self.catalog.write() as conn:
+        with self.catalog.write(relaxed=True) as conn:
             conn.execute(f"INSERT INTO ledger ({columns}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
 
     def set_setting(self, key: str, value: str) -> None:

@@ -64,8 +64,9 @@ class Catalog(Protocol):
         """The rows of a statement, as dicts by column name."""
         ...
 
-    def write(self) -> AbstractContextManager[CatalogWriter]:
-        """A write transaction holding the catalog's write lock."""
+    def write(self, *, relaxed: bool = False) -> AbstractContextManager[CatalogWriter]:
+        """A write transaction holding the catalog's write lock; ``relaxed`` for rows nothing
+        else depends on (the ledger's): they need not wait for the disk nor for the lock."""
         ...
 
     def read(self) -> AbstractContextManager[Any]:

@@ -71,3 +71,24 @@ def test_a_manual_deposit_and_a_skill_import_each_write_a_ledger_row(fake_memory
     (imported,) = fake_memory.store.ledger_rows(event="import")
     assert imported.decision == "skill" and imported.detail["skill"] == "pdf" and imported.detail["version"] == 1
     assert imported.detail["parts"] == len(fake_memory.skill("pdf").parts)
+
+
+def test_a_ledger_row_does_not_wait_for_the_disk_and_every_other_write_does(tmp_path):
+    from skillgraft.store.block_store import BlockStore
+
+    store = BlockStore(tmp_path / "store")
+    conn, seen = store.catalog.db.conn, []
+    try:
+        with store.catalog.write(relaxed=True) as writer:  # what a ledger row is written in
+            seen.append(writer.execute("PRAGMA synchronous").fetchone()[0])
+        with store.catalog.write() as writer:
+            seen.append(writer.execute("PRAGMA synchronous").fetchone()[0])
+        store.log(LedgerEvent("recall", decision="abstain"))
+        seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        with pytest.raises(ZeroDivisionError), store.catalog.write(relaxed=True):
+            1 / 0
+        seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        assert len(store.ledger(10)) == 1
+    finally:
+        store.close()
+    assert seen == [1, 2, 2, 2]  # NORMAL inside a relaxed write, FULL everywhere else, after a failure too
