@@ -33,6 +33,9 @@ Import trusts nothing in a bundle, and is all or nothing:
   ``allow_foreign``, and then re-captured under this runtime from their source text, or
   kept as they are (size and SHA-256 checked) with ``trust_payloads``.
 
+A block's name is kept as the bundle has it, even one the gateway's URL paths cannot reach
+(:mod:`skillgraft.memory.route_names`: an older version stored it; its id reaches it).
+
 Everything is validated and recomputed before the first deposit; if a deposit fails, what
 this import deposited is removed again and nothing stored before is touched.
 
@@ -263,10 +266,12 @@ def _deposit(
                     verifier=Accepted(plan.verdict),
                     name=block.name,
                     examples=[t for t in row.texts("example") if t != block.question],
+                    imported=True,
                 )
             elif plan.action == "recapture":
                 stored = memory.add_manual(
-                    block.name, block.source, examples=row.texts("example"), description=block.description
+                    block.name, block.source, examples=row.texts("example"), description=block.description,
+                    imported=True,
                 )
             else:
                 stored, _ = memory.store.deposit(block, payload(tar, row), row.fingerprint)

@@ -41,20 +41,20 @@ from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import UploadFile
 
 from ..core.expiry import expiry_time
+from ..core.sha import SKILL_ID, SKILL_ID_DIGITS
 from ..errors import ExpiryError, SkillFolderError, SkillNotFoundError, SkillUploadError
 from .access import ApiError
 from .schemas import ExpiryText, NewSkill
 from .skill_shelf import SkillShelf
 from .uploads import MAX_UPLOAD_FILES, read_upload
 
-ID_DIGITS = 32
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 FILE_FIELDS = ("files[]", "files")
 NEW_SKILL = TypeAdapter(NewSkill)
 
 
 def skill_id(name: str) -> str:
-    return "skill_" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:ID_DIGITS]
+    return "skill_" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:SKILL_ID_DIGITS]
 
 
 def version_id(name: str, version: int) -> str:
@@ -64,7 +64,7 @@ def version_id(name: str, version: int) -> str:
 class SkillIdConvertor(Convertor):
     """Path segments of the form of a skill id: other ``/v1/skills/{ref}`` paths stay skillgraft's."""
 
-    regex = f"skill_[0-9a-f]{{{ID_DIGITS}}}"
+    regex = SKILL_ID.pattern
 
     def convert(self, value: str) -> str:
         return value

@@ -23,6 +23,7 @@ from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
 from ..verify.verifiers import make_verifier
 from ..store.ledger import LedgerEvent
 from .expiry import expiry_of
+from .route_names import require_routable
 
 # A block must leave this many tokens of the context free for the question and the answer.
 QUERY_ROOM_TOKENS = 256
@@ -111,7 +112,7 @@ class Deposits:
 
     def add_manual(
         self, name: str, text: str, *, examples: Sequence[str] = (), description: str = "", progress=None,
-        capture: bool = True, expires: Optional[Expiry] = None,
+        capture: bool = True, expires: Optional[Expiry] = None, imported: bool = False,
     ) -> Block:
         """Capture a skill manual as a block and make it routable by its name, description,
         examples and its own sentences; with ``capture`` False store it as a text block instead
@@ -123,8 +124,10 @@ class Deposits:
         text under the same name returns the stored block. ``progress(done, total)`` is
         called as the manual's tokens are prefilled. ``expires`` (a time, a duration from now,
         or a text naming either: :mod:`skillgraft.core.expiry`) hides the block after it.
+        ``imported``: the name comes from stored data (a bundle), kept even where the gateway's
+        paths cannot reach it (:mod:`.route_names`; its id does).
         """
-        name = clean_name(name)
+        name = clean_name(name, imported=imported)
         self._not_a_question(name)
         examples = clean_keys(description, examples)
         stamp = expiry_of(expires)
@@ -163,26 +166,29 @@ class Deposits:
         name: Optional[str] = None,
         examples: Sequence[str] = (),
         expires: Optional[Expiry] = None,
+        imported: bool = False,
     ) -> Block:
         """Verify a solution and deposit it; unverified or failing solutions are never stored.
 
         ``verifier`` is ``"python"``, ``"exact"``, ``"numeric"``, a :class:`Verifier` or a
         callable ``(question, answer, method) -> bool``; ``exact`` and ``numeric`` compare
         with ``expected`` (the ground truth). ``expires`` as for :meth:`add_manual` (given, it
-        is also set on the solution already stored for the question).
+        is also set on the solution already stored for the question); ``imported`` as for
+        :meth:`add_manual`.
         """
         stamp = expiry_of(expires)
         block = telemetry.deposited(self.namespace, lambda: self._add_solution(
-            question, answer, method, verifier, expected, name, examples), _named, text=f"{question}\n{answer}")
+            question, answer, method, verifier, expected, name, examples, imported),
+            _named, text=f"{question}\n{answer}")
         return block if expires is None else self.store.set_block_expiry(block, stamp)
 
-    def _add_solution(self, question, answer, method, verifier, expected, name, examples) -> Block:
+    def _add_solution(self, question, answer, method, verifier, expected, name, examples, imported) -> Block:
         question = clean_query(question)
         if len(question) > MAX_QUERY_CHARS:
             raise InputError(f"the question is {len(question)} characters (at most {MAX_QUERY_CHARS})")
         examples = clean_keys("", examples)
         if name is not None:
-            name = clean_name(name)
+            name = clean_name(name, imported=imported)
         if not isinstance(answer, str) or not answer.strip():
             raise InputError("the answer is empty")
         answer = answer.strip()
@@ -241,7 +247,10 @@ def _named(block: Block) -> list[str]:
     return [block.name]
 
 
-def clean_name(name) -> str:
+def clean_name(name, *, imported: bool = False) -> str:
+    """``name`` stripped, or :class:`InputError` when it cannot name a block: empty, over
+    ``MAX_NAME_CHARS``, unprintable, read as an id, or (unless ``imported`` from stored data)
+    one the gateway's URL paths cannot reach (:func:`~.route_names.require_routable`)."""
     if not isinstance(name, str) or not name.strip():
         raise InputError("a block needs a non-empty name")
     name = name.strip()
@@ -250,7 +259,7 @@ def clean_name(name) -> str:
     if ID_LIKE.fullmatch(name):
         raise InputError(f"the name {name!r} has the form of a block id or an id's prefix (hex digits only): "
                          "ids and names must not be confused")
-    return name
+    return name if imported else require_routable(name)
 
 
 def clean_keys(description, examples) -> list[str]:
