@@ -141,11 +141,15 @@ def check_skill_files(tar: "tarfile.TarFile", members: dict, skills) -> None:
             raise BundleError(f"bundle skill {name!r}: the file skills/{sha[:12]}... does not match its SHA-256")
 
 
-def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dict, skills, origin: str) -> list:
-    """Import every skill version of the bundle (see the module's docstring); the import reports."""
+def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dict, skills, origin: str, undo) -> list:
+    """Import every skill version of the bundle (see the module's docstring), noting in ``undo``
+    (an :class:`~skillgraft.bundles.undo.ImportUndo`) each version stored and each default
+    changed; the import reports."""
     reports = []
     for name, default, versions, expires_at in skills:
         new = name not in memory.store.skill_names()
+        if not new:  # a version stored here may become its default
+            undo.defaults.setdefault(name, memory.store.skill_default(name))
         local_default = None
         for version in versions:
             with tempfile.TemporaryDirectory(prefix="skillgraft-bundle-") as temp:
@@ -154,6 +158,7 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
                 report = memory.import_skills(folder, origin=f"{origin}#{name}@v{version.version}",
                                               keys=version.keys or EARLIER_KEY_POLICY)
             reports.append(report)
+            undo.skill_versions.extend((s.name, s.version) for s in report.imported)
             mine = [s.version for s in report.imported if s.name == name] + [
                 u["version"] for u in report.unchanged if u["name"] == name]
             if version.version == default and mine:

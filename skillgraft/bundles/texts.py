@@ -64,13 +64,15 @@ def parse_texts(raw) -> list[TextManual]:
     return manuals
 
 
-def import_texts(memory, manuals: list[TextManual]) -> list[Block]:
-    """Store each manual as text (see the module's docstring); the blocks."""
-    blocks, held = [], {b.id for b in memory.store.blocks()}
+def import_texts(memory, manuals: list[TextManual], undo) -> list[Block]:
+    """Store each manual as text (see the module's docstring), noting in ``undo`` (an
+    :class:`~skillgraft.bundles.undo.ImportUndo`) each one stored; the blocks."""
+    blocks = []
     for t in manuals:
         block = memory.add_manual(t.name, t.text, description=t.description, examples=list(t.examples), capture=False,
                                   imported=True)  # a name stored before is kept (see .route_names)
-        if block.id not in held and t.expires_at is not None:
+        undo.stored(block.id)
+        if block.id not in undo.before and t.expires_at is not None:
             block = memory.store.set_block_expiry(block, t.expires_at)
         blocks.append(block)
     return blocks

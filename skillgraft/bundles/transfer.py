@@ -36,8 +36,10 @@ Import trusts nothing in a bundle, and is all or nothing:
 A block's name is kept as the bundle has it, even one the gateway's URL paths cannot reach
 (:mod:`skillgraft.memory.route_names`: an older version stored it; its id reaches it).
 
-Everything is validated and recomputed before the first deposit; if a deposit fails, what
-this import deposited is removed again and nothing stored before is touched.
+Everything is validated and recomputed before the first deposit; if a deposit fails (a block,
+a correction, a skill version, a text manual), what this import stored is removed again, the
+skills' defaults it changed are set back, and nothing stored before is touched
+(:mod:`skillgraft.bundles.undo`).
 
 Reading and checking rows is :mod:`skillgraft.bundles.reader`, deciding what to do with each
 :mod:`skillgraft.bundles.plan`; this module writes bundles and runs the import.
@@ -66,7 +68,8 @@ from .corrections import export_corrections, import_corrections
 from .reader import BUNDLE_FORMAT, BUNDLE_VERSION, KEY_KINDS, TAR_ERRORS, BoundedFile, payload, read_bundle_parts
 from .skills import check_skill_files, export_skills, import_skills_of, parse_skills
 from .texts import export_texts, import_texts, parse_texts
-from ..errors import BundleError, SkillgraftError, StoreError
+from .undo import ImportUndo
+from ..errors import BundleError, StoreError
 from ..store.ledger import LedgerEvent
 from ..routing.router import manual_key_texts, name_key
 from ..verify.verifiers import Accepted
@@ -229,11 +232,16 @@ def import_bundle(
                 if progress:
                     progress(done, total)
             total += len(planner.plans)
-            imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
-                                (corrections, f"import:{path.name}"))
-            skill_reports = import_skills_of(memory, tar, members, skills, f"bundle:{path.name}")
-            imported += [ImportedBlock(block.id, block.id, block.name, "manual", "text")
-                         for block in import_texts(memory, texts)]
+            undo = ImportUndo({b.id for b in memory.store.blocks()})
+            try:
+                imported = _deposit(memory, tar, planner.plans, lambda i: progress and progress(len(rows) + i, total),
+                                    (corrections, f"import:{path.name}"), undo)
+                skill_reports = import_skills_of(memory, tar, members, skills, f"bundle:{path.name}", undo)
+                imported += [ImportedBlock(block.id, block.id, block.name, "manual", "text")
+                             for block in import_texts(memory, texts, undo)]
+            except BaseException:
+                undo.run(memory)
+                raise
     for item in imported:
         detail = {"bundle": path.name, "bundle_id": item.bundle_id, "how": item.how}
         memory.store.log(LedgerEvent("import", decision=item.kind, block_id=item.block_id, detail=detail))
@@ -247,63 +255,45 @@ def import_bundle(
 
 def _deposit(
     memory: "SkillMemory", tar: tarfile.TarFile, plans: list[ImportPlan], step: Callable[[int], None],
-    corrections: tuple[list, str],
+    corrections: tuple[list, str], undo: ImportUndo,
 ) -> list[ImportedBlock]:
-    """Deposit every plan, then the routing corrections; on any failure remove what this call
-    deposited, then re-raise."""
-    before = {b.id for b in memory.store.blocks()}
-    deposited: list[str] = []
+    """Deposit every plan, then the routing corrections, noting in ``undo`` what is stored."""
     imported = []
-    added: list[int] = []
-    try:
-        for done, plan in enumerate(plans, 1):
-            row, block = plan.row, plan.row.block
-            if plan.action == "solution":
-                stored = memory.add_solution(
-                    block.question,
-                    block.answer,
-                    method=block.method,
-                    verifier=Accepted(plan.verdict),
-                    name=block.name,
-                    examples=[t for t in row.texts("example") if t != block.question],
-                    imported=True,
-                )
-            elif plan.action == "recapture":
-                stored = memory.add_manual(
-                    block.name, block.source, examples=row.texts("example"), description=block.description,
-                    imported=True,
-                )
-            else:
-                stored, _ = memory.store.deposit(block, payload(tar, row), row.fingerprint)
-            if stored.id not in before and stored.id not in deposited:
-                deposited.append(stored.id)
-            recomputed_here = plan.action != "recapture" and row.fingerprint.id == memory.engine.fingerprint.id
-            if recomputed_here and stored.sha256 != block.sha256:
-                raise BundleError(f"bundle block {block.id} ({block.name}): captured here it became block {stored.id}")
-            sets = [(kind, row.texts(kind)) for kind in KEY_KINDS]
-            if plan.action == "deposit":
-                sets.append(("name", [name_key(block.name)]))
-                if block.kind == "manual":
-                    sets.append(("manual", manual_key_texts(block.source)))
-            # add_manual and add_solution stored some of them already: embed only the others.
-            stored_keys = {(k["kind"], k["text"]) for k in memory.store.routing_keys(stored.id)}
-            memory.router.add_key_sets(stored, [
-                (kind, [t for t in texts if (kind, t.strip()) not in stored_keys]) for kind, texts in sets
-            ])
-            imported.append(ImportedBlock(stored.id, block.id, block.name, block.kind, plan.how))
-            step(done)
-        texts, by = corrections
-        import_corrections(memory, texts, {b.bundle_id: b.block_id for b in imported}, by, added)
-    except BaseException:
-        for correction_id in added:
-            try:
-                memory.store.remove_correction(correction_id)
-            except SkillgraftError:
-                pass
-        for block_id in reversed(deposited):
-            try:
-                memory.store.remove(block_id)
-            except SkillgraftError:
-                pass
-        raise
+    for done, plan in enumerate(plans, 1):
+        row, block = plan.row, plan.row.block
+        if plan.action == "solution":
+            stored = memory.add_solution(
+                block.question,
+                block.answer,
+                method=block.method,
+                verifier=Accepted(plan.verdict),
+                name=block.name,
+                examples=[t for t in row.texts("example") if t != block.question],
+                imported=True,
+            )
+        elif plan.action == "recapture":
+            stored = memory.add_manual(
+                block.name, block.source, examples=row.texts("example"), description=block.description,
+                imported=True,
+            )
+        else:
+            stored, _ = memory.store.deposit(block, payload(tar, row), row.fingerprint)
+        undo.stored(stored.id)
+        recomputed_here = plan.action != "recapture" and row.fingerprint.id == memory.engine.fingerprint.id
+        if recomputed_here and stored.sha256 != block.sha256:
+            raise BundleError(f"bundle block {block.id} ({block.name}): captured here it became block {stored.id}")
+        sets = [(kind, row.texts(kind)) for kind in KEY_KINDS]
+        if plan.action == "deposit":
+            sets.append(("name", [name_key(block.name)]))
+            if block.kind == "manual":
+                sets.append(("manual", manual_key_texts(block.source)))
+        # add_manual and add_solution stored some of them already: embed only the others.
+        stored_keys = {(k["kind"], k["text"]) for k in memory.store.routing_keys(stored.id)}
+        memory.router.add_key_sets(stored, [
+            (kind, [t for t in texts if (kind, t.strip()) not in stored_keys]) for kind, texts in sets
+        ])
+        imported.append(ImportedBlock(stored.id, block.id, block.name, block.kind, plan.how))
+        step(done)
+    texts, by = corrections
+    import_corrections(memory, texts, {b.bundle_id: b.block_id for b in imported}, by, undo.corrections)
     return imported

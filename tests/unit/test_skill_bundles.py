@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from skillgraft.bundles.transfer import export_bundle, import_bundle
-from skillgraft.errors import BundleError, SkillFolderError
+from skillgraft.errors import BundleError, NameTakenError, SkillFolderError
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEmbedder, FakeEngine
 
@@ -102,3 +102,26 @@ def test_a_file_whose_bytes_do_not_match_its_hash_is_refused(two_versions, tmp_p
         with pytest.raises(BundleError, match="does not match its SHA-256"):
             import_bundle(other, bad)
         assert other.skills() == [] and other.list() == []  # refused before any deposit
+
+
+def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_versions, tmp_path):
+    """A text manual whose name is taken here fails the import after its blocks and skill
+    versions were stored: all of them are removed again and the skill's default set back."""
+    two_versions.add_manual("sourdough", "Sourdough: feed the starter, fold, proof overnight.", capture=False)
+    bundle = tmp_path / "b.tar"
+    export_bundle(two_versions.store, bundle)
+    folder = pdf_skill(tmp_path / "here")
+    with SkillMemory(tmp_path / "fresh", engine=FakeEngine(), embedder=FakeEmbedder()) as fresh:
+        fresh.import_skills(folder)
+        (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\n## Merging\n\nOne file in the end.\n")
+        fresh.import_skills(folder)
+        fresh.add_manual("sourdough", "Sourdough, another way: a stiff starter and a cold retard.", capture=False)
+        blocks = {b.id for b in fresh.store.blocks()}
+        versions, default = [v["version"] for v in fresh.store.skill_versions("pdf")], fresh.store.skill_default("pdf")
+        assert default == 2
+        with pytest.raises(NameTakenError):
+            import_bundle(fresh, bundle)
+        assert {b.id for b in fresh.store.blocks()} == blocks
+        assert [v["version"] for v in fresh.store.skill_versions("pdf")] == versions
+        assert fresh.store.skill_default("pdf") == default and fresh.skill_names() == ["pdf"]
+        assert all(b.name != "git-squash" for b in fresh.store.blocks())
