@@ -362,8 +362,9 @@ class SqliteCatalog:
         the disk (a crash of the process loses none of them, a power cut the last few at most)."""
         with self._lock:
             conn = self.db.conn
+            relaxed = relaxed and not conn.in_transaction  # refused there: BEGIN says why (StoreError)
             if relaxed:
-                conn.execute("PRAGMA synchronous = NORMAL")
+                retry_locked(lambda: conn.execute("PRAGMA synchronous = NORMAL"), "write")
             try:
                 with write_transaction(conn):
                     yield conn
