@@ -148,8 +148,8 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
     reports = []
     for name, default, versions, expires_at in skills:
         new = name not in memory.store.skill_names()
-        if not new:  # a version stored here may become its default
-            undo.defaults.setdefault(name, memory.store.skill_default(name))
+        if not new:  # a version stored here may become its default, and replace its blocks' keys
+            undo.skill_stored(memory.store, name)
         local_default = None
         for version in versions:
             with tempfile.TemporaryDirectory(prefix="skillgraft-bundle-") as temp:

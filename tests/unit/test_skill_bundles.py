@@ -125,3 +125,30 @@ def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_ve
         assert [v["version"] for v in fresh.store.skill_versions("pdf")] == versions
         assert fresh.store.skill_default("pdf") == default and fresh.skill_names() == ["pdf"]
         assert all(b.name != "git-squash" for b in fresh.store.blocks())
+
+
+def test_a_failed_import_gives_a_stored_skills_blocks_their_keys_back(two_versions, tmp_path):
+    """The bundle's version of a skill stored here shares its body block and replaces its keys
+    (the stored one had examples from its eval queries); the import then fails: the block's
+    keys are what they were."""
+    two_versions.add_manual("sourdough", "Sourdough: feed the starter, fold, proof overnight.", capture=False)
+    bundle = tmp_path / "b.tar"
+    export_bundle(two_versions.store, bundle)
+    with SkillMemory(tmp_path / "fresh", engine=FakeEngine(), embedder=FakeEmbedder()) as fresh:
+        folder = pdf_skill(tmp_path / "here")
+        queries = ["fill a pdf form for me", "merge these two pdf files", "extract text from this pdf",
+                   "split a pdf into pages", "read the fields of a pdf form", "combine scanned pdfs"]
+        (folder / "eval_queries.json").write_text(json.dumps([{"query": q, "should_trigger": True} for q in queries]))
+        fresh.import_skills(folder)
+        fresh.add_manual("sourdough", "Sourdough, another way: a stiff starter and a cold retard.", capture=False)
+
+        def keys() -> dict:
+            return {b.id: sorted((k["kind"], k["text"]) for k in fresh.store.routing_keys(b.id)) for b in fresh.store.blocks()}
+
+        before = keys()
+        replaced = []
+        replace = fresh.store.replace_routing_keys
+        fresh.store.replace_routing_keys = lambda *a, **k: replaced.append(a[0]) or replace(*a, **k)
+        with pytest.raises(NameTakenError):
+            import_bundle(fresh, bundle)
+        assert replaced and keys() == before  # the import replaced some, the undo put them back
