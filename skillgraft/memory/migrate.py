@@ -83,7 +83,8 @@ def copy_store(source: BlockStore, target: BlockStore) -> MigrationReport:
     _copy_skills(source, target, arrived, report)
     for app in source.app_prefix_rows():
         try:  # a row edited in the source's catalog is skipped, as the app verbs would refuse it
-            check_app_prefix(app["system"]), check_app_name(app["name"])
+            check_app_name(app["name"])
+            check_app_prefix(app["system"])
         except InputError as exc:
             report.skipped.append({"app": str(app["name"])[:80], "problem": str(exc)})
             continue
