@@ -119,9 +119,9 @@ class LlamaSystem:
 
         turns, grammar = list(turns), None
         started = time.perf_counter()
-        if tools:  # the tools described in front of the first user message and the same grammar, as skillgraft
+        if tools:  # the tools described at the end of the app's system prompt and the same grammar, as skillgraft
             fmt = output_format(TOOLS)
-            turns[0] = {"role": "user", "content": f"{fmt.instructions()}\n\n{turns[0]['content']}"}
+            system = f"{system}\n\n{fmt.instructions()}"
             grammar = llama_cpp.LlamaGrammar.from_string(fmt.grammar, verbose=False)
         messages = [{"role": "system", "content": system}, {"role": "system", "content": self.manual}, *turns]
         held = self.llama.input_ids[: self.llama.n_tokens].tolist()

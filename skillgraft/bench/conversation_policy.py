@@ -1,7 +1,7 @@
 """``skillgraft bench agent --in-process`` also measures what a conversation should do when a
-later user turn routes to another skill: keep the block it holds while that block scores above
-the threshold (the prefix is continued) or switch to the routed block (the conversation is
-prefilled again behind it).
+later user turn routes to another skill: keep the skills it holds and let the new one enter
+after the turns so far (the conversation is continued), or switch to the routed block alone in
+front of the conversation (the conversation is prefilled again behind it).
 
 Conversations of :data:`TURNS` user turns on one of the server benchmark's manuals, then as many
 on another (fixed assistant replies), through one :class:`~skillgraft.memory.SkillMemory` per
@@ -43,7 +43,7 @@ def bench_policies(workdir: Path, model: Optional[str], texts: Texts, record: Ca
             for name in {name for pair in PAIRS for name in pair}:
                 text, examples = texts.manuals[name]
                 memory.add_manual(name, text, examples=examples)
-            seconds, at_change, outcomes, right = [], [], {"kept": 0, "switched": 0}, 0
+            seconds, at_change, outcomes, right = [], [], {"entered": 0, "kept": 0, "switched": 0}, 0
             for conversation in conversations():
                 chat = [("system", texts.agent)]
                 for turn, (question, expected) in enumerate(conversation):
@@ -67,6 +67,6 @@ def bench_policies(workdir: Path, model: Optional[str], texts: Texts, record: Ca
         rows.append({"policy": policy, "turns": len(seconds), "total_s": round(sum(seconds), 3),
                      "median_turn_s": round(statistics.median(seconds), 4),
                      "first_turn_on_the_new_topic_s": round(statistics.median(at_change), 4),
-                     "kept": outcomes.get("kept", 0), "switched": outcomes.get("switched", 0),
+                     "entered": outcomes["entered"], "kept": outcomes["kept"], "switched": outcomes["switched"],
                      "behind_the_expected_skill": right})
     return {"rows": rows, "turns_per_topic": TURNS, "pairs": [list(pair) for pair in PAIRS]}

@@ -8,6 +8,7 @@ from typing import Optional
 
 import click
 
+from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY
 from ..errors import ConfigError
 from .common import derived_option, mib_bytes, model_option, store_home
 
@@ -61,9 +62,11 @@ def _serve_extra() -> None:
 @click.option("--request-timeout", default=240.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds a chat request may take in all, waiting for a slot included; then it is stopped (504).")
 @derived_option
-@click.option("--conversations", type=click.Choice(["switch", "keep"]), default="switch", show_default=True,
-              help="A later user turn routed to another block: switch to it (the conversation is prefilled behind it "
-                   "once), or keep the conversation's block while it scores above the threshold.")
+@click.option("--conversations", type=click.Choice(CONVERSATION_POLICIES), default=DEFAULT_CONVERSATION_POLICY,
+              show_default=True,
+              help="A later user turn's skill: keep the conversation's skills and let a new one enter after the turns "
+                   "so far (nothing computed again), or switch to the turn's own skill alone, in front of the "
+                   "conversation (prefilled again behind it).")
 @create_option
 @model_option
 @click.pass_context

@@ -87,6 +87,18 @@ def check_chat(messages: Sequence[tuple[str, str]]) -> tuple[tuple[tuple[str, st
     return rendered(chat), clean_query(query)
 
 
+def user_turn_indices(chat: Sequence[tuple[str, str]]) -> tuple[int, ...]:
+    """Where each user message of ``chat`` is in its :func:`rendered` form (tool results are
+    user turns there too, consecutive ones merged)."""
+    indices, at = [], -1
+    for index, (role, _) in enumerate(chat):
+        if not (role == "tool" and index and chat[index - 1][0] == "tool"):
+            at += 1
+        if role == "user":
+            indices.append(at)
+    return tuple(indices)
+
+
 def rendered(chat: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """The chat as templates take it: tool results as user turns, consecutive ones as one."""
     turns: list[tuple[str, str]] = []
@@ -103,7 +115,8 @@ class AnswerPlan:
     """A checked chat, what the memory recalled for its last user message and, for a graft,
     the verified state to restore (``reprefill``: a foreign block's text is prefilled
     instead). ``unusable`` says why a routed block cannot be grafted (it is then answered
-    plainly, reported as a fallback)."""
+    plainly, reported as a fallback). ``user_turns`` are the chat's user messages' indices in
+    ``chat`` (where a skill a later turn needs enters)."""
 
     chat: tuple[tuple[str, str], ...]
     query: str
@@ -113,6 +126,7 @@ class AnswerPlan:
     reprefill: bool = False
     unusable: str = ""
     timings: Timings = field(default_factory=Timings)
+    user_turns: tuple[int, ...] = ()
 
     @property
     def needs_model(self) -> bool:
@@ -138,9 +152,11 @@ class AnswerNote:
     ``prefill_tokens_avoided`` counts them too (the block's and the app's prefix alike);
     ``gate`` the confidence verdict
     (:class:`~skillgraft.core.gate.GateVerdict`, None where no graft was judged);
-    ``conversation`` is ``kept`` when a later turn routed to another block but the block the
-    conversation holds still scored above the threshold and was kept (the reason names both),
-    ``switched`` when the routed block replaced it, ``""`` for a first turn or no change.
+    ``conversation`` is ``entered`` when the turn's block entered the conversation at this
+    turn, after the turns so far, ``kept`` when the conversation held it already, ``switched``
+    (policy ``switch``) when it replaced the conversation's block in front of the chat, ``""``
+    for a first turn or no skill; ``skills`` lists every skill the prompt held and the user turn
+    it entered before (``{"block_id", "block_name", "turn"}``, turn 0 the first).
     """
 
     decision: AnswerDecision
@@ -156,10 +172,11 @@ class AnswerNote:
     near_miss: bool = False
     gate: Optional[GateVerdict] = None
     conversation: str = ""
+    skills: tuple[dict, ...] = ()
 
     def as_dict(self) -> dict:
         """The note as JSON takes it (the gate verdict as its own object)."""
-        return asdict(self)
+        return {**asdict(self), "skills": [dict(skill) for skill in self.skills]}
 
 
 # What a context reused for an answer: its own history, not the memory's decision.

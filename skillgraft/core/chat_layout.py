@@ -16,11 +16,16 @@ Templates with a single system turn (Gemma folds it into the first user turn) ge
 system text in front of the first user message after the whole block instead, as they would
 render it themselves.
 
-**A text block's place** (:func:`skill_prompt`): a skill stored as text is rendered where
-agents put one — after the app's own leading system turns, as a system turn of its own
-(joined to the app's system text by a blank line where the template glues system turns
-together), then the rest of the chat. The prompt's cells up to the end of the skill's turn
-are the skill's prefix state under this app's prompt: captured on first use, restored next time.
+**A skill's place** (:func:`placed_prompt`): the app's own leading system turns — its prompt
+and, with tools, their description (:meth:`~skillgraft.core.tools.OutputFormat.lead`) — are the
+cached prefix; a skill follows them, as a system turn of its own (joined to the app's system
+text by a blank line where the template glues system turns together), then the rest of the
+chat. The prompt's cells up to the end of the skill's turn are the skill's prefix state under
+this app's prompt: captured on first use, restored next time. A skill a later turn of a
+conversation needs enters just before that turn, after the turns so far, so the cells the
+conversation already has stay valid. A block captured ahead leads only a chat that has no
+system turns of its own (it is then the prefix: :func:`continuation`); anywhere else its text
+is placed like any skill's.
 """
 
 from __future__ import annotations
@@ -125,14 +130,43 @@ def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Seque
 def skill_prompt(engine, text: str, messages: Chat) -> tuple[list[int], int]:
     """``(tokens, mark)``: the chat with the skill's ``text`` after its leading system turns
     (see the module's docstring), and how many leading tokens are the app's turns and the skill."""
+    return placed_prompt(engine, messages, [(0, text)])
+
+
+def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]]) -> tuple[list[int], int]:
+    """``(tokens, mark)``: the chat with each skill's text entered before the message at its
+    index in ``messages``; a skill at or before the first message that is not a system turn
+    follows the app's leading system turns (its prompt and tools), a later one enters as a
+    system turn of its own just before its message, after the turns so far (or, for a template
+    that drops a system turn there, in front of that message's text). ``mark`` counts the
+    leading tokens that are the app's turns and the skills in front of the chat (0 when none
+    is there): their prefix state is the one kept for the next chat of this app and skill."""
     messages = list(messages)
     lead = next((i for i, (role, _) in enumerate(messages) if role != "system"), len(messages))
+    entering: dict[int, list[str]] = {}
+    for index, text in places:
+        entering.setdefault(max(int(index), lead), []).append(text)
+    front = entering.pop(lead, [])
+    separate = _separates_system_turns(engine)
     app = messages[:lead]
-    if app and not _separates_system_turns(engine):
-        head = [("system", "\n\n".join([*(content for _, content in app), text]))]
+    if front and app and not separate:
+        head = [("system", "\n\n".join([*(content for _, content in app), *front]))]
     else:
-        head = [*app, ("system", text)]
-    tokens = chat_tokens(engine, [*head, *messages[lead:]])
+        head = [*app, *_system_turns(front, separate)]
+    body: list[tuple[str, str]] = []
+    for index in range(lead, len(messages)):
+        texts = entering.get(index)
+        if texts:
+            body += _system_turns(texts, separate)
+        body.append(messages[index])
+    try:
+        tokens = chat_tokens(engine, [*head, *body])
+    except EngineError:  # a template that drops a system turn within the chat: the text leads its message
+        body = [(role, "\n\n".join([*entering[index], content]) if index in entering else content)
+                for index, (role, content) in enumerate(messages) if index >= lead]
+        tokens = chat_tokens(engine, [*head, *body])
+    if not front:
+        return tokens, 0
     opening = chat_tokens(engine, [*head, ("user", "")], stop_at_user=True)
     mark = 0
     for mark, (a, b) in enumerate(zip(opening, tokens)):
@@ -141,6 +175,13 @@ def skill_prompt(engine, text: str, messages: Chat) -> tuple[list[int], int]:
     else:
         mark = min(len(opening), len(tokens))
     return tokens, mark
+
+
+def _system_turns(texts: Sequence[str], separate: bool) -> list[tuple[str, str]]:
+    """``texts`` as system turns: one each, or one joined by blank lines where the template glues them."""
+    if not texts:
+        return []
+    return [("system", text) for text in texts] if separate else [("system", "\n\n".join(texts))]
 
 
 def _separates_system_turns(engine) -> bool:

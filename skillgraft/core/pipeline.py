@@ -1,22 +1,18 @@
 """The one answer pipeline: what every door does with a chat once the memory has recalled.
 
 ``exact`` — the verified answer, no model call (or, with ``voice``, a few tokens of the
-model voicing it). ``graft`` — the routed block's verified state is restored into a context
-at its own positions, the rest of the chat is prefilled after the cells kept
-(:func:`~skillgraft.core.chat_layout.continuation`) and the answer is generated; a text block
-(an imported skill's part) is placed after the app's own system turns instead
-(:func:`~skillgraft.core.chat_layout.skill_prompt`), its cells made on first use and kept as
-a prefix state the context restores next time. What the memory adds must leave the reply its
-room (:func:`reply_room`); when it does not, the chat is answered without it, and the note
-says why: a chat fails only for what the client itself sent. Its first
-tokens are held back until the near-miss rule (a solution's stored answer repeated for
-another question never stands) and the confidence gate have judged them, so nothing
-streamed is ever taken back. A graft that does not stand, or a block that cannot lead the
-chat, is answered plainly and reported as a ``fallback`` with the block it tried.
+model voicing it). ``graft`` — the chat with its skills placed (:mod:`skillgraft.core.placement`:
+after the app's system turns and tools, a conversation's where they entered), their cells made
+on first use and reused by key; a block captured ahead that is the chat's whole prefix is
+restored instead (:func:`~skillgraft.core.chat_layout.continuation`). What the memory adds
+must leave the reply its room (:func:`reply_room`), else the chat is answered without it and
+the note says why. The first tokens are held back until the near-miss rule and the confidence
+gate have judged them, so nothing streamed is taken back; a graft that does not stand is
+answered plainly, a ``fallback`` naming the block it tried.
 ``abstain`` — the chat is prefilled afresh.
 
 With a format (:class:`~skillgraft.core.tools.OutputFormat` in the options) the same steps run
-on the chat with the format's instructions in front of its first user message, the model held
+on the chat with the format's instructions at the end of the app's system prompt, the model held
 to its grammar; with tools the answer is held until it ends and read as a reply or the tool
 calls it makes (:attr:`AnswerEnd.tool_calls`). An exact answer stays the verified answer.
 
@@ -41,8 +37,9 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 from ..errors import ContextOverflowError, InputError, StoreError
 from . import telemetry
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
-from .chat_layout import block_tokens, chat_tokens, continuation, skill_prompt
+from .chat_layout import chat_tokens, continuation
 from .recall import Recall
+from .placement import placed_tokens, restores_ahead, skill_places, without
 from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdict
 from .states import TokenStep
 from .stops import StopCutter
@@ -60,11 +57,9 @@ Record = Callable[[AnswerPlan, AnswerNote, AnswerEnd], None]
 class Prompt:
     """The tokens an answer prompts its context with, rendered once (:meth:`AnswerPipeline.prompt`).
 
-    For a graft (``grafted``) the block's first ``keep`` cells (restored, or prefilled again
-    for a re-prefill) then the rest of the chat, or for a text block the chat with the skill
-    placed in it, its first ``mark`` tokens the app's turns and the skill; otherwise the chat
-    alone, ``keep`` 0. ``reason`` says why a routed block is not in it (the chat is then
-    answered plainly).
+    For a graft (``grafted``) the restored block's first ``keep`` cells then the rest of the
+    chat, or (``keep`` 0) the chat with its skills placed, its first ``mark`` tokens the app's
+    turns and the skills in front. ``reason`` says why a routed block is not in it.
     """
 
     tokens: tuple[int, ...]
@@ -97,26 +92,34 @@ class AnswerPipeline:
 
     def prompt(self, plan: AnswerPlan, options: AnswerOptions) -> Optional[Prompt]:
         """The tokens ``plan`` prompts a context with under ``options`` (None for an exact
-        answer): rendered here once, for a pool to lease the slot that holds most of them
-        and for :meth:`events` to prefill."""
+        answer), rendered once for a pool to lease a slot by and for :meth:`events`; the skills
+        are placed by :mod:`skillgraft.core.placement`."""
         recall = plan.recall
         if recall.decision == "exact":
             return None
         chat = _chat(plan, options)
-        if recall.decision != "graft":
-            return Prompt(tuple(chat_tokens(self.engine, chat)))
-        if plan.unusable:
-            return Prompt(tuple(chat_tokens(self.engine, chat)), reason=plan.unusable)
-        block = recall.block
-        if block.text_only:
-            tokens, mark = skill_prompt(self.engine, block.source, chat)
-            return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
-        prefix = block_tokens(self.engine, block.source) if plan.reprefill else block.tokens
-        try:
-            keep, after = continuation(self.engine, block, chat, prefix=prefix)
-        except InputError as exc:
-            return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
-        return self._fitting(Prompt((*prefix[:keep], *after), keep, grafted=True), chat, options)
+        routed = recall.block if recall.decision == "graft" else None
+        places = skill_places(recall)
+        if routed is None or plan.unusable:
+            earlier = without(places, routed)
+            tokens, mark = placed_tokens(self.engine, plan, chat, earlier)
+            prompt = Prompt(tuple(tokens), reason=plan.unusable, mark=mark)
+            return self._fitting(prompt, chat, options) if earlier else prompt
+        if restores_ahead(routed, places, chat, reprefill=plan.reprefill):
+            try:
+                keep, after = continuation(self.engine, routed, chat)
+            except InputError as exc:
+                return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
+            return self._fitting(Prompt((*routed.tokens[:keep], *after), keep, grafted=True), chat, options)
+        tokens, mark = placed_tokens(self.engine, plan, chat, places)
+        return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
+
+    def _without_routed(self, plan: AnswerPlan, options: AnswerOptions) -> Prompt:
+        """The chat less the routed block (a graft that did not stand is answered plainly)."""
+        chat = _chat(plan, options)
+        earlier = without(skill_places(plan.recall), plan.recall.block)
+        tokens, _ = placed_tokens(self.engine, plan, chat, earlier)
+        return self._fitting(Prompt(tuple(tokens)), chat, options) if earlier else Prompt(tuple(tokens))
 
     def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions) -> Prompt:
         """``prompt`` when it leaves the reply its room; else the chat alone, with why (a skill
@@ -160,7 +163,7 @@ class AnswerPipeline:
                 if outcome is None:
                     return
                 note = outcome
-                prompt = Prompt(tuple(chat_tokens(self.engine, _chat(plan, options))))  # the chat alone
+                prompt = self._without_routed(plan, options)
         yield from self._plain(plan, slot, options, prompt.tokens, note, started)
 
     # -- the three answers ---------------------------------------------------------------
@@ -189,13 +192,10 @@ class AnswerPipeline:
         sampling = options.sampling(self._room(n_prompt, "the block plus the chat"))
         timings = Timings()
         restore_started = time.perf_counter()
-        if plan.reprefill:
-            slot.prefill(list(prompt.tokens))
-            timings.prefill_s, timings.reprefilled = time.perf_counter() - restore_started, True
-        elif block.text_only:  # its prefix state, if kept, is restored by the context's reuse
+        if not prompt.keep:  # the skills placed as text: prefilled, their prefix states reused by key
             slot.prefill(list(prompt.tokens), mark=prompt.mark, block_id=block.id)
-            timings.prefill_s = time.perf_counter() - restore_started
-        else:
+            timings.prefill_s, timings.reprefilled = time.perf_counter() - restore_started, plan.reprefill
+        else:  # a block captured ahead leads the chat: its state restored
             try:
                 slot.restore(plan.state, block.id, keep=prompt.keep)
                 slot.prefill(prompt.after)  # the payload is read here, unless the cells hold the block
@@ -324,11 +324,13 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
     fields get their meaning (a door that answers without the pipeline, say a LangChain
     agent's own model on an abstain, reports this too)."""
     block = recall.block if decision != "abstain" else None
+    places = skill_places(recall) if decision == "graft" else without(skill_places(recall), recall.block)
     return AnswerNote(
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),
         threshold=float(recall.threshold), reason=reason or recall.reason, cache_n=cache_n, reused_from=reused_from,
         prefill_tokens_avoided=avoided, near_miss=recall.near_miss, gate=gate, conversation=recall.conversation,
+        skills=tuple(place.as_dict() for place in places),
     )
 
 
@@ -358,7 +360,7 @@ def collect_choices(plan: AnswerPlan, events: Iterator[Event]) -> list[Answer]:
 
 
 def _chat(plan: AnswerPlan, options: AnswerOptions) -> list:
-    """The chat the model reads: with a format, its instructions lead the first user message."""
+    """The chat the model reads: with a format, its instructions end the app's system prompt."""
     return options.format.lead(plan.chat) if options.format is not None else list(plan.chat)
 
 

@@ -10,13 +10,14 @@
 - **not routed**: a caller that asks for a plain answer (``route=False``) gets one: nothing is
   recalled, no skill and no verified answer, and the note's reason says the caller asked
   (:data:`NOT_ROUTED`);
-- **conversation**: a later user turn that routes to another block than the one the
-  conversation was answered behind switches to the routed block (the default: measured, the
-  kept block only put the switch off by a turn, answered behind the wrong manual), or under the
-  policy ``keep`` keeps the conversation's block while it still scores above the threshold for
-  the turn (:func:`conversation_recall`; the policy is the memory's). A chat's recall is
+- **conversation**: the skills already in a conversation stay where they entered; a skill a
+  later user turn needs enters before that turn, after the turns so far, so what a context
+  computed for the conversation is never computed again (the default policy, ``keep``); under
+  ``switch`` each turn is answered behind its own routed block, placed after the app's prefix
+  (:func:`conversation_recall`; the policy is the memory's). A chat's recall is
   :func:`chat_recall`, whether the pipeline makes it or a door that decides before it answers
-  asks for it (:meth:`~skillgraft.SkillMemory.recall` with ``earlier``) and hands it on;
+  asks for it (:meth:`~skillgraft.SkillMemory.recall` with ``earlier``) and hands it on; the
+  skills it places are :func:`~skillgraft.core.placement.skill_places`;
 - **foreign**: a block captured under another runtime is prefilled from its text when the memory
   allows it, else refused (:class:`~skillgraft.errors.FingerprintMismatchError`);
 - **unusable**: a block whose state cannot be read is answered plainly, reported as a fallback
@@ -35,9 +36,9 @@ import time
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
 from ..errors import InputError, StoreError
-from .answer import AnswerPlan, check_chat
+from .answer import AnswerPlan, check_chat, user_turn_indices
 from .questions import normalize_question
-from .recall import Recall
+from .recall import Recall, SkillPlace
 from .timings import Timings
 from .tools import OutputFormat
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 FORCED_SCORE = 1.0
 CONVERSATION_POLICIES = ("keep", "switch")
+DEFAULT_CONVERSATION_POLICY = "keep"
 NOT_ROUTED = "the caller turned routing off (route=False): answered plainly, nothing recalled"
 
 
@@ -113,43 +115,47 @@ def forced_recall(block: Optional["Block"], threshold: float, reason: str) -> Re
     return Recall("graft", block, FORCED_SCORE, threshold, reason)
 
 
-def _turn_block(held: Optional["Block"], recall: Recall, keep: bool) -> tuple[Optional["Block"], str]:
-    """The block a turn is answered behind, after the conversation held ``held``, and how:
-    ``kept`` (held kept over the routed block), ``switched`` (the routed block replaced it) or ``""``."""
-    if recall.decision != "graft":
-        return None, ""
-    routed = recall.block
-    if held is None or routed.id == held.id:
-        return routed, ""
-    scores = dict(recall.candidates)
-    if keep and scores.get(held.id, float("-inf")) >= recall.threshold:
-        return held, "kept"
-    return routed, "switched"
+def _switched(memory: PlanMemory, earlier: Sequence[str], recall: Recall) -> Recall:
+    """Under the policy ``switch``: the turn is answered behind its own routed block, placed
+    after the app's prefix (the conversation is prefilled again behind a new one)."""
+    before = memory.recall(earlier[-1], log=False)
+    held = before.block if before.decision == "graft" else None
+    if held is None or held.id == recall.block.id:
+        return recall
+    return dataclasses.replace(recall, conversation="switched", reason=(
+        f"{recall.reason}; the conversation was answered behind block {held.name!r}: switched"))
 
 
 def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Recall) -> Recall:
-    """``recall`` for a chat's last user turn, given the blocks its ``earlier`` user turns were
-    answered behind (each by this same rule, so every door and every turn agree)."""
-    if not earlier or recall.decision != "graft":
-        return recall
-    keep = memory.conversation_policy == "keep"
-    held: Optional["Block"] = None
-    # Under switch a turn is answered behind its own routed block: only the last earlier turn
-    # matters. Under keep the chain decides, so every earlier turn is judged in order.
-    for turn in earlier if keep else earlier[-1:]:
-        held, _ = _turn_block(held, memory.recall(turn, log=False), keep)
-    block, how = _turn_block(held, recall, keep)
-    if not how:
-        return recall
-    if how == "switched":
-        return dataclasses.replace(recall, conversation="switched", reason=(
-            f"{recall.reason}; the conversation was answered behind block {held.name!r}, which no longer scores "
-            f"above the threshold: switched (the chat is prefilled behind the new block)"
-            if keep else f"{recall.reason}; the conversation was answered behind block {held.name!r}: switched"))
-    score = dict(recall.candidates)[block.id]
-    return dataclasses.replace(recall, block=block, score=score, runner_up=recall.block.name, conversation="kept", reason=(
-        f"the conversation keeps block {block.name!r} (it scores {score:.3f} >= threshold {recall.threshold:.3f}; "
-        f"routed alone, block {recall.block.name!r} scores {recall.score:.3f}): its prefix is continued, not prefilled again"))
+    """``recall`` for a chat's last user turn, given its ``earlier`` user turns (each judged by
+    this same rule, so every door and every turn agree).
+
+    Under the policy ``keep`` (the default) the skills already in the conversation stay: each
+    turn's routed block enters before that turn unless the conversation holds it already, so a
+    skill a later turn needs comes after the turns so far and nothing computed is computed
+    again; a turn that needs none adds none. :attr:`Recall.skills` lists every skill of the
+    chat and where it entered; :attr:`Recall.conversation` says ``entered`` or ``kept`` for the
+    turn's own block. Under ``switch`` each turn is answered behind its own block alone.
+    """
+    if memory.conversation_policy == "switch":
+        return _switched(memory, earlier, recall) if earlier and recall.decision == "graft" else recall
+    places: list[SkillPlace] = []
+    for turn, text in enumerate(earlier):
+        before = memory.recall(text, log=False)
+        if before.decision == "graft" and all(place.block.id != before.block.id for place in places):
+            places.append(SkillPlace(before.block, turn))
+    if recall.decision != "graft":
+        return dataclasses.replace(recall, skills=tuple(places)) if places else recall
+    block = recall.block
+    if any(place.block.id == block.id for place in places):
+        return dataclasses.replace(recall, skills=tuple(places), conversation="kept", reason=(
+            f"{recall.reason}; the conversation holds block {block.name!r} already: its place is kept"))
+    places.append(SkillPlace(block, len(earlier)))
+    if len(places) == 1 and not earlier:
+        return dataclasses.replace(recall, skills=tuple(places))
+    return dataclasses.replace(recall, skills=tuple(places), conversation="entered" if earlier else "", reason=(
+        f"{recall.reason}; block {block.name!r} entered at user turn {len(earlier) + 1}, after the turns so far"
+        if earlier else recall.reason))
 
 
 def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
@@ -157,6 +163,7 @@ def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
     conversation rule (:func:`conversation_recall`)."""
     *earlier, query = user_turns
     return conversation_recall(memory, earlier, memory.recall(query, log=False))
+
 
 
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
@@ -177,7 +184,8 @@ def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voic
         recall = chat_recall(memory, [content for role, content in messages if role == "user"])
     recall = near_miss(held_to_format(recall, format), query)
     timings = Timings(recall_s=time.perf_counter() - started)
-    plan = AnswerPlan(chat, query, recall, memory.gate_threshold, timings=timings)
+    plan = AnswerPlan(chat, query, recall, memory.gate_threshold, timings=timings,
+                      user_turns=user_turn_indices([(role, "") for role, _ in messages]))
     if not (recall.decision == "graft" or (voice and recall.decision == "exact")):
         return plan
     block, runtime = recall.block, memory.runtime

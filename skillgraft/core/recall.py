@@ -12,6 +12,18 @@ Decision = Literal["exact", "graft", "abstain"]
 
 
 @dataclass(frozen=True)
+class SkillPlace:
+    """A skill in a chat: its block, and the user turn it entered before (``turn`` 0: the chat's
+    first user message; the skill then follows the app's own system turns and tools)."""
+
+    block: "Block"
+    turn: int = 0
+
+    def as_dict(self) -> dict:
+        return {"block_id": self.block.id, "block_name": self.block.name, "turn": self.turn}
+
+
+@dataclass(frozen=True)
 class Recall:
     """What the memory suggests for a query, and why."""
 
@@ -23,7 +35,12 @@ class Recall:
     runner_up: Optional[str] = None
     candidates: list = field(default_factory=list, repr=False)
     near_miss: bool = False
-    conversation: str = ""  # "kept" (the block an earlier turn held, over the routed one), "switched" or ""
+    # "entered" (the block entered at this turn, after the turns so far), "kept" (the conversation
+    # holds it already), "switched" (policy switch: it replaced the conversation's block) or ""
+    conversation: str = ""
+    # every skill the chat holds, in the order they entered (:mod:`skillgraft.core.planning`);
+    # empty for a recall of one question alone (its block, if grafted, follows the app's prefix)
+    skills: tuple[SkillPlace, ...] = ()
 
     @property
     def block_id(self) -> Optional[str]:
@@ -40,5 +57,6 @@ class Recall:
             "near_miss": self.near_miss,
             "conversation": self.conversation,
             "runner_up": self.runner_up,
+            "skills": [place.as_dict() for place in self.skills],
             "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }

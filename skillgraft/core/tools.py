@@ -1,7 +1,8 @@
 """Tools and structured output: what an answer must look like, and how a model is held to it.
 
 A local model has no tool-call format of its own that both engines render alike, so
-skillgraft gives it one: the tools are described in front of the first user message, and
+skillgraft gives it one: the tools are described in the app's system prompt (the prefix a
+context keeps; skills come after it), and
 the answer is constrained by a grammar (:mod:`skillgraft.core.json_grammar`) to one JSON
 object — ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` to call tools, or
 ``{"response": "..."}`` to reply — which :meth:`OutputFormat.parse` turns into tool calls
@@ -143,7 +144,7 @@ class OutputFormat:
         return {"anyOf": [calls, reply]}
 
     def instructions(self) -> str:
-        """What the model is told, in front of the first user message."""
+        """What the model is told, at the end of the app's system prompt (:meth:`lead`)."""
         if not self.tools:
             if self.schema == {"type": "object"}:
                 return "Reply with a JSON object only."
@@ -159,14 +160,16 @@ class OutputFormat:
         return f"You can call these tools:\n{listed}\n{how}"
 
     def lead(self, chat: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """``chat`` with :meth:`instructions` in front of its first user message (after every
-        system turn, so a grafted block's prefix is kept whole)."""
+        """``chat`` with :meth:`instructions` as part of the app's prefix: after the text of its
+        last leading system turn (a blank line between), or as a system turn of its own in front
+        when it has none. Skills follow the prefix, so the tools are never prefilled again behind
+        a new skill; the chat keeps its number of turns unless one is put in front."""
         chat = list(chat)
-        for index, (role, content) in enumerate(chat):
-            if role == "user":
-                chat[index] = ("user", f"{self.instructions()}\n\n{content}")
-                return chat
-        return [*chat, ("user", self.instructions())]
+        lead = next((i for i, (role, _) in enumerate(chat) if role != "system"), len(chat))
+        if not lead:
+            return [("system", self.instructions()), *chat]
+        chat[lead - 1] = ("system", f"{chat[lead - 1][1]}\n\n{self.instructions()}")
+        return chat
 
     def parse(self, text: str) -> Parsed:
         """The answer's text and tool calls. JSON formats keep the text as it is. With tools

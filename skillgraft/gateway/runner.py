@@ -16,6 +16,7 @@ from ..deposit_policy import DepositPolicy
 from ..web.http_guard import HttpLimits
 from ..web.serving import is_loopback, run_app
 from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S
+from ..core.planning import DEFAULT_CONVERSATION_POLICY
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -39,7 +40,7 @@ class GatewayConfig:
     slot_wait_s: Optional[float] = None  # how long a request waits for a free slot (pool default)
     embedder: Optional[str] = None
     derived_bytes: Optional[int] = None  # the derived prefix states kept on the home's disk (memory default)
-    conversations: str = "switch"  # a later turn routed elsewhere: the routed block, or keep the conversation's
+    conversations: str = DEFAULT_CONVERSATION_POLICY  # a later turn's skill (core.planning.conversation_recall)
     generation_timeout_s: float = GENERATION_TIMEOUT_S  # an answer's generation, from its slot's lease
     request_timeout_s: float = REQUEST_TIMEOUT_S  # a chat request, from its arrival
 

@@ -32,6 +32,7 @@ from ..core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPl
 from ..core.blocks import Block
 from ..core.deadline import GENERATION_TIMEOUT_S, REQUEST_TIMEOUT_S, Deadline
 from ..core.pipeline import AnswerPipeline, Event, Prompt, collect_choices
+from ..core.planning import DEFAULT_CONVERSATION_POLICY
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
 from ..core.tools import OutputFormat
 from ..errors import DeadlineError, ServerError, SlotReuseError
@@ -92,7 +93,7 @@ class Gateway:
         catalog: Optional[str] = None,
         blocks: Optional[str] = None,
         derived_bytes: Optional[int] = None,
-        conversations: str = "switch",
+        conversations: str = DEFAULT_CONVERSATION_POLICY,
         generation_timeout_s: float = GENERATION_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         namespace: str = DEFAULT_NAMESPACE,

@@ -41,7 +41,9 @@ def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
     exact, graft, fallback or abstain; a skill recall's is the router's: exact, graft or
     abstain), ``x-skillgraft-score``, and when a block was used or tried ``x-skillgraft-block``
     (its id), ``x-skillgraft-block-name`` (percent-encoded) and, for a chat,
-    ``x-skillgraft-cache-n``."""
+    ``x-skillgraft-cache-n``, and ``x-skillgraft-skills`` when its prompt held skills: each
+    ``name@turn`` (name percent-encoded; turn 0 the first user turn), comma-separated, in the
+    order they entered."""
     headers = {DECISION_HEADER: note.decision, "x-skillgraft-score": f"{float(note.score):.6g}"}
     if note.block_id:
         headers["x-skillgraft-block"] = note.block_id
@@ -49,6 +51,8 @@ def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
         headers["x-skillgraft-block-name"] = quote(note.block_name, safe="")
     if isinstance(note, AnswerNote):
         headers["x-skillgraft-cache-n"] = str(note.cache_n)
+        if note.skills:
+            headers["x-skillgraft-skills"] = ",".join(f"{quote(s['block_name'], safe='')}@{s['turn']}" for s in note.skills)
     return headers
 
 

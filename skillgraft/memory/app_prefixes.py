@@ -3,9 +3,10 @@ skills are warmed behind it (:meth:`~skillgraft.memory.skills.SkillVerbs.warm_sk
 ``app=``) exactly as that app's chats will use them. :class:`AppPrefixVerbs` is mixed into
 :class:`~skillgraft.memory.SkillMemory`.
 
-An app's prefix is its leading system turn (:func:`~skillgraft.core.chat_layout.skill_prompt`
-places a skill after it); an app's tools are described in its first user turn, after the
-skill, so they are no part of it. Names follow the skill name rules
+An app's prefix is its leading system turn (:func:`~skillgraft.core.chat_layout.placed_prompt`
+places a skill after it); a chat's tools are described at the end of that turn
+(:meth:`~skillgraft.core.tools.OutputFormat.lead`), so a skill warmed behind the prompt alone
+serves that app's chats without tools; with tools it is captured on first use. Names follow the skill name rules
 (:func:`~skillgraft.core.skill_frontmatter.name_problem`).
 """
 

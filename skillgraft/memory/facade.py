@@ -26,7 +26,7 @@ from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, Gat
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core import telemetry
 from ..core.pipeline import AnswerPipeline, Event
-from ..core.planning import CONVERSATION_POLICIES, chat_recall, forced_recall, near_miss, plan_answer
+from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY, chat_recall, forced_recall, near_miss, plan_answer
 from ..kv.prefixes import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
@@ -97,9 +97,9 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
     ``gate`` is the confidence gate's policy after a graft: ``"advisory"`` (the default:
     report it, never discard) or ``"enforce"`` (answer plainly when not confident).
     ``read_only=True`` opens the store without writing anything (see :class:`BlockStore`).
-    ``conversations`` is what a later user turn routed to another block does: ``"switch"`` (the
-    default) to the routed block, or ``"keep"`` the block the conversation holds while it scores
-    above the threshold (:func:`~skillgraft.core.planning.conversation_recall`).
+    ``conversations``: ``"keep"`` (the default) keeps a conversation's skills where they entered
+    and lets a skill a later turn needs enter after the turns so far; ``"switch"`` answers each
+    turn behind its own block alone (:func:`~skillgraft.core.planning.conversation_recall`).
     ``embedder`` is a spec (``minilm``, ``mpnet``, a folder, an ``http(s)://`` embeddings
     endpoint) or an object with ``name`` and ``encode``; by default ``$SKILLGRAFT_EMBEDDER``,
     else the encoder the store records, else MiniLM (:mod:`skillgraft.routing.encoders`).
@@ -122,7 +122,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         gate: Union[str, bool, None] = None,
         read_only: Optional[bool] = None,
         derived_bytes: Optional[int] = None,
-        conversations: str = "switch",
+        conversations: str = DEFAULT_CONVERSATION_POLICY,
         namespace: Optional[str] = None,
     ) -> None:
         from ..routing.encoders import choose_embedder

@@ -96,7 +96,7 @@ def warm_part(memory, chat: list, name: str, part, report: SkillWarmReport) -> N
     """Warm one part of skill ``name``, noted in ``report``."""
     block = memory.get(part.block_id)
     entry = {"skill": name, "block_id": block.id, "title": part.title}
-    if not block.text_only:  # captured when it was imported
+    if not block.text_only and chat[0][0] != "system":  # captured ahead: itself the prefix of an app without one
         report.kept.append(entry)
         return
     tokens, mark = skill_prompt(memory.engine, block.source, chat)

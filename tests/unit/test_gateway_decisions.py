@@ -13,7 +13,7 @@ import pytest
 
 from skillgraft.cli.main import cli
 from skillgraft.core.answer import AnswerOptions, decision_of
-from skillgraft.core.chat_layout import chat_tokens, continuation
+from skillgraft.core.chat_layout import chat_tokens, continuation, skill_prompt
 from skillgraft.core.planning import NOT_ROUTED
 from skillgraft.errors import InputError
 from skillgraft.gateway.app import create_app
@@ -155,6 +155,8 @@ def test_a_chat_is_tokenized_once_and_leases_the_slot_by_the_tokens_it_prefills(
     monkeypatch.setattr(fake_engine, "tokenize", lambda text, **kw: calls.append(text) or tokenize(text, **kw))
     if name == "abstain":
         chat_tokens(fake_engine, chat)
+    elif chat[0][0] == "system":  # the app's prompt first, the manual placed after it
+        skill_prompt(fake_engine, fake_stocked.get("git-squash").source, chat)
     else:
         continuation(fake_engine, fake_stocked.get("git-squash"), chat)
     once, calls[:] = len(calls), []

@@ -9,7 +9,7 @@ from skillgraft.testing import FakeEmbedder, FakeEngine
 
 from .conftest import GIT_QUERY
 
-CHAT = [("system", "You are terse."), ("user", GIT_QUERY)]
+CHAT = [("user", GIT_QUERY)]  # no system turn of the app's: the captured block leads it, restored
 OPTIONS = AnswerOptions(max_tokens=4)
 
 

@@ -171,7 +171,7 @@ def test_the_results_schemas_carry_the_notes_fields(fake_stocked):
 
     schemas = anyio.run(run)
     note_fields = {"decision", "routed", "block_id", "block_name", "score", "threshold", "reason", "cache_n", "reused_from",
-                   "prefill_tokens_avoided", "near_miss", "gate", "conversation"}
+                   "prefill_tokens_avoided", "near_miss", "gate", "conversation", "skills"}
     assert set(schemas["ask"]["properties"]) == note_fields | {"text", "completion_tokens"}
     assert "fallback" in schemas["ask"]["properties"]["decision"]["enum"]
     assert {"note", "decision", "block_id", "score", "use", "skill"} <= set(schemas["recall"]["properties"])

@@ -92,15 +92,13 @@ def test_a_near_miss_never_repeats_the_stored_answer(fake_stocked, fake_engine, 
     assert ANSWER not in result.text
 
 
-def test_the_apps_system_prompt_follows_the_grafted_block(fake_stocked, fake_engine):
+def test_the_apps_system_prompt_leads_and_the_block_follows_it(fake_stocked, fake_engine):
     fake_engine.reply = replies
     block = fake_stocked.get("git-squash")
     result = fake_stocked.generate(GIT_QUERY, system="Answer in one line.")
     assert (result.decision, result.text) == ("graft", GIT_REPLY)
-    system_turn = fake_engine.tokenize(fake_engine.chat_prompt([("system", GIT_MANUAL)], add_generation_prompt=False))
-    assert result.prefill_tokens_avoided == len(system_turn) < block.n_tokens
     held, fresh = generated_context(
-        fake_engine, [("system", GIT_MANUAL), ("system", "Answer in one line."), ("user", GIT_QUERY)]
+        fake_engine, [("system", "Answer in one line."), ("system", GIT_MANUAL), ("user", GIT_QUERY)]
     )
     assert held == fresh
     assert fake_stocked.recall(GIT_QUERY).block.id == block.id  # the system prompt never changes the route

@@ -54,7 +54,9 @@ def test_a_state_swapped_after_a_restart_is_refused_and_the_answer_is_a_prefills
         answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
         assert answer.note.reused_from != "derived" and "not what the index recorded" in caplog.text
         assert answer.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
-    assert not path.exists()
+    written = path.read_bytes() if path.exists() else b""  # deleted, or kept again from the answer's own cells
+    assert written != forged(data, FakeEngine()) and written != payload_swapped(data)
+    assert not written or decode_state(written).sha256 == sha256_hex(decode_state(written).payload)
 
 
 def test_a_state_the_index_does_not_record_is_never_used(tmp_path, caplog):

@@ -97,11 +97,14 @@ def test_what_cannot_be_honoured_is_a_format_error_naming_the_field(arguments, f
     assert raised.value.field == field and isinstance(raised.value, InputError)
 
 
-def test_a_format_leads_the_first_user_message_after_every_system_turn():
+def test_a_format_ends_the_apps_system_prompt_so_skills_come_after_it():
     form = output_format([CALCULATOR])
-    chat = form.lead([("system", "Be terse."), ("user", "hi"), ("assistant", "hello"), ("user", "12*7?")])
-    assert chat[0] == ("system", "Be terse.") and chat[2:] == [("assistant", "hello"), ("user", "12*7?")]
-    assert chat[1][1].startswith("You can call these tools:") and chat[1][1].endswith("\n\nhi")
+    turns = [("user", "hi"), ("assistant", "hello"), ("user", "12*7?")]
+    chat = form.lead([("system", "Be terse."), ("system", "Cite sources."), *turns])
+    assert chat[0] == ("system", "Be terse.") and chat[2:] == turns
+    assert chat[1][1].startswith("Cite sources.\n\nYou can call these tools:")
+    alone = form.lead(turns)  # no system prompt: the tools are one in front
+    assert alone[0] == ("system", form.instructions()) and alone[1:] == turns
     assert OutputFormat(schema={"type": "object"}).instructions() == "Reply with a JSON object only."
 
 

@@ -156,7 +156,7 @@ def _agent_reply(agent, messages, stream: bool):
     return state["messages"][-1]
 
 
-@pytest.mark.parametrize("policy, expected", [("keep", ("git-squash", "kept")), ("switch", ("sourdough", "switched"))])
+@pytest.mark.parametrize("policy, expected", [("keep", ("sourdough", "entered")), ("switch", ("sourdough", "switched"))])
 def test_every_langchain_door_judges_a_conversation_as_the_memory_does(tmp_path, policy, expected):
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), conversations=policy) as memory:
         memory.add_manual("git-squash", MANUAL, examples=[GRAFT_QUESTION, "combine commits into one"])
