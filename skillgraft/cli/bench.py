@@ -19,7 +19,7 @@ def _int_list(value: str) -> list[int]:
 
 @click.command()
 @click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent",
-                                                 "skills-effect"]))
+                                                 "placement", "skills-effect"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -76,11 +76,13 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
     openai clients, optionally with a llama-server killed mid-load) or agent (time to first
     token of agent requests: the gateway grafting the routed manual against plain llama-server
     with its prompt cache and the manual pasted into the prompt, over five scenarios) or
-    skills-effect (BFCL function-calling tasks, their function documents as skills: pass rate by
+    placement (the shapes agents send: tools in the tools parameter, a first sighting, the same
+    skill again, a multi-topic conversation, manuals added with add_manual; against plain
+    llama-server with its defaults, the skill pasted) or skills-effect (BFCL function-calling tasks, their function documents as skills: pass rate by
     BFCL's checker with no skill, the needed document pasted, the memory's routed graft, the
     model choosing from a listing, and every document pasted). `--kv-type` measures graft and paging under that KV cache type.
     """
-    if plot and kind in ("agent", "skills-effect"):
+    if plot and kind in ("agent", "placement", "skills-effect"):
         raise click.BadParameter(f"the {kind} benchmark draws no plot", param_hint="--plot")
     if kv_type and kind not in ("graft", "paging"):
         raise click.BadParameter(f"the {kind} benchmark runs under the default KV cache type; "
@@ -133,6 +135,10 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.agent_local import bench_agent_local
 
             report = bench_agent_local(model, progress=progress, quick=quick)
+        elif kind == "placement":
+            from ..bench.placement import bench_placement
+
+            report = bench_placement(model, progress=progress)
         elif kind == "agent":
             from ..bench.agent import bench_agent
 
@@ -144,7 +150,7 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
         from ..bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
-    renders = {"agent": _render_agent, "skills-effect": _render_skills_effect}
+    renders = {"agent": _render_agent, "placement": _render_agent, "skills-effect": _render_skills_effect}
     emit(report, as_json, renders.get(kind, _render_bench))
 
 
@@ -177,12 +183,14 @@ def _render_agent(report: dict) -> str:
     lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {other + ' s':>26} {'ratio':>7}"]
     lines += [f"{r['scenario']:20} {r['measure']:30} {span(r, 'skillgraft'):>26} {span(r, 'llama_server'):>26} "
               f"{r['ratio']:>7.3f}" for r in report["rows"]]
+    if "summary" not in report:  # placement: the rows alone
+        return "\n".join(lines)
     summary, decisions = report["summary"], report.get("decisions")
     if decisions is None:  # in-process: no restart is measured
         lines.append(f"grafts: {summary['grafts']}/{summary['requests']}; reused from: {summary['reused_from']}")
         for row in report.get("conversation_policy", {}).get("rows", []):
             lines.append(f"topic change, {row['policy']}: {row['total_s']:.2f} s over {row['turns']} turns, first turn on "
-                         f"the new topic {row['first_turn_on_the_new_topic_s']:.3f} s, kept {row['kept']}, switched "
+                         f"the new topic {row['first_turn_on_the_new_topic_s']:.3f} s, entered {row.get('entered', 0)}, kept {row['kept']}, switched "
                          f"{row['switched']}, behind the expected skill {row['behind_the_expected_skill']}/{row['turns']}")
         return "\n".join(lines)
     lines.append(f"restart: {summary['restart_speedup']}x faster than llama-server's cold prefill "

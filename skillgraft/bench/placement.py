@@ -1,0 +1,207 @@
+"""``skillgraft bench placement``: the shapes agents send, timed through ``skillgraft serve``
+against plain llama-server with its defaults (host prompt cache on), side by side.
+
+The agent is the ``bench agent`` operations assistant with its six tools sent the usual way, as
+the OpenAI ``tools`` parameter (its system prompt holds its rules only). Both systems run the
+same model and llama-server binary, one slot, one token per request (``max_tokens`` 1: a
+request's time is its prefill), greedy, one request at a time, taking turns segment by segment
+(the one going first alternating). llama-server is sent the skill pasted where a user pastes it:
+a system message after the app's prompt, and in a conversation before the turn that first needs
+it (a skill pasted once stays). The gateway is sent the app's chat alone and places the routed
+skill itself.
+
+Scenarios, in this order on each system:
+
+- ``first sighting``: six skills, one question each, behind the agent's prompt and tools;
+- ``same skill again``: the same six skills, two more questions each;
+- ``conversation``: eight turns over four topics (fixed assistant replies), topics coming back;
+- ``add_manual first sighting`` / ``add_manual again``: the first two again over a store whose
+  manuals were added with ``add_manual`` (captured ahead), against a restarted llama-server.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from . import agent_data as data
+from ..core.progress import Progress
+from .agent import SETTLE_S, GatewaySystem, LlamaServerSystem, _answer
+from .agent_rows import recorder, request_row, take_turns
+from .agent_texts import Texts
+
+__all__ = ["bench_placement", "agent_tools"]
+
+MAX_TOKENS = 1
+AGAIN_ROUNDS = (1, 2)  # SKILL_QUESTIONS' second and third question of each skill
+CONVERSATION = (  # (skill the turn needs, user turn, fixed assistant reply)
+    ("postgres-backup", "How do I restore a single table from the weekly postgres dump?",
+     "Use pg_restore with --table on the weekly dump, into a scratch database first, then copy the rows over."),
+    ("postgres-backup", "Is it safe to run pg_dump against the primary database at noon?",
+     "Run it against a streaming replica instead: a dump at peak load slows the primary."),
+    ("tls-renewal", "Different topic: the TLS certificate of api.tidewater.io expires in 12 days; how do I renew it?",
+     "Renew it through the internal ACME server with the renewal job, then check the new expiry date."),
+    ("k8s-crashloop", "And my payments-worker pods are in CrashLoopBackOff since the last release; how do I debug it?",
+     "Look at the previous container's logs and the pod's events first; compare the release's config with the last one."),
+    ("postgres-backup", "Back to the dump: what does the pg-backup-stale alert mean and how do I check the backups?",
+     "It fires when the newest base backup is older than a day; list the backups and check the last job's log."),
+    ("k8s-crashloop", "A pod shows exit code 137 OOMKilled; should I raise its memory limit?",
+     "First check whether memory grows steadily (a leak) or peaks at start-up; raise the limit only for the latter."),
+    ("dns-change", "One more thing: how do I point status.tidewater.io to a new IP address in DNS?",
+     "Lower the record's TTL first, wait out the old TTL, then change the A record in tide-dns."),
+    ("tls-renewal", "cert-manager says my certificate is not ready, what should I check?", ""),
+)
+_SIGNATURE = re.compile(r"^(\w+)\((.*)\)$")
+_TYPES = {"string": "string", "integer": "integer", "list[string]": "array"}
+
+
+def agent_tools() -> list[dict]:
+    """The agent's six tools as OpenAI's ``tools`` parameter (from their signatures and descriptions)."""
+    tools = []
+    for text in data.TOOLS:
+        signature, *description = text.splitlines()
+        name, arguments = _SIGNATURE.match(signature.strip()).groups()
+        properties, required = {}, []
+        for argument in filter(None, (a.strip() for a in arguments.split(", "))):
+            left, _, default = argument.partition(" = ")
+            key, _, kind = left.partition(": ")
+            schema = {"type": _TYPES[kind]}
+            if kind == "list[string]":
+                schema["items"] = {"type": "string"}
+            properties[key] = schema
+            if not default:
+                required.append(key)
+        tools.append({"type": "function", "function": {
+            "name": name, "description": " ".join(line.strip() for line in description),
+            "parameters": {"type": "object", "properties": properties, "required": required}}})
+    return tools
+
+
+def agent_prompt() -> str:
+    """The agent's system prompt without its tools (they go in the ``tools`` parameter)."""
+    return data.RULES.split("You can call these tools")[0].rstrip() + "\n"
+
+
+class _Asker:
+    """One system asked in the agent's shape: the app's chat to the gateway, the chat with the
+    skills pasted to llama-server; every request with the tools."""
+
+    def __init__(self, system, manuals: dict, tools: list[dict]) -> None:
+        self.system, self.manuals, self.tools = system, manuals, tools
+        self.name = system.name
+
+    def ask(self, prompt: str, turns: list[tuple[str, str, str]]) -> dict:
+        """``turns``: (skill, role, content) in order; the last is the user's question."""
+        pasting = self.name == "llama-server"
+        messages, pasted = [{"role": "system", "content": prompt}], set()
+        for skill, role, content in turns:
+            if pasting and role == "user" and skill not in pasted:
+                messages.append({"role": "system", "content": self.manuals[skill][0]})
+                pasted.add(skill)
+            messages.append({"role": role, "content": content})
+        body = {"messages": messages, "max_tokens": MAX_TOKENS, "temperature": 0, "tools": self.tools}
+        if pasting:
+            body["cache_prompt"] = True
+        else:
+            body["model"] = self.system.model
+        started = time.perf_counter()
+        response = self.system.client.post("/v1/chat/completions", json=body)
+        seconds = time.perf_counter() - started
+        reply = _answer(response, self.name)
+        note = reply.get("skillgraft") or {}
+        cache_n = note["cache_n"] if note else int((reply.get("timings") or {}).get("cache_n", 0))
+        return {"seconds": seconds, "prompt_tokens": reply["usage"]["prompt_tokens"], "cache_n": cache_n,
+                "decision": note.get("decision", "pasted"), "block": note.get("block_name") or "",
+                "skills": [f"{s['block_name']}@{s['turn']}" for s in note.get("skills", ())],
+                "conversation": note.get("conversation", "")}
+
+
+def _scenarios(asker: _Asker, prompt: str, record: Callable[[dict], None], *, captured: bool) -> Iterator[str]:
+    """The scenarios on one system; yields each segment's name once it is done."""
+    prefix = "add_manual " if captured else ""
+
+    def ask(scenario: str, round_: int, turns: list, skill: str) -> None:
+        record({"system": asker.name, "scenario": prefix + scenario, "round": round_, "expected": skill,
+                "question": turns[-1][2], **asker.ask(prompt, turns)})
+
+    for name, questions in data.SKILL_QUESTIONS.items():
+        ask("first sighting", 1, [(name, "user", questions[0])], name)
+    yield prefix + "first sighting"
+    for r in AGAIN_ROUNDS:
+        for name, questions in data.SKILL_QUESTIONS.items():
+            ask("same skill again", r + 1, [(name, "user", questions[r])], name)
+        yield f"{prefix}same skill again, round {r + 1}"
+    if captured:
+        return
+    turns: list = []
+    for i, (skill, question, reply) in enumerate(CONVERSATION):
+        turns.append((skill, "user", question))
+        ask("conversation", i + 1, list(turns), skill)
+        turns.append((skill, "assistant", reply))
+    yield "conversation"
+
+
+def requests_per_system() -> int:
+    skills = len(data.SKILL_QUESTIONS)
+    return 2 * (skills * (1 + len(AGAIN_ROUNDS))) + len(CONVERSATION)
+
+
+def bench_placement(model: Optional[str] = None, progress: Progress = None) -> dict:
+    """Time to first token in the four shapes (module docstring), the gateway against
+    llama-server with its defaults. Returns ``{"rows", "requests", ...}``."""
+    from ..config import default_model, engine_settings
+
+    model = model or default_model()
+    texts, tools, prompt = Texts(False), agent_tools(), agent_prompt()
+    manuals = {name: texts.manuals[name] for name in data.SKILL_QUESTIONS}
+    records, record = recorder(2 * requests_per_system(), progress)
+    started = time.perf_counter()
+    workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-placement-"))
+    server = None
+    try:
+        server = LlamaServerSystem(model, manuals, cache_mib=8192)
+        peer = _Asker(server, manuals, tools)
+        for captured in (False, True):
+            if captured:
+                server.restart()
+            gateway = GatewaySystem(workdir / ("captured" if captured else "text"), model, manuals, captured=captured,
+                                    settle=texts.settle_threshold)
+            try:
+                ours = _Asker(gateway, manuals, tools)
+                take_turns([(_scenarios(ours, prompt, record, captured=captured), SETTLE_S),
+                            (_scenarios(peer, prompt, record, captured=captured), 0.0)])
+            finally:
+                gateway.stop()
+        build = server.engine.server.build
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    settings = engine_settings()
+    return {"kind": "placement", "model": model, "server_build": build, "n_threads": settings.n_threads,
+            "n_ctx": settings.n_ctx, "max_tokens": MAX_TOKENS, "peer_cache_mib": 8192,
+            "rows": _rows(records), "requests": records, "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def _rows(records: list[dict]) -> list[dict]:
+    def times(system: str, scenario: str, rounds=None) -> list[float]:
+        return [r["seconds"] for r in records if r["system"] == system and r["scenario"] == scenario
+                and (rounds is None or r["round"] in rounds)]
+
+    def row(scenario: str, measure: str, rounds=None, *, total: bool = False) -> dict:
+        return request_row(scenario, measure, times("skillgraft", scenario, rounds), times("llama-server", scenario, rounds),
+                           total=total)
+
+    turns = len(CONVERSATION)
+    wanted = [(prefix + scenario, measure, rounds, total) for prefix in ("", "add_manual ") for scenario, measure in (
+        ("first sighting", "six skills, one question each"), ("same skill again", "six skills, two more questions each"))
+              for rounds, total in ((None, False),)]
+    wanted += [("conversation", "turn 1 (first sighting)", {1}, False),
+               ("conversation", f"turns 2-{turns}, each", set(range(2, turns + 1)), False),
+               ("conversation", f"turns 2-{turns}, total", set(range(2, turns + 1)), True)]
+    return [row(scenario, measure, rounds, total=total) for scenario, measure, rounds, total in wanted
+            if times("skillgraft", scenario, rounds) and times("llama-server", scenario, rounds)]
