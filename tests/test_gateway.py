@@ -266,6 +266,36 @@ def test_a_client_that_leaves_mid_stream_gives_its_slot_back(gateway, client, mo
     assert answer.choices[0].finish_reason == "length"
 
 
+def test_chats_back_to_back_and_at_once_get_no_5xx_from_a_healthy_server(gateway, model_id):
+    """200 short chats, whole, streamed and with n=2, first one after another and then from four
+    clients queued on the one slot: a kept-alive connection that llama-server drops under a
+    request is sent again, so none is answered 5xx (nor ends in an error event) while the
+    server stays up."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    kinds = [{}, {"stream": True}, {"n": 2, "temperature": 0.7}, {"n": 2, "temperature": 0.7, "stream": True}]
+
+    def chat(http: httpx.Client, index: int) -> tuple[int, str]:
+        """The chat's status (599: a stream that ended in an error event) and the start of its body."""
+        body = {"model": model_id, "messages": [{"role": "user", "content": f"Say {index}."}], "max_tokens": 2,
+                "temperature": 0, "seed": index, **kinds[index % len(kinds)]}
+        with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            text = response.read().decode()
+        error_event = any(line.startswith('data: {"error"') for line in text.splitlines())
+        return (599 if error_event else response.status_code), text[:300]
+
+    restarts = httpx.get(gateway.url + "/healthz", trust_env=False).json()["restarts"]
+    with httpx.Client(base_url=gateway.url, timeout=120, trust_env=False) as http:
+        answers = [chat(http, index) for index in range(100)]
+        with ThreadPoolExecutor(4) as clients:
+            answers += list(clients.map(lambda index: chat(http, index), range(100, 200)))
+    failed = [(index, status, text) for index, (status, text) in enumerate(answers) if status >= 500]
+    assert not failed, f"{len(failed)} of 200 chats failed, the first: {failed[:3]}"
+    assert [status for status, _ in answers] == [200] * 200
+    health = httpx.get(gateway.url + "/healthz", trust_env=False).json()
+    assert health["status"] == "ok" and health["restarts"] == restarts and health["slots_leased"] == 0
+
+
 def test_skills_api_adds_verifies_lists_and_deletes(gateway, client, model_id):
     skills = gateway.url + "/v1/skillgraft/skills"
     manual = {

@@ -96,6 +96,7 @@ def api_error(exc: BaseException) -> ApiError:
         logger.warning("503 busy: %s", message)  # one line: a full gateway is no bug
         return ApiError(503, message, kind="server_error", code="busy")
     if isinstance(exc, (ServerError, StoreError, RouterError)):
+        logger.warning("503 unavailable (%s): %s", type(exc).__name__, message)  # why, in one line
         return ApiError(503, message, kind="server_error", code="unavailable")
     if isinstance(exc, SkillgraftError):
         return ApiError(500, message, kind="server_error")

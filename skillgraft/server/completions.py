@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Sequence, Union
 import httpx
 
 from ..errors import InputError, ServerError
+from .connection import response_to
 from .records import (
     Completion,
     ServerGraft,
@@ -155,7 +156,9 @@ class ServerCompletions:
         """Steps of a streamed ``/completion``; with ``expected`` = (block id, slot, cells to
         reuse, prompt tokens) the slot reuse is checked on the first chunk's timings. Past
         ``deadline`` :class:`DeadlineError` (no read waits longer than was left when it began): the stream
-        is closed, which stops the server's work on it."""
+        is closed, which stops the server's work on it. Sent as every request is
+        (:func:`~skillgraft.server.connection.response_to`): once more on a connection the server
+        dropped before any of the response arrived, never once the stream has begun."""
         checked = expected is None
         self.forget_held(request.get("id_slot"))
         self.completions += 1
@@ -168,7 +171,7 @@ class ServerCompletions:
             usual = client.timeout
             timeout = httpx.Timeout(connect=usual.connect, read=deadline.left(), write=usual.write, pool=usual.pool)
         try:
-            with client.stream("POST", "/completion", json=request, timeout=timeout) as response:
+            with response_to(client, "POST", "/completion", json=request, timeout=timeout) as response:
                 if response.status_code != 200:
                     raise ServerError(f"POST /completion answered {response.status_code}: {response.read()[:300]!r}")
                 lines = response.iter_lines()

@@ -18,7 +18,9 @@ URL, and keeps skillgraft's checks in front of the server, which checks almost n
 The server binary comes from :mod:`skillgraft.server.build`; ``/completion`` calls live in
 :mod:`skillgraft.server.completions`, ``/slots`` calls (capture, restore, save, erase) and the
 slot files in :mod:`skillgraft.server.slot_states`, the returned values in
-:mod:`skillgraft.server.records`. This module owns the server's lifecycle. Requests on
+:mod:`skillgraft.server.records`; every request is sent by
+:func:`skillgraft.server.connection.response_to` (once more on a connection the server dropped
+before answering). This module owns the server's lifecycle. Requests on
 different slots may run from several threads at once (the gateway leases one slot per
 request); restarts and slot-file writes are serialised by the engine.
 """
@@ -42,6 +44,7 @@ from ..core.fingerprint import RuntimeFingerprint
 from ..engine.models import resolve_model
 from .build import binary_version, find_server
 from .completions import ServerCompletions
+from .connection import response_to
 from .process import (
     ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint, supports_gpu_offload,
 )
@@ -264,12 +267,9 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         if not self._starting:
             self.ensure_running()
         try:
-            try:
-                response = self._client.request(method, path, **kwargs)
-            except httpx.RemoteProtocolError:
-                # A kept-alive connection the server closed as the request went out (its idle
-                # timeout): nothing was answered, so the request is sent once more, on a new one.
-                response = self._client.request(method, path, **kwargs)
+            # Once more on a connection the server dropped before answering (response_to's rule).
+            with response_to(self._client, method, path, **kwargs) as response:
+                response.read()
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: a client replaced by a restart
             raise ServerError(f"{method} {self.url}{path} failed: {exc!r}") from None
         try:

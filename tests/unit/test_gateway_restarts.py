@@ -4,6 +4,7 @@ restarted server, whatever it had made; a stream that sent tokens ends with an e
 from __future__ import annotations
 
 import json
+import logging
 
 from fastapi.testclient import TestClient
 
@@ -79,3 +80,15 @@ def test_a_second_death_is_a_503_and_a_stream_that_sent_tokens_ends_with_an_erro
         assert streamed.status_code == 200 and "error" in events[-1] and engine.deaths == 0
         assert all("error" not in event for event in events[:-1]) and len(events) > 2
     gateway.close()
+
+
+def test_a_503_for_a_server_error_says_why_in_the_gateways_log(tmp_path, fake_embedder, caplog):
+    engine = DyingEngine(deaths=2)
+    gateway, client = _client(tmp_path, fake_embedder, engine)
+    with caplog.at_level(logging.WARNING, logger="skillgraft.gateway"), client as http:
+        reply = _chat(http)
+    gateway.close()
+    assert reply.status_code == 503 and reply.json()["error"]["code"] == "unavailable"
+    said = [record.getMessage() for record in caplog.records
+            if record.name == "skillgraft.gateway" and record.levelno == logging.WARNING and "503" in record.getMessage()]
+    assert len(said) == 1 and "ServerError" in said[0] and "peer closed the connection" in said[0], said
