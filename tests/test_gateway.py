@@ -84,8 +84,8 @@ def _server_tasks(gateway) -> list:
     return [server["completions"] for server in health["servers"]]
 
 
-def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, model_id, store, smollm2):
-    from skillgraft.core.chat_layout import continuation
+def test_in_domain_with_a_system_prompt_places_the_block_after_it(client, model_id, store, smollm2):
+    from skillgraft.core.chat_layout import skill_prompt
 
     home, blocks = store
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": IN_DOMAIN}]
@@ -95,11 +95,11 @@ def test_in_domain_with_a_system_prompt_grafts_and_reuses_the_block(client, mode
     block = blocks["git-squash"]
     assert note["block_id"] == block.id and note["block_name"] == "git-squash"
     assert note["score"] >= note["threshold"]
-    kept, _ = continuation(smollm2, block, [(m["role"], m["content"]) for m in messages])
-    # The app's system turn follows the block's: the block's user opener is dropped, the rest
-    # reused (and a token of the opener too when the next turn starts with the same one).
-    assert block.n_tokens - 8 < kept < block.n_tokens
-    assert kept <= note["cache_n"]
+    assert [(s["block_name"], s["turn"]) for s in note["skills"]] == [("git-squash", 0)]
+    # The app's system turn leads, the block's text follows it (the block leads only a chat with no
+    # prompt of the app's): the prompt is exactly that chat's tokens.
+    tokens, _ = skill_prompt(smollm2, block.source, [(m["role"], m["content"]) for m in messages])
+    assert response.usage.prompt_tokens == len(tokens)
     assert response.choices[0].message.content.strip()
     assert response.usage.completion_tokens > 0
 
