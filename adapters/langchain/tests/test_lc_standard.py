@@ -26,6 +26,10 @@ UNIT_HOME = str(Path(tempfile.gettempdir()) / "langchain-skillgraft-unit-never-o
 # Enough for a whole tool call or JSON object (the other tests keep lc_store.MAX_TOKENS).
 FORMAT_MAX_TOKENS = 96
 FORMAT_TESTS = ("tool", "structured", "json_mode", "agent_loop")
+# The response format is described at the end of the app's system prompt (a system turn of its own
+# here), where the tools are too: the prefix a context keeps, skills after it.
+JOKE_LOOP = ("the answer is held to the Joke's schema (described in the system turn), but SmolLM2-135M repeats "
+             "itself inside the first string ('setup') until max_tokens, so the 'punchline' is never written")
 
 
 class TestChatSkillGraftUnit(ChatModelUnitTests):
@@ -89,11 +93,19 @@ class TestChatSkillGraftIntegration(ChatModelIntegrationTests):
     def test_json_mode(self, model) -> None:
         super().test_json_mode(model)
 
-    @pytest.mark.xfail(reason="the tool call is held to the schema, but SmolLM2-135M repeats itself inside the "
-                              "Japanese customer's free-text description until max_tokens, so the call is cut short "
-                              "and the message carries no tool call")
-    def test_unicode_tool_call_integration(self, model, *, tool_choice=None, force_tool_call=True) -> None:
-        super().test_unicode_tool_call_integration(model, tool_choice=tool_choice, force_tool_call=force_tool_call)
+    @pytest.mark.parametrize("schema_type", [pytest.param("pydantic", marks=pytest.mark.xfail(reason=JOKE_LOOP)),
+                                             "typeddict", "json_schema"])
+    def test_structured_output(self, model, schema_type) -> None:
+        super().test_structured_output(model, schema_type)
+
+    @pytest.mark.parametrize("schema_type", [pytest.param("pydantic", marks=pytest.mark.xfail(reason=JOKE_LOOP)),
+                                             "typeddict", "json_schema"])
+    async def test_structured_output_async(self, model, schema_type) -> None:
+        await super().test_structured_output_async(model, schema_type)
+
+    @pytest.mark.xfail(reason=JOKE_LOOP)
+    def test_structured_output_pydantic_2_v1(self, model) -> None:
+        super().test_structured_output_pydantic_2_v1(model)
 
     @property
     def supports_model_override(self) -> bool:
