@@ -151,11 +151,10 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
         return dataclasses.replace(recall, skills=tuple(places), conversation="kept", reason=(
             f"{recall.reason}; the conversation holds block {block.name!r} already: its place is kept"))
     places.append(SkillPlace(block, len(earlier)))
-    if len(places) == 1 and not earlier:
+    if not earlier:
         return dataclasses.replace(recall, skills=tuple(places))
-    return dataclasses.replace(recall, skills=tuple(places), conversation="entered" if earlier else "", reason=(
-        f"{recall.reason}; block {block.name!r} entered at user turn {len(earlier) + 1}, after the turns so far"
-        if earlier else recall.reason))
+    return dataclasses.replace(recall, skills=tuple(places), conversation="entered", reason=(
+        f"{recall.reason}; block {block.name!r} entered at user turn {len(earlier) + 1}, after the turns so far"))
 
 
 def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
@@ -163,7 +162,6 @@ def chat_recall(memory: PlanMemory, user_turns: Sequence[str]) -> Recall:
     conversation rule (:func:`conversation_recall`)."""
     *earlier, query = user_turns
     return conversation_recall(memory, earlier, memory.recall(query, log=False))
-
 
 
 def plan_answer(memory: PlanMemory, messages: Sequence[tuple[str, str]], *, voice: bool = False,
