@@ -31,13 +31,14 @@ import shutil
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from . import agent_data as data
 from .agent_texts import Texts
 from ..core.progress import Progress
-from .agent_rows import recorder, request_row as _row, take_turns
+from .agent_rows import compared_row, recorder, seconds, take_turns
 from .serve import capture_manuals
 
 MAX_TOKENS = 1
@@ -346,13 +347,7 @@ def _median(records: list[dict], scenario: str, key: str, rounds=None) -> Option
 
 
 def _report(records: list[dict], repeats: int) -> dict:
-    def times(system: str, scenario: str, rounds=None) -> list[float]:
-        return [r["seconds"] for r in records if r["system"] == system and r["scenario"] == scenario
-                and (rounds is None or r["round"] in rounds)]
-
-    def row(scenario: str, measure: str, rounds=None, *, total: bool = False) -> dict:
-        return _row(scenario, measure, times("skillgraft", scenario, rounds), times("llama-server", scenario, rounds),
-                    total=total)
+    times, row = partial(seconds, records), partial(compared_row, records, "llama-server")
 
     later = range(2, len(data.AGENT_QUESTIONS) + 1)
     more = range(2, 1 + max((r["round"] for r in records if r["scenario"] == "agent"), default=1))

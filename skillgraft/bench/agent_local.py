@@ -26,13 +26,14 @@ import shutil
 import tempfile
 from collections import Counter
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from . import agent_data as data
 from .agent import AGENT_MANUAL, CONVERSATION, MAX_TOKENS, _user
 from .agent_texts import Texts
-from .agent_rows import recorder, request_row as _row, take_turns
+from .agent_rows import compared_row, recorder, take_turns
 from ..kv.prefixes import common_prefix
 from ..core.progress import Progress
 from ..core.tools import Tool, output_format, tool_calls_turn, tool_result_turn
@@ -200,13 +201,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
 
 
 def _report(records: list[dict]) -> dict:
-    def times(system: str, scenario: str, rounds=None) -> list[float]:
-        return [r["seconds"] for r in records if r["system"] == system and r["scenario"] == scenario
-                and (rounds is None or r["round"] in rounds)]
-
-    def row(scenario: str, measure: str, rounds=None, *, total: bool = False) -> dict:
-        return _row(scenario, measure, times("skillgraft", scenario, rounds), times("llama-cpp-python", scenario, rounds),
-                    total=total)
+    row = partial(compared_row, records, "llama-cpp-python")
 
     later = set(range(2, len(data.AGENT_QUESTIONS) + 1))
     more = range(2, 1 + max((r["round"] for r in records if r["scenario"] == "agent"), default=1))

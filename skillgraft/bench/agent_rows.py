@@ -38,6 +38,19 @@ def take_turns(runs: Sequence[tuple[Iterator, float]]) -> None:
         order.reverse()
 
 
+def seconds(records: Sequence[dict], system: str, scenario: str, rounds=None) -> list[float]:
+    """The seconds of ``system``'s requests in ``scenario`` (of ``rounds`` only, when given)."""
+    return [r["seconds"] for r in records if r["system"] == system and r["scenario"] == scenario
+            and (rounds is None or r["round"] in rounds)]
+
+
+def compared_row(records: Sequence[dict], other: str, scenario: str, measure: str, rounds=None, *,
+                 total: bool = False) -> dict:
+    """:func:`request_row` of ``scenario``: skillgraft's requests against ``other``'s."""
+    return request_row(scenario, measure, seconds(records, "skillgraft", scenario, rounds),
+                       seconds(records, other, scenario, rounds), total=total)
+
+
 def request_row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:
     """One table row: skillgraft's and llama-server's median (or total), spread and ratio."""
     (a, a_lo, a_hi), (b, b_lo, b_hi) = [((sum(v) if total else statistics.median(v)), min(v), max(v)) for v in (ours, theirs)]

@@ -25,13 +25,14 @@ import re
 import shutil
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from . import agent_data as data
 from ..core.progress import Progress
 from .agent import SETTLE_S, GatewaySystem, LlamaServerSystem, _answer
-from .agent_rows import recorder, request_row, take_turns
+from .agent_rows import compared_row, recorder, seconds, take_turns
 from .agent_texts import Texts
 
 __all__ = ["bench_placement", "agent_tools"]
@@ -188,13 +189,7 @@ def bench_placement(model: Optional[str] = None, progress: Progress = None) -> d
 
 
 def _rows(records: list[dict]) -> list[dict]:
-    def times(system: str, scenario: str, rounds=None) -> list[float]:
-        return [r["seconds"] for r in records if r["system"] == system and r["scenario"] == scenario
-                and (rounds is None or r["round"] in rounds)]
-
-    def row(scenario: str, measure: str, rounds=None, *, total: bool = False) -> dict:
-        return request_row(scenario, measure, times("skillgraft", scenario, rounds), times("llama-server", scenario, rounds),
-                           total=total)
+    times, row = partial(seconds, records), partial(compared_row, records, "llama-server")
 
     turns = len(CONVERSATION)
     wanted = [(prefix + scenario, measure, rounds, total) for prefix in ("", "add_manual ") for scenario, measure in (
