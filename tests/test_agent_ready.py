@@ -52,15 +52,19 @@ CALCULATOR = {"name": "calculator", "description": "Evaluate arithmetic.",
 def test_a_multi_topic_conversation_with_tools_equals_a_prefill_of_its_placed_tokens(request, tmp_path, embedder, model):
     """Tools first, the first turn's skill after them, a later turn's skill just before that turn:
     the answer is the one a fresh prefill of exactly those tokens gives, on both templates."""
+    placed_conversation_is_exact(request.getfixturevalue(model), embedder, tmp_path / model)
+
+
+def placed_conversation_is_exact(engine, embedder, home) -> None:
+    """The check of the test above on ``engine`` (the Qwen tests run it too)."""
     from skillgraft.core.chat_layout import placed_prompt
     from skillgraft.core.tools import output_format
     from skillgraft.memory import SkillMemory
 
-    engine = request.getfixturevalue(model)
     tools = AnswerOptions(max_tokens=6, format=output_format([CALCULATOR]))
     git = "Skill manual: squashing commits with git. Run git rebase -i HEAD~N and mark the later commits squash."
     tea = "Skill manual: brewing green tea. Use water at 80 C for two minutes, never boiling water."
-    with SkillMemory(tmp_path / model, engine=engine, embedder=embedder) as memory:
+    with SkillMemory(home, engine=engine, embedder=embedder) as memory:
         memory.add_manual("git-squash", git, examples=["how do I squash my last commits?"], capture=False)
         memory.add_manual("green-tea", tea, examples=["how hot should the water be for green tea?"])
         chat = [("system", SYSTEM), ("user", "how do I squash my last commits?"), ("assistant", "Use git rebase -i."),

@@ -90,3 +90,9 @@ def test_the_memory_and_the_gateway_give_the_same_graft(qwen, embedder, tmp_path
     assert note["cache_n"] == block.n_tokens
     assert served["choices"][0]["message"]["content"].strip() == answer.text.strip() != ""
     assert served["usage"]["completion_tokens"] == answer.end.completion_tokens
+
+
+def test_a_multi_topic_conversation_with_tools_is_placed_exactly_on_its_template(qwen, embedder, tmp_path):
+    from tests.test_agent_ready import placed_conversation_is_exact
+
+    placed_conversation_is_exact(qwen, embedder, tmp_path / "qwen")
