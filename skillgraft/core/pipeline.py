@@ -101,10 +101,7 @@ class AnswerPipeline:
         routed = recall.block if recall.decision == "graft" else None
         places = skill_places(recall)
         if routed is None or plan.unusable:
-            earlier = without(places, routed)
-            tokens, mark = placed_tokens(self.engine, plan, chat, earlier)
-            prompt = Prompt(tuple(tokens), reason=plan.unusable, mark=mark)
-            return self._fitting(prompt, chat, options) if earlier else prompt
+            return self._unrouted(plan, options, reason=plan.unusable)
         if restores_ahead(routed, places, chat, reprefill=plan.reprefill):
             try:
                 keep, after = continuation(self.engine, routed, chat)
@@ -114,12 +111,12 @@ class AnswerPipeline:
         tokens, mark = placed_tokens(self.engine, plan, chat, places)
         return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
 
-    def _without_routed(self, plan: AnswerPlan, options: AnswerOptions) -> Prompt:
-        """The chat less the routed block (a graft that did not stand is answered plainly)."""
+    def _unrouted(self, plan: AnswerPlan, options: AnswerOptions, reason: str = "") -> Prompt:
+        """The plain prompt: the chat with the skills it held before this turn, less the routed
+        block (none routed, one that cannot be read, or a graft that did not stand)."""
         chat = _chat(plan, options)
-        earlier = without(skill_places(plan.recall), plan.recall.block)
-        tokens, _ = placed_tokens(self.engine, plan, chat, earlier)
-        return self._fitting(Prompt(tuple(tokens)), chat, options) if earlier else Prompt(tuple(tokens))
+        tokens, _ = placed_tokens(self.engine, plan, chat, without(skill_places(plan.recall), plan.recall.block))
+        return self._fitting(Prompt(tuple(tokens), reason=reason), chat, options)
 
     def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions) -> Prompt:
         """``prompt`` when it leaves the reply its room; else the chat alone, with why (a skill
@@ -163,7 +160,7 @@ class AnswerPipeline:
                 if outcome is None:
                     return
                 note = outcome
-                prompt = self._without_routed(plan, options)
+                prompt = self._unrouted(plan, options)
         yield from self._plain(plan, slot, options, prompt.tokens, note, started)
 
     # -- the three answers ---------------------------------------------------------------
