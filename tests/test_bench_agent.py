@@ -94,3 +94,34 @@ def test_quick_in_process_agent_benchmark():
     for row in policies.values():
         assert row["turns"] == len(conversations()) * 2 * TURNS and row["total_s"] > 0
         assert 0 <= row["behind_the_expected_skill"] <= row["turns"]
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.model
+def test_placement_shapes_reach_both_real_systems(tmp_path):
+    """``bench placement``'s requests on the real systems (short manuals): llama-server takes the
+    tools parameter and the pasted skill, the gateway places the routed skill after the tools and,
+    asked again, continues what the slot holds of the agent's prompt and tools at least."""
+    _require_server()
+    from skillgraft.bench.agent import GatewaySystem, LlamaServerSystem
+    from skillgraft.bench.agent_texts import Texts
+    from skillgraft.bench import agent_data as data
+    from skillgraft.bench.placement import _Asker, agent_prompt, agent_tools
+
+    texts = Texts(True)
+    manuals = {name: texts.manuals[name] for name in ("tls-renewal", "dns-change")}
+    question = data.SKILL_QUESTIONS["tls-renewal"]
+    server = LlamaServerSystem("smollm2-135m", manuals, cache_mib=8192)
+    gateway = GatewaySystem(tmp_path, "smollm2-135m", manuals, settle=texts.settle_threshold)
+    try:
+        peer, ours = _Asker(server, manuals, agent_tools()), _Asker(gateway, manuals, agent_tools())
+        pasted = peer.ask(agent_prompt(), [("tls-renewal", "user", question[0])])
+        assert pasted["decision"] == "pasted" and pasted["prompt_tokens"] > 100
+        first = ours.ask(agent_prompt(), [("tls-renewal", "user", question[0])])
+        assert (first["decision"], first["block"], first["skills"]) == ("graft", "tls-renewal", ["tls-renewal@0"])
+        again = ours.ask(agent_prompt(), [("tls-renewal", "user", question[1])])
+        assert again["block"] == "tls-renewal" and again["cache_n"] > first["prompt_tokens"] // 2
+    finally:
+        gateway.stop()
+        server.stop()
