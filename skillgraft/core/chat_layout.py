@@ -102,15 +102,14 @@ def block_size(engine, block: Block) -> int:
     return len(block_tokens(engine, block.source)) if block.text_only else block.n_tokens
 
 
-def continuation(engine, block: Block, messages: Chat, *, prefix: Optional[Sequence[int]] = None) -> tuple[int, list[int]]:
+def continuation(engine, block: Block, messages: Chat) -> tuple[int, list[int]]:
     """``(cells of the block kept, tokens after them)`` for a chat led by ``block``.
 
-    ``prefix`` is the block's tokens (its stored ones by default; a foreign block re-rendered
-    for this model otherwise). :class:`InputError` when the block cannot lead this chat (its
-    tokens are not the start of the rendered chat: a template that reorders turns, or a block
-    captured under another rendering).
+    :class:`InputError` when the block cannot lead this chat (its tokens are not the start of
+    the rendered chat: a template that reorders turns, or a block captured under another
+    rendering).
     """
-    prefix = tuple(block.tokens if prefix is None else prefix)
+    prefix = tuple(block.tokens)
     full = chat_tokens(engine, [("system", block.source), *messages])
     if tuple(full[: len(prefix)]) == prefix and len(full) > len(prefix):
         return len(prefix), full[len(prefix):]
