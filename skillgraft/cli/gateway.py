@@ -38,7 +38,7 @@ def _serve_extra() -> None:
 @click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
 @click.option("--keys", "keys_file", type=click.Path(dir_okay=False), default=None,
               help="Key file: one 'NAMESPACE KEY' a line ('admin KEY': an admin key); prefix reuse stays within a "
-                   "key's namespace.")
+                   "key's namespace; the file must be its owner's alone (chmod 600).")
 @click.option("--gate", "gate", type=click.Choice(["advisory", "enforce"]), default=None,
               help="After a graft: report the confidence gate (advisory, the default) or answer plainly when not confident.")
 @click.option("--no-gate", is_flag=True, hidden=True, help="The same as --gate advisory.")

@@ -5,7 +5,8 @@ A key file (``skillgraft serve --keys FILE``) holds one key a line, ``NAMESPACE 
 ``0-9``, ``.``, ``_`` and ``-``, opening with a letter or digit; ``default`` is the namespace of
 a gateway without a key file; ``admin`` is no namespace but marks an admin key, which acts in
 ``default`` and alone reads ``/metrics``. A key is 16-256 printable ASCII characters without
-spaces, each key once. ``--api-key`` is an admin key too.
+spaces, each key once. ``--api-key`` is an admin key too. The file must be its owner's alone
+(mode ``0600`` or ``0400``): one its group or others may read or write is refused.
 
 A request's namespace, with its ``cache_salt`` if it gives one, is its *reuse scope*
 (:func:`~skillgraft.kv.prefixes.reuse_scope`): prefix reuse never crosses scopes.
@@ -14,7 +15,6 @@ A request's namespace, with its ``cache_salt`` if it gives one, is its *reuse sc
 from __future__ import annotations
 
 import hmac
-import logging
 import re
 import secrets
 import stat
@@ -27,8 +27,6 @@ from ..kv.prefix_keys import reuse_scope
 from ..memory.namespaces import DEFAULT_NAMESPACE, NAMESPACE, scope_namespace
 
 __all__ = ["ADMIN", "DEFAULT_NAMESPACE", "ApiKeys", "Principal", "read_keys"]
-
-logger = logging.getLogger("skillgraft.gateway")
 
 ADMIN = "admin"
 KEY = re.compile(r"[!-~]{16,256}")
@@ -110,10 +108,13 @@ def read_keys(file: Union[str, Path]) -> dict[str, Principal]:
         data = path.read_bytes()[: MAX_KEY_FILE_BYTES + 1]
     except OSError as exc:
         raise ConfigError(f"cannot read the key file {path}: {exc.strerror or exc}") from None
+    if stat.S_IMODE(mode) & 0o077:
+        raise ConfigError(
+            f"the key file {path} has mode {stat.S_IMODE(mode):04o}: its group or others can read or write it; "
+            f"a key file must be its owner's alone (chmod 600 {path})"
+        )
     if len(data) > MAX_KEY_FILE_BYTES:
         raise ConfigError(f"the key file {path} is over {MAX_KEY_FILE_BYTES} bytes")
-    if stat.S_IMODE(mode) & 0o077:
-        logger.warning("the key file %s can be read by others than its owner (chmod 600 it)", path)
     keys: dict[str, Principal] = {}
     try:
         text = data.decode("utf-8")
