@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 from ..core.answer import AnswerOptions
 from ..core.chat_layout import skill_prompt, with_system
 from ..core.progress import Progress
-from ..errors import BlockNotFoundError, InputError, SkillNotFoundError
+from ..core.expiry import expired
+from ..errors import BlockNotFoundError, ExpiredError, InputError, SkillNotFoundError
 
 __all__ = ["SkillWarmReport", "WARM_QUESTION", "WarmJob", "start_warm", "warm_parts"]
 
@@ -50,9 +51,10 @@ def warm_plan(memory, names: Sequence[str], system: Optional[str]) -> tuple[list
 
 
 def _parts(memory, name: str) -> list:
-    """The parts of skill ``name``; a manual (``add_manual``) is a skill of one part."""
+    """The parts of skill ``name``; a manual (``add_manual``) is a skill of one part. One past
+    its expiry is :class:`ExpiredError`, as it is to read: refused before a warm starts."""
     try:
-        return memory.skill(name).parts
+        record = memory.skill(name)
     except SkillNotFoundError:
         try:
             block = memory.get(name)
@@ -60,7 +62,11 @@ def _parts(memory, name: str) -> list:
             raise SkillNotFoundError(name) from None
         if block.kind != "manual":
             raise
-    return [ManualPart(block.id, block.name)]
+        memory.live(block)
+        return [ManualPart(block.id, block.name)]
+    if expired(record.expires_at):
+        raise ExpiredError(name, record.expires_at)
+    return record.parts
 
 
 @dataclass(frozen=True)
