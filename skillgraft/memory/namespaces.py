@@ -31,13 +31,14 @@ from __future__ import annotations
 import os
 import shutil
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
 from ..core.recall import Recall
 from ..errors import ConfigError, InputError, NamespaceNotFoundError, StoreError
 from ..kv.prefix_keys import reuse_scope
+from ..routing.ranking import NO_ROUTABLE_BLOCKS
 from ..store.derived_states import NAMESPACES_FOLDER
 from ..store.namespace_registry import (
     DEFAULT_NAMESPACE, NAMESPACE, catalog_schema, check_namespace, drop_schema, namespace_blocks_url, register, registered,
@@ -115,13 +116,25 @@ def open_base(home: Path, namespace: str, catalog=None, blocks=None):
 
 def better_recall(own: Recall, base: Recall) -> Recall:
     """The decision a namespace takes from its own store's ``own`` and the base's ``base``: a
-    verified answer (``exact``) or graft over an abstain, its own first, then the higher score."""
+    verified answer (``exact``) or graft over an abstain, its own first, then the higher score.
+    An abstain that ranked none of the namespace's own blocks is the base's, its reason telling
+    both stores (no routable blocks only when neither has any)."""
+    if own.decision == base.decision == "abstain" and not own.candidates:
+        return _unranked(own, base)
     rank = {"exact": 2, "graft": 1}
 
     def key(recall: Recall) -> tuple:
         return rank.get(recall.decision, 0), recall.score if recall.decision != "abstain" else 0.0
 
     return base if key(base) > key(own) else own
+
+
+def _unranked(own: Recall, base: Recall) -> Recall:
+    if own.reason == base.reason == NO_ROUTABLE_BLOCKS:
+        return replace(own, reason="no routable blocks: neither this namespace's store nor the base has any")
+    mine = "this namespace's own store is empty" if own.reason == NO_ROUTABLE_BLOCKS \
+        else f"this namespace's own store: {own.reason}"
+    return replace(base, reason=f"{mine}; the base: {base.reason}")
 
 
 def namespaces(home: Union[str, Path], catalog: Optional[str] = None) -> list[str]:

@@ -13,7 +13,8 @@ from ..core.text_checks import MAX_QUERY_CHARS
 from .generic_requests import GENERIC_MARGIN
 from .near_misses import NEAR_MISS
 
-__all__ = ["LEXICAL_WEIGHT", "Ranking", "lead_sentence", "lexical_documents", "manual_key_texts", "name_key"]
+__all__ = ["LEXICAL_WEIGHT", "NO_ROUTABLE_BLOCKS", "Ranking", "lead_sentence", "lexical_documents", "manual_key_texts",
+           "name_key", "unranked_reason"]
 
 # A manual's sentences become routing keys; a longer manual's sentences are joined into this many.
 MAX_MANUAL_KEYS = 64
@@ -33,6 +34,18 @@ LEXICAL_ONLY_KINDS = ("headings",)
 LEAD_KINDS = ("lead",)
 # The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).
 SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback")
+
+
+NO_ROUTABLE_BLOCKS = "the store has no routable blocks (it is empty)"
+
+
+def unranked_reason(routable: int) -> str:
+    """Why a route ranked nothing in a store of ``routable`` routable blocks: it has none, or
+    none it may offer."""
+    if not routable:
+        return NO_ROUTABLE_BLOCKS
+    return (f"the store has {routable} routable block{'s' if routable != 1 else ''} but none may be offered "
+            "(past its expiry, or made by another runtime)")
 
 
 def name_key(name: str) -> str:

@@ -39,7 +39,7 @@ from .generic_requests import GenericPrior
 from .lexical import LexicalIndex
 from .ranking import (  # noqa: F401  (re-exported)
     ALONE_KINDS, LEAD_KINDS, LEXICAL_CANDIDATES, LEXICAL_ONLY_KINDS, LEXICAL_WEIGHT, MAX_MANUAL_KEYS, PART_KINDS, Ranking,
-    lexical_documents, manual_key_texts, name_key,
+    lexical_documents, manual_key_texts, name_key, unranked_reason,
 )
 from .near_misses import NEAR_MISS, NearMisses
 from .parts import PartCandidate, choose_part, is_instructional
@@ -365,7 +365,7 @@ class Router:
                       for owner, (own, near) in sorted(ranking.kept_out.items())[:3])
         if not ranked:
             return Recall("abstain", None, 0.0, threshold, ("no block is left to offer" + out) if out else
-                          "the store has no routable blocks (it is empty)")
+                          unranked_reason(len(self._blocks)))
         block_id, score = ranked[0]
         block = self._blocks[block_id]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
