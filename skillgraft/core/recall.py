@@ -25,7 +25,12 @@ class SkillPlace:
 
 @dataclass(frozen=True)
 class Recall:
-    """What the memory suggests for a query, and why."""
+    """What the memory suggests for a query, and why.
+
+    Its attributes read by the names its JSON (:meth:`as_dict`, the CLI's ``--json``) and the
+    HTTP note (:class:`~skillgraft.core.answer.AnswerNote`) give them: ``block_id`` and
+    ``block_name`` the block's, ``routed`` the router's decision (the note's name for
+    ``decision``; the note's own ``decision`` is the answer's)."""
 
     decision: Decision
     block: Optional["Block"]
@@ -46,11 +51,20 @@ class Recall:
     def block_id(self) -> Optional[str]:
         return self.block.id if self.block else None
 
+    @property
+    def block_name(self) -> Optional[str]:
+        return self.block.name if self.block else None
+
+    @property
+    def routed(self) -> Decision:
+        """The router's decision: :attr:`decision`, by the name the answer's note gives it."""
+        return self.decision
+
     def as_dict(self) -> dict:
         return {
             "decision": self.decision,
             "block_id": self.block_id,
-            "block_name": self.block.name if self.block else None,
+            "block_name": self.block_name,
             "score": round(self.score, 6),
             "threshold": self.threshold,
             "reason": self.reason,
