@@ -1,12 +1,15 @@
 """The package's layers: who may import whom (module by module and package by package), no
-import circle, no module over 400 lines."""
+import circle, no module over 400 lines.
+
+Each file is read and parsed once (cached); a rule is one test over every module it covers,
+naming each module that breaks it.
+"""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "skillgraft"
 
@@ -31,10 +34,26 @@ def _resolve(path: Path, node: ast.ImportFrom) -> list[str]:
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
-def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _source(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(_source(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _known() -> frozenset[str]:
+    return frozenset(module_name(p) for p in PACKAGE.rglob("*.py"))
+
+
+@functools.lru_cache(maxsize=None)
+def imports(path: Path, *, top_level_only: bool = False) -> frozenset[str]:
     """The ``skillgraft`` modules ``path`` imports: anywhere, or only when it is loaded
     (module level, not under ``if TYPE_CHECKING``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     if top_level_only:
         nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         nodes += [n for n in tree.body if isinstance(n, ast.Try) for n in n.body if isinstance(n, ast.ImportFrom)]
@@ -46,30 +65,40 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
             found.update(_resolve(path, node))
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("skillgraft"))
-    known = {module_name(p) for p in PACKAGE.rglob("*.py")}
-    return {name for name in found if name in known}
+    return frozenset(name for name in found if name in _known())
 
 
 def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", [*modules_under("memory"), *modules_under("core"), *modules_under("store"),
-                                  *modules_under("routing"), *modules_under("verify")], ids=str)
-def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel(path):
-    assert "skillgraft.flywheel" not in imports(path)
+def _named(path: Path) -> str:
+    return str(path.relative_to(PACKAGE.parent))
 
 
-@pytest.mark.parametrize("path", [*modules_under("core"), PACKAGE / "protocols.py", PACKAGE / "store" / "protocols.py",
-                                  *modules_under("testing")], ids=str)
-def test_what_engines_and_fakes_share_loads_no_engine(path):
-    assert not {m for m in imports(path) if m.startswith(("skillgraft.engine", "skillgraft.server"))}
+def test_the_memory_and_what_it_builds_on_never_call_back_into_the_flywheel():
+    paths = [*modules_under("memory"), *modules_under("core"), *modules_under("store"), *modules_under("routing"),
+             *modules_under("verify")]
+    assert paths
+    calling = [_named(path) for path in paths if "skillgraft.flywheel" in imports(path)]
+    assert not calling, f"these import skillgraft.flywheel: {calling}"
 
 
-@pytest.mark.parametrize("path", modules_under("core"), ids=str)
-def test_the_core_builds_on_nothing_but_itself_and_the_errors(path):
-    outside = {m for m in imports(path) if not m.startswith("skillgraft.core")} - {"skillgraft", "skillgraft.errors"}
-    assert not outside
+def test_what_engines_and_fakes_share_loads_no_engine():
+    paths = [*modules_under("core"), PACKAGE / "protocols.py", PACKAGE / "store" / "protocols.py",
+             *modules_under("testing")]
+    assert all(path.is_file() for path in paths)
+    loading = {_named(path): sorted(m for m in imports(path) if m.startswith(("skillgraft.engine", "skillgraft.server")))
+               for path in paths}
+    assert not {name: engines for name, engines in loading.items() if engines}
+
+
+def test_the_core_builds_on_nothing_but_itself_and_the_errors():
+    paths = modules_under("core")
+    assert paths
+    outside = {_named(path): sorted({m for m in imports(path) if not m.startswith("skillgraft.core")}
+                                    - {"skillgraft", "skillgraft.errors"}) for path in paths}
+    assert not {name: found for name, found in outside.items() if found}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -163,20 +192,26 @@ def test_no_package_imports_itself_back():
 ADAPTER = PACKAGE.parent / "adapters" / "langchain" / "langchain_skillgraft"
 
 
-@pytest.mark.parametrize("path", sorted(ADAPTER.glob("*.py")), ids=lambda p: p.name)
-def test_the_langchain_adapter_imports_only_the_public_face_and_the_adapter_module(path):
+def test_the_langchain_adapter_imports_only_the_public_face_and_the_adapter_module():
     """``skillgraft`` and ``skillgraft.adapter`` are what adapters build on; the rest may move."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
-    named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    inner = {m for m in named if m and m.startswith("skillgraft.") and m != "skillgraft.adapter"}
-    assert not inner, f"{path.name} imports {sorted(inner)}: use skillgraft.adapter"
+    paths = sorted(ADAPTER.glob("*.py"))
+    assert paths
+    wrong = {}
+    for path in paths:
+        tree = _tree(path)
+        named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+        named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        inner = sorted(m for m in named if m and m.startswith("skillgraft.") and m != "skillgraft.adapter")
+        if inner:
+            wrong[path.name] = inner
+    assert not wrong, f"{wrong}: use skillgraft.adapter"
 
 
 MAX_LINES = 400
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_no_module_is_over_400_lines(path):
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)} has {lines} lines: split it by concern"
+def test_no_module_is_over_400_lines():
+    paths = sorted(PACKAGE.rglob("*.py"))
+    assert paths
+    long = {_named(path): lines for path in paths if (lines := len(_source(path).splitlines())) > MAX_LINES}
+    assert not long, f"{long} (lines): split each by concern"
