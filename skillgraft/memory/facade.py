@@ -26,7 +26,7 @@ from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, Gat
 from ..core.gate import calibrate_threshold, confidence, gate_policy
 from ..core import telemetry
 from ..core.pipeline import AnswerPipeline, Event
-from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY, chat_recall, forced_recall, near_miss, plan_answer
+from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY, chat_recall, near_miss, plan_answer
 from ..kv.prefixes import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
@@ -298,8 +298,7 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
             return recall
         if recall is not None:
             raise InputError("give a recall or a block to graft, not both")
-        block = self.live(block if isinstance(block, Block) else self.get(block))
-        return forced_recall(block, self.router.threshold, f"block {block.name!r} named by the caller")
+        return self.forced_graft(block)
 
     def _forced(self, block: Union[Block, str], messages, options: AnswerOptions) -> Answer:
         """``block`` grafted for ``messages`` through the pipeline, the gate advisory, nothing recorded."""

@@ -3,10 +3,12 @@ base it reads (:mod:`skillgraft.memory.namespaces`): its own blocks first, the b
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from ..core.blocks import Block
+from ..core.planning import forced_recall
 from ..core.questions import normalize_question
+from ..core.recall import Recall
 from ..errors import BlockNotFoundError, InputError, SharedBaseError
 from .expiry import Expiring
 
@@ -47,6 +49,15 @@ class StoreVerbs(Expiring):
             if self.base is None:
                 raise
             return block_in(self.base, ref)
+
+    def forced_graft(self, block: Union[Block, str], named_by: str = "the caller") -> Recall:
+        """The recall that grafts ``block`` (a :class:`Block`, or what :meth:`get` reads: a
+        namespace's own block, else the base's) whatever routing would say: every forced graft
+        (``answer(block=...)``, an adapter's ``block_id``) is made here. One expired, or part of
+        an expired skill, is :class:`ExpiredError` (:meth:`live`); one quarantined is answered
+        plainly by the pipeline, as a routed one is."""
+        block = self.live(block if isinstance(block, Block) else self.get(block))
+        return forced_recall(block, self.router.threshold, f"block {block.name!r} named by {named_by}")
 
     def delete(self, ref: str) -> Block:
         """Delete a block, its routing keys and (when no other block shares it) its file. A

@@ -6,7 +6,9 @@ Each call answers through the memory's one answer pipeline
 verified one (``exact``), generated after the routed block's restored state (``graft``,
 or ``fallback`` when the graft did not stand) or generated plainly (``abstain``); the
 decision is in ``response_metadata["skillgraft"]``. With a ``block_id`` (per call, through
-``bind`` or set on the model) that block is grafted without a decision; with
+``bind`` or set on the model) that block is grafted without a decision, as the memory grafts
+a block it is given (:meth:`skillgraft.SkillMemory.forced_graft`: an expired one is refused,
+a namespace's base is read); with
 ``route=False`` the chat is answered plainly. A ``recall`` passed per call is answered as
 given: the middleware passes the one it dispatched on, which the memory made for the whole
 chat (:meth:`skillgraft.SkillMemory.recall` with the earlier user turns), so the
@@ -47,7 +49,6 @@ from skillgraft.adapter import (
     ToolCall,
     default_home,
     default_model,
-    forced_recall,
     output_format,
 )
 
@@ -254,8 +255,7 @@ class ChatSkillGraft(BaseChatModel):
         if options.block_id is not None:
             if options.recall is not None:
                 raise ValueError("give block_id or recall, not both")
-            block = memory.get(options.block_id)
-            return forced_recall(block, memory.router.threshold, f"block {block.name!r} named by block_id")
+            return memory.forced_graft(options.block_id, "block_id")  # the memory's own rule: expired is refused
         return options.recall
 
     def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:
