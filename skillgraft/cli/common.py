@@ -109,12 +109,15 @@ class Activity:
     ``say(line)`` replaces the status. Everything it draws is erased when it ends, so nothing
     is printed twice. When stderr is not a terminal (a pipe, a log file, an agent) nothing is
     drawn; a command that ends normally writes one line saying what it did and how long it took.
+    With ``every`` or ``every_s`` set, it also writes a plain line there as counting starts and
+    then each ``every`` units or ``every_s`` seconds, whichever comes first, so a long run shows life.
     """
 
     FRAMES = "|/-\\"
 
     def __init__(
-        self, label: str, status: str = "", *, unit: str = "it", enabled: Optional[bool] = None, stream: Optional[TextIO] = None
+        self, label: str, status: str = "", *, unit: str = "it", enabled: Optional[bool] = None, stream: Optional[TextIO] = None,
+        every: int = 0, every_s: float = 0.0,
     ):
         self.label = label
         self.unit = unit
@@ -126,6 +129,8 @@ class Activity:
         self._spinner: Optional[threading.Thread] = None
         self._started = time.monotonic()
         self._done, self._total = 0, 0
+        self.every, self.every_s = every, every_s
+        self._told: Optional[tuple[int, float]] = None  # (done, when) of the last plain line
 
     def __enter__(self) -> "Activity":
         self._started = time.monotonic()
@@ -152,6 +157,7 @@ class Activity:
     def __call__(self, done: int, total: int) -> None:
         self._done, self._total = done, total
         if not self.enabled:
+            self._tell(done, total)
             return
         self._halt_spinner()
         if self._bar is None:
@@ -166,6 +172,18 @@ class Activity:
             )
         self._bar.total = total
         self._bar.update(done - self._bar.n)
+
+    def _tell(self, done: int, total: int) -> None:
+        """A plain progress line off a terminal, when one is due (the summary says the end)."""
+        if not (self.every or self.every_s) or (self._told is not None and done >= total):
+            return
+        now = time.monotonic()
+        if self._told is not None and not (self.every and done - self._told[0] >= self.every) \
+                and not (self.every_s and now - self._told[1] >= self.every_s):
+            return
+        self._told = (done, now)
+        self.stream.write(f"{self.label}: {done:,}/{total:,} {self.unit} ({now - self._started:.0f} s)\n")
+        self.stream.flush()
 
     def say(self, line: str) -> None:
         """Show ``line`` as the current status (a log callback)."""

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..core.skill_frontmatter import FOLDER_MISMATCH
 from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import (
     Activity, SkillgraftGroup, derived_option, emit, expires_option, json_option, model_option, open_memory,
@@ -13,6 +14,7 @@ from .common import (
 )
 from .blocks import skill_change_hint
 
+IMPORT_LINE_EVERY, IMPORT_LINE_S = 50, 5.0  # off a terminal, an import's progress line: each 50 skills or 5 s
 EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
 
 
@@ -33,32 +35,45 @@ def skills() -> None:
               help=f"What of the body routes: the description only, plus each part's heading path, or plus its "
                    f"sentences (default: a stored skill's own policy, else {DEFAULT_KEY_POLICY}).")
 @expires_option
+@click.option("--verbose", "-v", is_flag=True, help="Warn of each skill whose name differs from its folder (else one count).")
 @model_option
 @json_option
 @click.pass_context
-def import_skills(ctx, paths, prune, keys, expires, model, as_json) -> None:
+def import_skills(ctx, paths, prune, keys, expires, verbose, model, as_json) -> None:
     """Import the skill folders at or under PATHS (a skill folder, or a root such as .agents/skills).
 
     A folder imported before and unchanged is left alone; a changed one becomes a new
     version (the default; the earlier ones are kept), and so does one imported again under
     another --keys. A folder that cannot be imported is skipped with the reason, and nothing
-    of it is stored.
+    of it is stored. An import runs no model. Progress counts skills: drawn on a terminal,
+    else a line on stderr every 50 skills or 5 seconds.
     """
     memory = open_memory(ctx, model)
-    with Activity("import skills", f"loading {memory.model}", unit="part") as progress:
+    with Activity("import skills", "finding skills", unit="skills", every=IMPORT_LINE_EVERY,
+                  every_s=IMPORT_LINE_S) as progress:
         report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys, expires=expires)
-    emit(report.as_dict(), as_json, _render_import)
+    emit(report.as_dict(), as_json, lambda data: _render_import(data, verbose))
 
 
-def _render_import(data: dict) -> str:
+def _render_import(data: dict, verbose: bool = False) -> str:
+    """The report for people; the skills whose name differs from their folder (the Agent Skills
+    specification asks them to match, many collections do not) are one count unless ``verbose``."""
     lines = [f"imported {len(data['imported'])}, unchanged {len(data['unchanged'])}, skipped {len(data['skipped'])}"]
+    mismatched = 0
     for item in data["imported"]:
         lines.append(f"imported   {item['name']} v{item['version']}: {len(item['blocks'])} parts ({item['reused']} reused)")
-        lines += [f"  warning  {w}" for w in item["warnings"]]
+        for warning in item["warnings"]:
+            if FOLDER_MISMATCH in warning and not verbose:
+                mismatched += 1
+                continue
+            lines.append(f"  warning  {warning}")
     lines += [f"unchanged  {item['name']} v{item['version']}" for item in data["unchanged"]]
     lines += [f"skipped    {item['folder']}: {item['reason']}" for item in data["skipped"]]
     lines += [f"vanished   {item['name']} ({item['folder']})" + (": removed" if item["removed"] else "") for item in data["vanished"]]
     lines += [f"warning    {w}" for w in data["warnings"]]
+    if mismatched:
+        lines.append(f"warning    {mismatched} skill{'s' if mismatched != 1 else ''}: the name differs from the folder "
+                     "(the Agent Skills specification asks them to match; --verbose names them)")
     return "\n".join(lines)
 
 
@@ -111,7 +126,7 @@ def _render_skill(d: dict) -> str:
 def update_skill(ctx, name, model, as_json) -> None:
     """Read skill NAME's folder again: a changed folder becomes a new, default version."""
     memory = open_memory(ctx, model)
-    with Activity(f"update {name}", f"loading {memory.model}", unit="part") as progress:
+    with Activity(f"update {name}", f"reading {name}", unit="skills") as progress:
         report = memory.update_skill(name, progress=progress)
     emit(report.as_dict(), as_json, _render_import)
 

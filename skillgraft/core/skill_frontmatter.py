@@ -24,6 +24,7 @@ from ..errors import SkillFolderError
 from .sha import ID_LIKE
 
 MAX_FRONTMATTER_BYTES = 64 << 10
+FOLDER_MISMATCH = "differs from its folder"  # the words of the warning of a name that is not its folder's
 MAX_DESCRIPTION_CHARS = 1024        # the specification's limit; longer is a warning
 MAX_NAME_CHARS = 128                # beyond the specification's 64 (a warning), refused
 # What a skill name may hold here: it names blocks (NAME, NAME#2, NAME/references/x.md).
@@ -81,7 +82,7 @@ def parse_skill_md(text: str, folder_name: str, warnings: list[str]) -> tuple[Fr
     if not SPEC_NAME.fullmatch(name) or len(name) > 64:
         warnings.append(f"the name {name!r} breaks the specification (lowercase letters, digits, single hyphens, 64 at most)")
     if name != folder_name:
-        warnings.append(f"the name {name!r} differs from its folder {folder_name!r}")
+        warnings.append(f"the name {name!r} {FOLDER_MISMATCH} {folder_name!r}")
     if "disable-model-invocation" in values and not isinstance(values["disable-model-invocation"], bool):
         warnings.append("disable-model-invocation is not true or false: the skill stays routable")
     return Frontmatter(name, description, {str(k): _json_safe(v) for k, v in values.items()}), body

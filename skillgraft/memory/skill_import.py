@@ -17,8 +17,9 @@ The same folder imported under another key policy is a new version (its blocks r
 A folder that cannot be imported is skipped with its reason and leaves nothing behind: the
 blocks captured for it are removed, and what was stored before is untouched. Stored skills
 whose folder under the given paths has vanished are reported, and removed only with
-``prune=True``. Progress is counted in parts (:class:`ImportProgress`), so a skill of many
-files shows life as each part's keys are embedded. Mixed into :class:`~skillgraft.memory.SkillMemory`.
+``prune=True``. Progress is counted in skills, their total known once the paths are scanned
+(before the first is read). An import runs no model: the window that bounds a part is the
+engine's when one is loaded, else the one its settings give. Mixed into :class:`~skillgraft.memory.SkillMemory`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from ..config import engine_settings
 from ..core.blocks import block_id_for, text_sha256
 from ..core import telemetry
 from ..core.expiry import Expiry
-from ..core.progress import Progress
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
@@ -74,7 +75,8 @@ class SkillImportReport:
 
 
 class SkillImports:
-    """``import_skills`` of a memory (which provides ``engine``, for its window only, ``store`` and ``router``)."""
+    """``import_skills`` of a memory (which provides ``store``, ``router`` and, for its window
+    only, ``_engine`` when one is loaded and ``settings``)."""
 
     def import_skills(
         self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
@@ -91,7 +93,8 @@ class SkillImports:
             key_policy(keys)
         stamp = expiry_of(expires)
         return telemetry.deposited(self.namespace, lambda: self._import_all(paths, prune, progress, origin, keys, stamp),
-                                   lambda report: [item.name for item in report.imported])
+                                   lambda report: [(item.blocks[0] if item.blocks else None, item.name)
+                                                   for item in report.imported])
 
     def _import_all(self, paths, prune: bool, progress, origin: Optional[str], keys: Optional[str],
                     stamp: Optional[str]) -> SkillImportReport:
@@ -101,10 +104,13 @@ class SkillImports:
         scan = scan_for_skills(paths)
         report.warnings.extend(scan.notes)
         taken: dict[str, str] = {}
-        counter = ImportProgress(progress, len(scan.folders))
-        for folder_path in scan.folders:
-            self._import_path(folder_path, taken, report, origin, keys, counter)
-            counter.folder_done()
+        total = len(scan.folders)
+        if progress:
+            progress(0, total)
+        for done, folder_path in enumerate(scan.folders, 1):
+            self._import_path(folder_path, taken, report, origin, keys)
+            if progress:
+                progress(done, total)
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
         self._sync_pins()  # a pinned skill's new default version is pinned too
@@ -118,7 +124,6 @@ class SkillImports:
 
     def _import_path(
         self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str], keys: Optional[str],
-        counter: "ImportProgress",
     ) -> None:
         """One folder found: read, checked against the names taken so far, imported or skipped."""
         try:
@@ -133,12 +138,12 @@ class SkillImports:
             return
         taken[folder.name] = str(folder_path)
         try:
-            self._import_one(folder, report, origin, keys, counter)
+            self._import_one(folder, report, origin, keys)
         except SkillgraftError as exc:
             report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
 
-    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str], keys: Optional[str],
-                    counter: "ImportProgress") -> None:
+    def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str],
+                    keys: Optional[str]) -> None:
         versions = self._versions_of(folder.name)
         if keys is None:
             default = [row for row in versions if row["version"] == self.store.skill_default(folder.name)] if versions else []
@@ -149,12 +154,18 @@ class SkillImports:
                 return
         warnings = list(folder.warnings)
         examples, near_misses = eval_examples(folder, warnings)
-        most = part_chars(self.engine.n_ctx)
+        most = part_chars(self._window())
         plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, notes=warnings)
         version = self.store.next_skill_version(folder.name)  # never a removed version's number
-        counter.planned(len(plan))
-        stored = self._store_version(folder, version, plan, warnings, origin, keys, counter)
+        stored = self._store_version(folder, version, plan, warnings, origin, keys)
         report.imported.append(stored)
+
+    def _window(self) -> int:
+        """The context window a part must fit: the engine's when one is loaded (or was given),
+        else the one the settings give; an import never loads the model for it."""
+        if self._engine is not None:
+            return self._engine.n_ctx
+        return (self.settings or engine_settings()).n_ctx
 
     def _versions_of(self, name: str) -> list[dict]:
         if name in self.store.skill_names():
@@ -169,13 +180,11 @@ class SkillImports:
 
     def _store_version(
         self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str], keys: str,
-        counter: "ImportProgress",
     ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
         key_rows = []
         for part in plan:  # every part embedded before anything is stored: a failing embedder stores nothing
             key_rows.append(self.router.key_rows(part.keys))
-            counter.step()
         created: list[str] = []
         parts = []
         reused = 0
@@ -265,36 +274,6 @@ class SkillImports:
                     self.remove_skill(name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
-
-
-class ImportProgress:
-    """An import's ``progress(done, total)`` in parts: a folder counts as one until it is
-    planned, then as its parts, each done once its keys are embedded; a folder left unchanged
-    or skipped counts as one, done."""
-
-    def __init__(self, progress: Progress, folders: int) -> None:
-        self.progress, self.done, self.total = progress, 0, folders
-        self._folder_end = 1  # where ``done`` stands once the current folder is through
-
-    def planned(self, parts: int) -> None:
-        """The current folder is ``parts`` parts."""
-        self.total += parts - 1
-        self._folder_end += parts - 1
-
-    def step(self) -> None:
-        """One part of the current folder is through."""
-        self.done = min(self.done + 1, self._folder_end)
-        self._tell()
-
-    def folder_done(self) -> None:
-        """The current folder is through (imported, unchanged or skipped)."""
-        self.done = self._folder_end
-        self._folder_end += 1
-        self._tell()
-
-    def _tell(self) -> None:
-        if self.progress:
-            self.progress(self.done, self.total)
 
 
 def part_chars(n_ctx: int) -> int:
