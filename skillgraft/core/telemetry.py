@@ -8,18 +8,24 @@ tracer provider (or the one given to :func:`configure`), whose exporter the appl
 Every door gets the same spans, made where the memory decides:
 
 - ``search_memory`` (:meth:`~skillgraft.memory.SkillMemory.recall`): the decision, its score and
-  threshold (``gen_ai.memory.search.similarity.threshold``), the block found (``gen_ai.skill.name``);
+  threshold (``gen_ai.memory.search.similarity.threshold``), the block found (``gen_ai.skill.name``,
+  ``skillgraft.block.id``);
 - ``chat {model}`` (every answer of the pipeline): ``gen_ai.request.model``, the
-  ``gen_ai.usage.input_tokens`` / ``output_tokens``, the finish reason, and for a graft the
-  skill whose state was used (``gen_ai.skill.name``, ``gen_ai.skills``) and the prefill it saved;
+  ``gen_ai.usage.input_tokens`` / ``output_tokens``, the prompt cells reused instead of
+  evaluated (``gen_ai.usage.cache_read.input_tokens``: a graft's block among them), the finish
+  reason, and for a graft the skill whose state was used (``gen_ai.skill.name``,
+  ``gen_ai.skills``) and the prefill it saved;
 - ``update_memory`` (a deposit or an import): the block or skills stored (``gen_ai.memory.record.id``,
   ``gen_ai.skill.name``, ``gen_ai.skills``).
 
-Each carries ``gen_ai.operation.name``, ``gen_ai.provider.name`` and ``gen_ai.memory.store.name``
+Each carries ``gen_ai.operation.name``, ``gen_ai.provider.name`` and ``gen_ai.memory.store.id``
 (the namespace) where it has one. Content (the query, the chat, the answer, a skill's text) is
 recorded only with ``$SKILLGRAFT_OTEL_CONTENT=1`` or ``configure(content=True)``, as
 ``gen_ai.memory.query.text``, ``gen_ai.memory.records``, ``gen_ai.input.messages`` and
-``gen_ai.output.messages``.
+``gen_ai.output.messages``. Without it no attribute holds text of a question, a skill or an
+answer: ``gen_ai.skill.name`` and ``gen_ai.skills`` name a skill by its block's id (a name may
+be made from a question: a verified solution's is), and a failed operation's span says only
+its error's type (``error.type``), not its message.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from .recall import Recall
 
 __all__ = [
     "CONTENT_ENV", "ENV", "PROVIDER", "answered", "check", "configure", "content_enabled", "deposited", "enabled",
-    "recalled", "span",
+    "recalled", "skill_label", "span",
 ]
 
 ENV, CONTENT_ENV = "SKILLGRAFT_OTEL", "SKILLGRAFT_OTEL_CONTENT"
@@ -120,13 +126,18 @@ class Span:
     def __enter__(self) -> "Span":
         from opentelemetry import trace
 
-        self._scope = trace.use_span(self._span, end_on_exit=True, record_exception=True, set_status_on_exception=True)
+        told = _settings.content  # an error's message may quote a question or a skill: content
+        self._scope = trace.use_span(self._span, end_on_exit=True, record_exception=told, set_status_on_exception=told)
         self._scope.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
         if exc[0] is not None:
             self._span.set_attribute("error.type", exc[0].__name__)
+            if not _settings.content:
+                from opentelemetry.trace import Status, StatusCode
+
+                self._span.set_status(Status(StatusCode.ERROR))  # failed, without the message
         self._scope.__exit__(*exc)
 
 
@@ -177,6 +188,12 @@ def records(rows) -> str:
                        for ident, text, score in rows])
 
 
+def skill_label(ident: Optional[str], name: Optional[str]) -> Optional[str]:
+    """How ``gen_ai.skill.name`` and ``gen_ai.skills`` name a skill: by ``name`` with content on,
+    else by its block's id ``ident`` (a name is text: a verified solution's is made from its question)."""
+    return name if _settings.content else ident
+
+
 def _clean(attributes: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attributes.items() if v is not None}
 
@@ -185,14 +202,14 @@ def recalled(store: str, query: str, run: Callable[[], Recall]) -> tuple[Recall,
     """``run()`` (a recall of ``query`` in memory ``store``) under a ``search_memory`` span: the
     recall and the seconds it took."""
     started = time.perf_counter()
-    with span("search_memory", store, {"gen_ai.memory.store.name": store}) as current:
+    with span("search_memory", store, {"gen_ai.memory.store.id": store}) as current:
         recall = run()
         if current is OFF:  # off: nothing more than the flag check
             return recall, time.perf_counter() - started
-        block = recall.block
         current.set({"gen_ai.memory.search.similarity.threshold": recall.threshold, "skillgraft.decision": recall.decision,
-                     "skillgraft.score": recall.score, "gen_ai.skill.name": block.name if block else None,
-                     "skillgraft.block.id": block.id if block else None})
+                     "skillgraft.score": recall.score, "gen_ai.skill.name": skill_label(recall.block_id, recall.block_name),
+                     "skillgraft.block.id": recall.block_id})
+        block = recall.block
         current.content({"gen_ai.memory.query.text": query,
                          "gen_ai.memory.records": records([(block.id, block.source, recall.score)]) if block else None})
     return recall, time.perf_counter() - started
@@ -202,26 +219,28 @@ def answered(model: str, chat, note: AnswerNote, end: AnswerEnd) -> None:
     """The ``chat {model}`` span of an answer that has ended (started ``end.timings.total_s`` ago)."""
     if not _settings.on:
         return
-    grafted = note.block_name if note.decision == "graft" else None
+    grafted = skill_label(note.block_id, note.block_name) if note.decision == "graft" else None
     with span("chat", model, {
         "gen_ai.request.model": model, "gen_ai.usage.input_tokens": end.prompt_tokens,
-        "gen_ai.usage.output_tokens": end.completion_tokens, "gen_ai.response.finish_reasons": [end.finish_reason],
+        "gen_ai.usage.output_tokens": end.completion_tokens, "gen_ai.usage.cache_read.input_tokens": note.cache_n,
+        "gen_ai.response.finish_reasons": [end.finish_reason],
         "gen_ai.skill.name": grafted, "gen_ai.skills": [grafted] if grafted else [], "skillgraft.decision": note.decision,
-        "skillgraft.block.id": note.block_id, "skillgraft.cache_n": note.cache_n,
-        "skillgraft.prefill_tokens_avoided": note.prefill_tokens_avoided,
+        "skillgraft.block.id": note.block_id, "skillgraft.prefill_tokens_avoided": note.prefill_tokens_avoided,
     }, provider=ENGINE_PROVIDER, start_ns=since(end.timings.total_s)) as current:
         current.content({"gen_ai.input.messages": messages(chat),
                          "gen_ai.output.messages": messages([("assistant", "".join(s.piece for s in end.steps))])})
 
 
-def deposited(store: str, run: Callable[[], Any], names: Callable[[Any], Sequence[str]], *,
+def deposited(store: str, run: Callable[[], Any], stored: Callable[[Any], Sequence[tuple[Optional[str], str]]], *,
               text: Optional[str] = None) -> Any:
     """``run()`` (a deposit into memory ``store``; ``text`` what it stores) under an ``update_memory``
-    span; what it returned, whose skills ``names(result)`` gives (a block's id is recorded)."""
-    with span("update_memory", store, {"gen_ai.memory.store.name": store}) as current:
+    span; what it returned, whose skills ``stored(result)`` gives as ``(block id, name)`` (a block's
+    id is recorded)."""
+    with span("update_memory", store, {"gen_ai.memory.store.id": store}) as current:
         result = run()
         if current is not OFF:
-            skills, ident = list(names(result)), getattr(result, "id", None)
+            skills = [label for label in (skill_label(*skill) for skill in stored(result)) if label is not None]
+            ident = getattr(result, "id", None)
             current.set({"gen_ai.skills": skills, "gen_ai.skill.name": skills[0] if len(skills) == 1 else None,
                          "gen_ai.memory.record.id": ident})
             current.content({"gen_ai.memory.records": records([(ident, text, None)]) if text is not None else None})

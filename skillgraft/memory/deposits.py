@@ -243,8 +243,8 @@ class Deposits:
         raise NameTakenError(name, taken.id)
 
 
-def _named(block: Block) -> list[str]:
-    return [block.name]
+def _named(block: Block) -> list[tuple[str, str]]:
+    return [(block.id, block.name)]
 
 
 def clean_name(name, *, imported: bool = False) -> str:

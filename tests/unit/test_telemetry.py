@@ -54,19 +54,20 @@ def test_a_routed_answer_and_a_deposit_emit_their_spans_without_content(fake_mem
     assert deposit.name == "update_memory default"
     assert dict(deposit.attributes) == {
         "gen_ai.operation.name": "update_memory", "gen_ai.provider.name": "skillgraft",
-        "gen_ai.memory.store.name": "default", "gen_ai.skills": ("git-squash",), "gen_ai.skill.name": "git-squash",
-        "gen_ai.memory.record.id": block.id}
+        "gen_ai.memory.store.id": "default", "gen_ai.skills": (block.id,), "gen_ai.skill.name": block.id,
+        "gen_ai.memory.record.id": block.id}  # content off: a skill is named by its id
     (recall,) = found["search_memory"]
     assert recall.name == "search_memory default"
-    assert recall.attributes["skillgraft.decision"] == "graft" and recall.attributes["gen_ai.skill.name"] == "git-squash"
+    assert recall.attributes["skillgraft.decision"] == "graft" and recall.attributes["gen_ai.skill.name"] == block.id
     assert recall.attributes["gen_ai.memory.search.similarity.threshold"] == answer.recall.threshold
     (chat,) = found["chat"]
     assert chat.name == "chat fake-chatml" and chat.attributes["gen_ai.provider.name"] == "llama.cpp"
     assert chat.attributes["gen_ai.request.model"] == "fake-chatml"
     assert chat.attributes["gen_ai.usage.output_tokens"] == answer.decoded_tokens > 0
     assert chat.attributes["gen_ai.usage.input_tokens"] > 0
-    assert chat.attributes["gen_ai.skills"] == ("git-squash",) and chat.attributes["skillgraft.decision"] == "graft"
+    assert chat.attributes["gen_ai.skills"] == (block.id,) and chat.attributes["skillgraft.decision"] == "graft"
     assert chat.attributes["skillgraft.prefill_tokens_avoided"] == answer.prefill_tokens_avoided
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == answer.note.cache_n > 0
     assert chat.start_time <= chat.end_time
     for span in spans.get_finished_spans():
         assert not CONTENT_KEYS & set(span.attributes), span.name
@@ -79,6 +80,7 @@ def test_content_is_recorded_only_when_asked(fake_memory, spans):
     answer = fake_memory.generate(GIT_QUERY, max_tokens=4)
     found = by_operation(spans)
     assert json.loads(found["update_memory"][0].attributes["gen_ai.memory.records"])[0]["content"] == GIT_MANUAL
+    assert found["update_memory"][0].attributes["gen_ai.skills"] == ("git-squash",)  # content on: by name
     recall = found["search_memory"][0].attributes
     assert recall["gen_ai.memory.query.text"] == GIT_QUERY
     assert json.loads(recall["gen_ai.memory.records"])[0]["content"] == GIT_MANUAL
@@ -124,7 +126,7 @@ def test_a_chat_through_the_gateway_gets_the_same_spans(fake_memory, fake_engine
     from skillgraft.gateway.service import Gateway
     from skillgraft.testing import FakePool
 
-    fake_memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
+    block = fake_memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
     spans.clear()
     gateway = Gateway(fake_memory.store.home, FakePool(fake_engine), embedder=fake_embedder)
     try:
@@ -135,7 +137,7 @@ def test_a_chat_through_the_gateway_gets_the_same_spans(fake_memory, fake_engine
         gateway.close()
     assert reply.status_code == 200 and reply.json()["skillgraft"]["decision"] == "graft"
     found = by_operation(spans)
-    assert [s.attributes["gen_ai.skill.name"] for s in found["search_memory"]] == ["git-squash"]
+    assert [s.attributes["gen_ai.skill.name"] for s in found["search_memory"]] == [block.id]
     (chat,) = found["chat"]
-    assert chat.attributes["gen_ai.skills"] == ("git-squash",)
+    assert chat.attributes["gen_ai.skills"] == (block.id,)
     assert chat.attributes["gen_ai.usage.output_tokens"] == reply.json()["usage"]["completion_tokens"]
