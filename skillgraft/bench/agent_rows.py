@@ -52,8 +52,12 @@ def compared_row(records: Sequence[dict], other: str, scenario: str, measure: st
 
 
 def request_row(scenario: str, measure: str, ours: list[float], theirs: list[float], *, total: bool = False) -> dict:
-    """One table row: skillgraft's and llama-server's median (or total), spread and ratio."""
+    """One table row: skillgraft's and llama-server's median (or total), spread and ratio; with
+    as many requests on each side (the same requests, taken in turn), ``paired_ratio``: the
+    median of each request's ratio, which a machine drifting between requests weighs on less."""
     (a, a_lo, a_hi), (b, b_lo, b_hi) = [((sum(v) if total else statistics.median(v)), min(v), max(v)) for v in (ours, theirs)]
+    paired = [x / y for x, y in zip(ours, theirs) if y] if len(ours) == len(theirs) else []
     return {"scenario": scenario, "measure": measure, "skillgraft_s": round(a, 4), "llama_server_s": round(b, 4),
             "ratio": round(a / b, 4) if b else None, "skillgraft_min": round(a_lo, 4), "skillgraft_max": round(a_hi, 4),
-            "llama_server_min": round(b_lo, 4), "llama_server_max": round(b_hi, 4), "requests": len(ours)}
+            "llama_server_min": round(b_lo, 4), "llama_server_max": round(b_hi, 4), "requests": len(ours),
+            "paired_ratio": round(statistics.median(paired), 4) if paired else None}

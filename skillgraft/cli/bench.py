@@ -180,9 +180,10 @@ def _render_agent(report: dict) -> str:
     """The agent benchmark: per scenario and measure, each system's seconds [min, max] and the ratio."""
     span = lambda r, s: f"{r[s + '_s']:.3f} [{r[s + '_min']:.3f}, {r[s + '_max']:.3f}]"  # noqa: E731
     other = report.get("other", "llama-server")
-    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {other + ' s':>26} {'ratio':>7}"]
+    paired = lambda r: "" if r.get("paired_ratio") is None else f"{r['paired_ratio']:>7.3f}"  # noqa: E731
+    lines = [f"{'scenario':20} {'measure':30} {'skillgraft s':>26} {other + ' s':>26} {'ratio':>7} {'paired':>7}"]
     lines += [f"{r['scenario']:20} {r['measure']:30} {span(r, 'skillgraft'):>26} {span(r, 'llama_server'):>26} "
-              f"{r['ratio']:>7.3f}" for r in report["rows"]]
+              f"{r['ratio']:>7.3f} {paired(r)}" for r in report["rows"]]
     if "summary" not in report:  # placement: the rows alone
         return "\n".join(lines)
     summary, decisions = report["summary"], report.get("decisions")
