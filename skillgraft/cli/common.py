@@ -253,8 +253,8 @@ kv_type_option = click.option(
 
 
 def store_home(ctx: click.Context, *, create: bool = False) -> Path:
-    """The store folder the options name; it must hold a catalog unless the command adds
-    (or ``create`` is set: ``serve --create``, ``mcp --create``)."""
+    """The store folder the options name; it must hold a catalog, its own or a namespace's,
+    unless the command adds (or ``create`` is set: ``serve --create``, ``mcp --create``)."""
     from ..config import default_home
 
     given = (ctx.obj or {}).get("home")
@@ -264,13 +264,22 @@ def store_home(ctx: click.Context, *, create: bool = False) -> Path:
     shared = catalog_url((ctx.obj or {}).get("catalog")) is not None
     adds = create or ctx.command.name in ADDING_COMMANDS
     own = namespace_store(ctx, home)
-    if not adds and not shared and not (home / "catalog.db").is_file() and not (own / "catalog.db").is_file():
+    if not adds and not shared and not (home / "catalog.db").is_file() and not (own / "catalog.db").is_file() \
+            and not holds_namespaces(home):
         raise StoreError(
             f"no skillgraft store at {home} (it holds no catalog.db): check --home or $SKILLGRAFT_HOME; "
             f"a command that adds (add-manual, add-solution, import, solve, calibrate) creates the store, "
             f"and so do serve --create and mcp --create"
         )
     return home
+
+
+def holds_namespaces(home: Path) -> bool:
+    """Whether ``home`` holds the store of a namespace (``--namespace NAME skills import`` made it
+    a store before anything was added to its base)."""
+    from ..memory.namespaces import namespace_home, namespaces
+
+    return any((namespace_home(home, name) / "catalog.db").is_file() for name in namespaces(home))
 
 
 def open_memory(ctx: click.Context, model: Optional[str] = None, derived_mib: Optional[int] = None):
