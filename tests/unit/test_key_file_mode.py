@@ -7,6 +7,7 @@ import pytest
 
 from skillgraft.errors import ConfigError
 from skillgraft.gateway.keys import Principal, read_keys
+from tests.required import need
 
 KEY_A, ADMIN_KEY = "key-of-team-a-0001", "the-admin-key-0003"
 
@@ -33,7 +34,7 @@ def test_a_key_file_its_owner_alone_reads_is_read(tmp_path, mode):
 
 
 def test_serve_stops_on_an_open_key_file_before_any_server_starts(tmp_path, monkeypatch):
-    pytest.importorskip("fastapi")
+    need("fastapi", "skillgraft[serve]")
     from click.testing import CliRunner
 
     from skillgraft.cli.main import cli
