@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,14 @@ def embedder():
 
 
 @pytest.fixture
-def memory(tmp_path, smollm2, embedder):
-    """A SkillMemory on a fresh store, sharing the session's engine and embedder."""
+def memory(request, tmp_path, smollm2, embedder):
+    """A SkillMemory on a fresh store, sharing the session's engine and embedder; for a test
+    that uses ``stocked``, the store is a copy of the session's stocked store."""
     from skillgraft.memory import SkillMemory
 
+    if "stocked" in request.fixturenames:
+        shutil.copytree(request.getfixturevalue("stocked_store"), tmp_path / "store")
+        smollm2.reset()  # nothing held from an earlier test: a block of the copy is read from its file
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as mem:
         yield mem
 
@@ -79,12 +84,29 @@ def doc_block(page: str, heading: str) -> str:
     return re.search(r"^```python\n(.*?)^```", section, re.M | re.S).group(1)
 
 
-@pytest.fixture
-def stocked(memory):
-    """A memory with two manuals and one verified solution."""
+def stock(memory) -> None:
+    """Two manuals (captured by the model) and one solution (checked by the python verifier)."""
     memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?", "combine commits into one"])
     memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?", "my loaf is too dense"])
     memory.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
+
+
+@pytest.fixture(scope="session")
+def stocked_store(tmp_path_factory, smollm2, embedder):
+    """The folder of a store stocked once per session (closed): ``memory`` copies it for each
+    test that uses ``stocked``, so a test may change its copy freely."""
+    from skillgraft.memory import SkillMemory
+
+    home = tmp_path_factory.mktemp("stocked") / "store"
+    with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
+        stock(memory)
+    return home
+
+
+@pytest.fixture
+def stocked(memory):
+    """A memory with two manuals and one verified solution: a copy of the session's stocked store."""
+    assert len(memory.list()) == 3
     return memory
 
 
@@ -103,6 +125,7 @@ SHARED_FIXTURES = {
     "gemma3": ("model",),
     "embedder": ("model",),
     "stocked": ("sandbox",),  # its solution is checked by the python verifier
+    "stocked_store": ("sandbox",),
 }
 MODULE_FIXTURES = {
     "test_conformance.py": {"doors": ("server", "sandbox")},
