@@ -64,6 +64,26 @@ def memory(request, tmp_path, smollm2, embedder):
         yield mem
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the session (each test takes a new database of it)."""
+    from tests.shared_servers import PostgresServer, start
+
+    server = start(PostgresServer)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """One real S3-API server for the session (each test takes a fresh prefix of its bucket)."""
+    from tests.shared_servers import S3Server, start
+
+    server = start(S3Server)
+    yield server
+    server.close()
+
+
 GIT_MANUAL = (
     "Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick "
     "and change the others to squash. Push with git push --force-with-lease."
@@ -126,6 +146,8 @@ SHARED_FIXTURES = {
     "embedder": ("model",),
     "stocked": ("sandbox",),  # its solution is checked by the python verifier
     "stocked_store": ("sandbox",),
+    "postgres": ("server",),
+    "s3": ("server",),
 }
 MODULE_FIXTURES = {
     "test_conformance.py": {"doors": ("server", "sandbox")},

@@ -4,8 +4,10 @@ PostgreSQL comes from the machine's binaries (``initdb``/``postgres``); it refus
 root, so under root it runs as the ``postgres`` (else ``nobody``) system user through
 ``setpriv``, with a data folder that user owns in a fresh temp folder, listening on a free
 loopback port with a password. The S3-API server is moto's, as a process on loopback. Both
-are stopped by their own PIDs. A server that cannot start skips its tests, or fails them
-under ``SKILLGRAFT_REQUIRE_SERVER=1`` (as ``make test`` sets).
+are stopped by their own PIDs. Each is started once per test session (the ``postgres`` and
+``s3`` fixtures of ``tests/conftest.py``); a test takes a new database or a fresh bucket
+prefix. A server that cannot start skips its tests, or fails them under
+``SKILLGRAFT_REQUIRE_SERVER=1`` (as ``make test`` sets).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from .shared_servers import PostgresServer, start
 from .unit.skill_folders import git_skill
 
 from skillgraft.errors import ExpiredError
@@ -18,13 +17,6 @@ from skillgraft.testing import FakeEmbedder, FakeEngine
 MANUAL = "Skill manual: baking sourdough bread. Feed the starter, fold every half hour, proof overnight, bake."
 QUERY = "How can I squash my last three commits into one?"
 PAST = "2001-01-01T00:00:00Z"
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    server = start(PostgresServer)
-    yield server
-    server.close()
 
 
 def _open(home: Path, catalog) -> SkillMemory:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .shared_servers import PASSWORD, S3_SECRET, PostgresServer, S3Server, start
+from .shared_servers import PASSWORD, S3_SECRET, S3Server
 from .unit.skill_folders import pdf_skill
 from .unit.test_prefix_reuse import OPTIONS, QUESTIONS, chat
 
@@ -29,20 +29,6 @@ MANUAL = (
     "Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick "
     "and change the others to squash."
 )
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    server = start(PostgresServer)
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = start(S3Server)
-    yield server
-    server.close()
 
 
 @pytest.fixture
