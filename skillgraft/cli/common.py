@@ -238,8 +238,8 @@ model_option = click.option(
 )
 derived_option = click.option(
     "--derived-mib", default=None, type=click.IntRange(0), envvar="SKILLGRAFT_DERIVED_MIB",
-    help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none) "
-         "($SKILLGRAFT_DERIVED_MIB).",
+    help="MiB of derived prefix states kept in the home's derived/ folder (default 2048; 0: none; serve: for the "
+         "whole gateway, its namespaces sharing it fairly) ($SKILLGRAFT_DERIVED_MIB).",
 )
 expires_option = click.option(
     "--expires", default=None, metavar="WHEN",

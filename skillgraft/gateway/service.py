@@ -38,6 +38,7 @@ from ..core.tools import OutputFormat
 from ..errors import DeadlineError, ServerError, SlotReuseError
 from ..memory import SkillMemory
 from ..memory.namespaces import DEFAULT_NAMESPACE, check_namespace
+from ..store.derived_budget import shared_bytes
 from ..routing.feedback import Correction, FeedbackResult, give_feedback, list_corrections, remove_correction
 from .captures import BackgroundCaptures, CaptureStatus
 from .metrics import GatewayMetrics
@@ -102,6 +103,7 @@ class Gateway:
         self.generation_timeout_s, self.request_timeout_s = generation_timeout_s, request_timeout_s
         self.metrics = metrics or GatewayMetrics()
         self.namespace = check_namespace(namespace)
+        derived_bytes = shared_bytes(derived_bytes)  # one bound for the base and every namespace (a tenant's: the same)
         engine = PooledEngine(pool)
         self.memory = SkillMemory(home, engine=engine, embedder=embedder, catalog=catalog, blocks=blocks, gate=gate,
                                   derived_bytes=derived_bytes, conversations=conversations, namespace=namespace)

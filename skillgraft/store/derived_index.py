@@ -18,7 +18,7 @@ from ..core.states import open_regular, write_in_chunks
 from ..kv.prefixes import SCOPE_HEX
 
 __all__ = ["INDEX_FILE", "SUFFIX", "IndexLog", "Record", "StateUse", "derived_usage", "entry_of", "open_regular",
-           "private_folder", "write_private"]
+           "private_folder", "remove_file", "write_private"]
 
 logger = logging.getLogger("skillgraft.store")
 
@@ -150,3 +150,11 @@ def write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     with os.fdopen(fd, "wb") as handle:
         write_in_chunks(handle, data)
+
+
+def remove_file(path: Path) -> None:
+    """Delete a file of the folder; what cannot be (a folder in its place, no permission) stays."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        logger.warning("cannot delete %s in the derived states: %s", path.name, exc)

@@ -55,7 +55,8 @@ from ..core.sha import SHA256_HEX
 from ..errors import ConfigError
 from ..kv.prefixes import state_key
 from .derived_index import SUFFIX, IndexLog, Record, StateUse, derived_usage, entry_of, open_regular, private_folder
-from .derived_index import write_private
+from .derived_index import remove_file as _unlink, write_private
+from .derived_budget import DEFAULT_DERIVED_BYTES, DEFAULT_MEMORY_BYTES, BudgetMember, SharedBytes
 
 __all__ = ["DEFAULT_DERIVED_BYTES", "DERIVED_FOLDER", "DerivedStates", "Record", "StateUse", "decode_state",
            "derived_usage", "drop_descendants", "encode_state"]
@@ -66,8 +67,6 @@ DERIVED_FOLDER = "derived"
 NAMESPACES_FOLDER = "namespaces"  # a home's namespaces, each a store of its own over the home's
 MAGIC = b"SGDERIV1"
 MAX_HEADER_BYTES = 1 << 20
-DEFAULT_DERIVED_BYTES = 2 << 30
-DEFAULT_MEMORY_BYTES = 256 << 20
 _OPEN: "weakref.WeakSet[DerivedStates]" = weakref.WeakSet()  # told when a block's states are dropped
 
 
@@ -119,10 +118,10 @@ def _read_header(handle) -> dict:
     return header
 
 
-class DerivedStates:
+class DerivedStates(BudgetMember):
     """Derived states of one runtime (``fingerprint``) in ``folder``, at most ``max_bytes`` on
-    disk and ``memory_bytes`` in memory; those behind a block of ``pinned`` are never evicted.
-    Thread-safe."""
+    disk (a :class:`SharedBytes`: with the folders sharing it, :mod:`.derived_budget`) and
+    ``memory_bytes`` in memory; those behind a block of ``pinned`` are never evicted. Thread-safe."""
 
     def __init__(self, folder: Union[str, Path], fingerprint: RuntimeFingerprint, *,
                  max_bytes: int = DEFAULT_DERIVED_BYTES, memory_bytes: int = DEFAULT_MEMORY_BYTES,
@@ -132,7 +131,8 @@ class DerivedStates:
         self.folder = Path(folder)
         self.fingerprint = fingerprint
         self.max_bytes = max_bytes
-        self.memory_bytes = memory_bytes
+        self.budget = max_bytes if isinstance(max_bytes, SharedBytes) else None
+        self.memory_bytes = memory_bytes if self.budget is None else self.budget.memory_bytes
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, KVState] = OrderedDict()
         # key -> (bytes, tokens, record), oldest use first
@@ -142,6 +142,8 @@ class DerivedStates:
         self._changes = 0  # counts every change of the keys held (the prefix index follows it)
         self._scan()
         _OPEN.add(self)
+        if self.budget is not None:
+            self.budget.join(self)
 
     # -- the folder ------------------------------------------------------------------------
 
@@ -340,6 +342,8 @@ class DerivedStates:
             self._memory[key] = state
             self._evict()
         self._compact()
+        if self.budget is not None:
+            self.budget.settle()
         return True
 
     def forget(self, keys: list[str]) -> None:
@@ -390,10 +394,3 @@ def drop_descendants(root: Union[str, Path], parent: str) -> int:
         dropped += len(keys)
     return dropped
 
-
-def _unlink(path: Path) -> None:
-    """Delete a file of the folder; what cannot be (a folder in its place, no permission) stays."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:
-        logger.warning("cannot delete %s in the derived states: %s", path.name, exc)
