@@ -47,7 +47,7 @@ BATCH = 32
 # the same vectors), but behind the gateway they made llama-server's answer to it ~10 ms slower
 # (measured side by side, five runs): the encoder must not take cores from the model's threads.
 ONNX_THREADS = 1
-Runtime = Literal["auto", "onnx", "sentence-transformers"]
+Runtime = Literal["auto", "onnx", "onnx-int8", "sentence-transformers"]
 _EXPORT_LOCK = threading.Lock()
 
 
@@ -153,28 +153,50 @@ def onnx_possible(folder: Path) -> bool:
         and _model_type(folder) in ONNX_INPUTS
 
 
-class _OnnxEncoder:
-    """Tokenizer plus ONNX Runtime session: mean pooling and normalisation in numpy."""
+def _quantize_onnx(source: Path, target: Path) -> None:
+    """``source``'s weights as 8-bit integers, one scale per output channel, at ``target``
+    (atomically): ONNX Runtime's dynamic quantisation, activations quantised as they run."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    def __init__(self, folder: Path, stem: str = "minilm") -> None:
+    part = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part")
+    try:
+        quantize_dynamic(str(source), str(part), weight_type=QuantType.QInt8, per_channel=True)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+class _OnnxEncoder:
+    """Tokenizer plus ONNX Runtime session: mean pooling and normalisation in numpy; with
+    ``int8``, the export's weights quantised (:func:`_quantize_onnx`)."""
+
+    def __init__(self, folder: Path, stem: str = "minilm", *, int8: bool = False) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        target = onnx_cache_dir() / f"{stem}-{_weights_digest(folder)}.onnx"
+        exported = onnx_cache_dir() / f"{stem}-{_weights_digest(folder)}.onnx"
+        target = exported.with_name(f"{exported.stem}-int8.onnx") if int8 else exported
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = ONNX_THREADS
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        def make() -> None:
+            if not exported.is_file():
+                _export_onnx(folder, exported)
+            if int8:
+                _quantize_onnx(exported, target)
+
         with _EXPORT_LOCK:
             if not target.is_file():
-                _export_onnx(folder, target)
+                make()
             try:
                 self.session = onnxruntime.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
             except Exception:  # a damaged cached export is made again, once
                 target.unlink(missing_ok=True)
-                _export_onnx(folder, target)
+                exported.unlink(missing_ok=True)
+                make()
                 self.session = onnxruntime.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -246,8 +268,8 @@ class Embedder:
         self.location = location
         self.spec = spec or {DEFAULT_EMBEDDER: "minilm", MPNET_EMBEDDER: "mpnet"}.get(name, location or name)
         self.runtime: Runtime = runtime or os.environ.get("SKILLGRAFT_EMBEDDER_RUNTIME", "auto")  # type: ignore[assignment]
-        if self.runtime not in ("auto", "onnx", "sentence-transformers"):
-            raise ConfigError(f"unknown embedder runtime {self.runtime!r}: use auto, onnx or sentence-transformers")
+        if self.runtime not in ("auto", "onnx", "onnx-int8", "sentence-transformers"):
+            raise ConfigError(f"unknown embedder runtime {self.runtime!r}: use auto, onnx, onnx-int8 or sentence-transformers")
         self.runtime_used: Optional[str] = None
         self._encoder = None
         self._lock = threading.Lock()
@@ -272,15 +294,16 @@ class Embedder:
         if not folder.is_dir():
             raise ConfigError(f"the embedder {self.name!r} has no model folder at {folder}")
         usable = onnx_possible(folder)
-        if self.runtime == "onnx" or (
+        if self.runtime in ("onnx", "onnx-int8") or (
             self.runtime == "auto" and usable and importlib.util.find_spec("onnxruntime") is not None
         ):
             stem = {DEFAULT_EMBEDDER: "minilm", MPNET_EMBEDDER: "mpnet"}.get(self.name, "encoder")
+            int8 = self.runtime == "onnx-int8"
             try:
-                self._encoder, self.runtime_used = _OnnxEncoder(folder, stem), "onnx"
+                self._encoder, self.runtime_used = _OnnxEncoder(folder, stem, int8=int8), "onnx-int8" if int8 else "onnx"
                 return self._encoder
             except Exception as exc:  # export or session failures of many kinds
-                if self.runtime == "onnx":
+                if self.runtime != "auto":
                     raise ConfigError(f"cannot run the embedder {self.name!r} on ONNX Runtime: {exc}") from exc
                 logger.warning("ONNX Runtime unavailable for %s (%s); using sentence-transformers", self.name, exc)
         self._encoder = _SentenceTransformersEncoder(str(folder), self.name)
