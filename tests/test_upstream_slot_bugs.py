@@ -278,3 +278,29 @@ def test_27052_the_engine_restarts_its_server_after_a_failed_restore_and_answers
     graft = server.graft(block, query, "b1", options=GREEDY, n_probs=3)
     assert (graft.completion.cache_n, graft.completion.prompt_n) == (block.n_tokens, len(query))
     assert graft.completion.steps == reference.steps
+
+
+def test_27052_nan_cells_are_a_server_error_never_an_answer(server, block, query):
+    """Why the restart matters: NaN K/V bytes, once in the cells, spoil every later completion
+    (free cells are read by the attention too), and erasing the slot does not clear them. Here a
+    state with NaN keys that restores (its types intact) stands in for them; skillgraft never
+    restores such a state (its SHA-256 is checked first), but the completions after it are read
+    as damaged: null log-probabilities for the sampled token and every top-k token are a
+    :class:`ServerError`, streamed or whole, never an answer."""
+    data = bytearray(nan_keys_then_bad_values(block))
+    at = 12 + 4 * block.n_tokens + 8 + 12 * block.n_tokens + 8  # the first layer's keys (as above)
+    for _ in range(30):
+        at += 12 + block.n_tokens * struct.unpack_from("<iQ", data, at)[1]
+    struct.pack_into("<i", data, at, 1)  # layer 0's values are f16 again: the restore succeeds
+    (server.slot_dir / "nan.slot").write_bytes(bytes(data))
+    assert raw_restore(server, "nan.slot")["n_restored"] == block.n_tokens
+    with pytest.raises(ServerError, match="null log-probabilities"):
+        server.complete([*block.tokens, *query], GREEDY, slot=0, n_probs=3)
+    server.erase_slot(0)
+    with server.answer_slot() as slot:
+        slot.prefill(server.tokenize(PLAIN))
+        with pytest.raises(ServerError, match="null log-probabilities"):
+            next(slot.generate(GREEDY))
+    server.restart()
+    reference = server.graft(block, query, "b1", options=GREEDY, n_probs=3).completion
+    assert reference.cache_n == block.n_tokens and all(step.logprob <= 0 for step in reference.steps)

@@ -28,6 +28,7 @@ from .records import (
     Restore,
     kept_cells,
     reusable_cells,
+    sampled_logprob,
     stop_type,
 )
 from ..core.deadline import Deadline
@@ -192,7 +193,7 @@ class ServerCompletions:
                     steps = []
                     for index, token in enumerate(chunk.get("tokens") or []):
                         entry = probs[index] if index < len(probs) else {}
-                        steps.append(ServerStep(int(token), str(entry.get("token", "")), float(entry.get("logprob", 0.0)), ()))
+                        steps.append(ServerStep(int(token), str(entry.get("token", "")), sampled_logprob(entry), ()))
                     if steps and not checked:
                         raise ServerError("the server streamed a token without timings to check the slot reuse")
                     stopped = bool(chunk.get("stop"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..kv.prefixes import common_prefix
-from ..errors import InputError, SlotReuseError
+from ..errors import InputError, ServerError, SlotReuseError
 from ..core.states import KVState
 
 
@@ -103,10 +103,10 @@ def completion_from_body(body: dict, wall_s: float) -> Completion:
     for index, token in enumerate(tokens):
         entry = probabilities[index] if index < len(probabilities) else {}
         top = tuple(
-            TopToken(int(t["id"]), str(t.get("token", "")), float(t["logprob"]))
+            TopToken(int(t["id"]), str(t.get("token", "")), top_logprob(t["logprob"]))
             for t in entry.get("top_logprobs", [])
         )
-        steps.append(ServerStep(int(token), str(entry.get("token", "")), float(entry.get("logprob", 0.0)), top))
+        steps.append(ServerStep(int(token), str(entry.get("token", "")), sampled_logprob(entry), top))
     return Completion(
         slot=int(body.get("id_slot", -1)),
         steps=tuple(steps),
@@ -118,6 +118,26 @@ def completion_from_body(body: dict, wall_s: float) -> Completion:
         wall_s=wall_s,
         stopped_by=stop_type(body),
     )
+
+
+def sampled_logprob(entry: dict) -> float:
+    """The log-probability of a token the server sampled (0 when not asked for). JSON has no NaN
+    nor -inf, so the server sends both as null: a token a grammar forced may have underflowed
+    (-inf), but null for it and for every top-k token too means NaN logits, which only damaged
+    cells give (NaN K/V bytes in any cell the attention reads, free ones too), so
+    :class:`ServerError`, never an answer."""
+    value = entry.get("logprob", 0.0)
+    if value is not None:
+        return float(value)
+    top = entry.get("top_logprobs") or []
+    if top and all(t.get("logprob") is None for t in top):
+        raise ServerError("llama-server sent null log-probabilities (NaN logits): its cells are damaged, restart it")
+    return float("-inf")
+
+
+def top_logprob(value: Optional[float]) -> float:
+    """A top-k entry's log-probability: null is a probability that underflowed (-inf)."""
+    return float("-inf") if value is None else float(value)
 
 
 def kept_cells(state: KVState, keep: Optional[int]) -> int:
