@@ -152,7 +152,6 @@ SHARED_FIXTURES = {
 MODULE_FIXTURES = {
     "test_conformance.py": {"doors": ("server", "sandbox")},
     "test_embedding_endpoint.py": {"endpoint": ("server",)},
-    "test_expiry_stores.py": {"postgres": ("server",)},
     "test_gateway.py": {"store": ("sandbox",)},
     "test_gateway_hardening.py": {"home": ("sandbox",), "gateway": ("server",)},
     "test_gateway_tools.py": {"store": ("sandbox",), "gateway": ("server",)},
@@ -161,7 +160,6 @@ MODULE_FIXTURES = {
     "test_own_model.py": {"own_gguf": ("model",)},
     "test_routing_learning.py": {"mpnet": ("model",)},
     "test_server_engine.py": {"server": ("server",)},
-    "test_shared_store.py": {"postgres": ("server",), "s3": ("server",)},
     "hostile/test_bundles.py": {"source": ("sandbox",)},
 }
 
