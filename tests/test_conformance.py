@@ -343,23 +343,26 @@ def _served(client, name, chat):
 
 def _same_through_every_door(doors, chats):
     """Each chat in turn through the memory and the gateway (both continuing what they hold),
-    afresh, and through ``ChatSkillGraft`` and an agent with the middleware (whole and
-    streamed): the same decision, block, text, token count and conversation; returns the
-    memory's and the gateway's notes."""
+    afresh, and through ``ChatSkillGraft`` and an agent with the middleware (whole on the
+    first chat and every other one after it, streamed on the rest: every conversation has two
+    chats or more, so both ways): the same decision, block, text, token count and
+    conversation; returns the memory's and the gateway's notes."""
     name, memory, client = doors
+    assert len(chats) >= 2
     memory.store.set_setting(GATE_SETTING, "-100")
     options = AnswerOptions(max_tokens=MAX_TOKENS)
     notes = []
-    for chat in chats:
+    for index, chat in enumerate(chats):
         continued = memory.answer(chat, options)
         served, served_note = _served(client, name, chat)
         fresh = _fresh(memory, chat, options)
         answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens, a.note.conversation)
                    for door, a in (("memory", continued), ("fresh", fresh))}
         answers["gateway"] = served
-        for stream, way in ((False, "whole"), (True, "streamed")):
-            answers[f"ChatSkillGraft {way}"] = _lc_answer(_chat_model_reply(memory, chat, stream))
-            answers[f"agent {way}"] = _lc_answer(_agent_reply(memory, chat, stream))
+        stream = index % 2 == 1
+        way = "streamed" if stream else "whole"
+        answers[f"ChatSkillGraft {way}"] = _lc_answer(_chat_model_reply(memory, chat, stream))
+        answers[f"agent {way}"] = _lc_answer(_agent_reply(memory, chat, stream))
         assert len(set(answers.values())) == 1, (chat[-1], answers)
         notes.append((continued.note, served_note))
     return notes
