@@ -210,13 +210,16 @@ def test_no_free_slot_is_a_503_and_one_log_line(gateway):
     long_answer = "Write a long story about a dragon who learns to bake bread, with many chapters."
     body = {"model": "smollm2-135m", "messages": [{"role": "user", "content": long_answer}],
             "max_tokens": 400, "stream": True}
-    holding = threading.Event()
+    holding, answered = threading.Event(), threading.Event()
 
     def hold_the_slot():
+        """Read the stream slowly until the busy request is answered, then leave (the slot is given back)."""
         with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, headers=READ, timeout=120,
                           trust_env=False) as response:
             for _ in response.iter_lines():
                 holding.set()
+                if answered.is_set():
+                    break
                 time.sleep(0.05)
 
     holder = threading.Thread(target=hold_the_slot)
@@ -226,7 +229,12 @@ def test_no_free_slot_is_a_503_and_one_log_line(gateway):
         busy = httpx.post(gateway.url + "/v1/chat/completions", json={**body, "stream": False}, headers=READ,
                           timeout=60, trust_env=False)
     finally:
+        answered.set()
         holder.join(120)
+    deadline = time.monotonic() + 30  # the holder left: its slot is given back (the metrics say; /healthz does not, keyed)
+    while "skillgraft_slots_leased 0.0" not in httpx.get(gateway.url + "/metrics", headers=READ, trust_env=False).text:
+        assert time.monotonic() < deadline, "the slot of a client that left was not given back"
+        time.sleep(0.1)
     assert busy.status_code == 503 and busy.json()["error"]["code"] == "busy" and busy.headers["retry-after"]
     log = gateway.log_path.read_text()
     assert "503 busy" in log and "Traceback" not in log, log[-3000:]
