@@ -28,7 +28,7 @@ demo: install
 
 # The verifier's sandbox needs nothing installed (Linux namespaces); its tests fail, never skip, here.
 test: install server browser
-	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 SKILLGRAFT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests $(wildcard $(ADAPTER)/tests)
+	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 SKILLGRAFT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest --durations=25 tests $(wildcard $(ADAPTER)/tests)
 
 # Debian's Chromium for the inspector's browser tests (Playwright drives it; it downloads no
 # browser of its own). Installed with apt-get when missing, as root (CI); nothing to do when present.
