@@ -39,7 +39,7 @@ from . import telemetry
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from .chat_layout import chat_tokens, continuation
 from .recall import Recall
-from .placement import placed_tokens, restores_ahead, skill_places, without
+from .placement import placed_tokens, restores_ahead, routed_blocks, skill_places, without
 from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdict
 from .states import TokenStep
 from .stops import StopCutter
@@ -115,7 +115,7 @@ class AnswerPipeline:
         """The plain prompt: the chat with the skills it held before this turn, less the routed
         block (none routed, one that cannot be read, or a graft that did not stand)."""
         chat = _chat(plan, options)
-        tokens, _ = placed_tokens(self.engine, plan, chat, without(skill_places(plan.recall), plan.recall.block))
+        tokens, _ = placed_tokens(self.engine, plan, chat, without(skill_places(plan.recall), *routed_blocks(plan.recall)))
         return self._fitting(Prompt(tuple(tokens), reason=reason), chat, options)
 
     def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions) -> Prompt:
@@ -321,7 +321,7 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
     fields get their meaning (a door that answers without the pipeline, say a LangChain
     agent's own model on an abstain, reports this too)."""
     block = recall.block if decision != "abstain" else None
-    places = skill_places(recall) if decision == "graft" else without(skill_places(recall), recall.block)
+    places = skill_places(recall) if decision == "graft" else without(skill_places(recall), *routed_blocks(recall))
     return AnswerNote(
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),

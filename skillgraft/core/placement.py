@@ -18,20 +18,26 @@ if TYPE_CHECKING:
     from .answer import AnswerPlan
     from .blocks import Block
 
-__all__ = ["placed_tokens", "restores_ahead", "skill_places", "without"]
+__all__ = ["placed_tokens", "restores_ahead", "routed_blocks", "skill_places", "without"]
 
 
 def skill_places(recall: Recall) -> tuple[SkillPlace, ...]:
     """The skills a chat answered on ``recall`` holds: the conversation's (:attr:`Recall.skills`),
-    or a grafted block alone, after the app's prefix."""
+    or a grafted block and the set routed with it (:attr:`Recall.members`), after the app's prefix."""
     if recall.skills:
         return recall.skills
-    return (SkillPlace(recall.block, 0),) if recall.decision == "graft" else ()
+    return tuple(SkillPlace(block, 0) for block in recall.members)
 
 
-def without(places: Sequence[SkillPlace], block: Optional["Block"]) -> tuple[SkillPlace, ...]:
-    """``places`` less ``block`` (a routed block that is not in the prompt after all)."""
-    return tuple(place for place in places if block is None or place.block.id != block.id)
+def routed_blocks(recall: Recall) -> tuple[Optional["Block"], ...]:
+    """The blocks this turn's routing puts in the prompt: the routed set, or the block alone."""
+    return recall.members or (recall.block,)
+
+
+def without(places: Sequence[SkillPlace], *blocks: Optional["Block"]) -> tuple[SkillPlace, ...]:
+    """``places`` less ``blocks`` (a routed set that is not in the prompt after all)."""
+    gone = {block.id for block in blocks if block is not None}
+    return tuple(place for place in places if place.block.id not in gone)
 
 
 def restores_ahead(block: "Block", places: Sequence[SkillPlace], chat: Sequence[tuple[str, str]], *,

@@ -131,7 +131,8 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
     this same rule, so every door and every turn agree).
 
     Under the policy ``keep`` (the default) the skills already in the conversation stay: each
-    turn's routed block enters before that turn unless the conversation holds it already, so a
+    turn's routed block (and the set routed with it) enters before that turn unless the
+    conversation holds it already, so a
     skill a later turn needs comes after the turns so far and nothing computed is computed
     again; a turn that needs none adds none. :attr:`Recall.skills` lists every skill of the
     chat and where it entered; :attr:`Recall.conversation` says ``entered`` or ``kept`` for the
@@ -140,17 +141,22 @@ def conversation_recall(memory: PlanMemory, earlier: Sequence[str], recall: Reca
     if memory.conversation_policy == "switch":
         return _switched(memory, earlier, recall) if earlier and recall.decision == "graft" else recall
     places: list[SkillPlace] = []
+
+    def enter(blocks, turn: int) -> None:
+        """Place those of ``blocks`` the conversation does not hold yet before user turn ``turn``."""
+        held = {place.block.id for place in places}
+        places.extend(SkillPlace(block, turn) for block in blocks if block.id not in held)
+
     for turn, text in enumerate(earlier):
-        before = memory.recall(text, log=False)
-        if before.decision == "graft" and all(place.block.id != before.block.id for place in places):
-            places.append(SkillPlace(before.block, turn))
+        enter(memory.recall(text, log=False).members, turn)
     if recall.decision != "graft":
         return dataclasses.replace(recall, skills=tuple(places)) if places else recall
     block = recall.block
-    if any(place.block.id == block.id for place in places):
+    held = any(place.block.id == block.id for place in places)
+    enter(recall.members, len(earlier))  # the set routed with it enters with it (what is not held yet)
+    if held:
         return dataclasses.replace(recall, skills=tuple(places), conversation="kept", reason=(
             f"{recall.reason}; the conversation holds block {block.name!r} already: its place is kept"))
-    places.append(SkillPlace(block, len(earlier)))
     if not earlier:
         return dataclasses.replace(recall, skills=tuple(places))
     return dataclasses.replace(recall, skills=tuple(places), conversation="entered", reason=(

@@ -46,6 +46,16 @@ class Recall:
     # every skill the chat holds, in the order they entered (:mod:`skillgraft.core.planning`);
     # empty for a recall of one question alone (its block, if grafted, follows the app's prefix)
     skills: tuple[SkillPlace, ...] = ()
+    # the blocks routed with ``block`` (:mod:`skillgraft.routing.skill_sets`), each on its own evidence
+    companions: tuple["Block", ...] = ()
+
+    @property
+    def members(self) -> tuple["Block", ...]:
+        """The routed set this question's turn enters with, in its canonical order (by block
+        id: the same set always gives the same tokens); empty unless grafted."""
+        if self.decision != "graft" or self.block is None:
+            return ()
+        return tuple(sorted((self.block, *self.companions), key=lambda block: block.id))
 
     @property
     def block_id(self) -> Optional[str]:
@@ -72,5 +82,6 @@ class Recall:
             "conversation": self.conversation,
             "runner_up": self.runner_up,
             "skills": [place.as_dict() for place in self.skills],
+            "companions": [{"block_id": b.id, "block_name": b.name} for b in self.companions],
             "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }

@@ -9,7 +9,7 @@ keys' centroid (and a skill's lead key), plus the lexical evidence (:mod:`skillg
 an imported skill's blocks rank as one entry, its best block (only the blocks of its default
 version are offered, none of a skill that opted out of model invocation), docs/routing.md. The
 route grafts the best block when that score reaches the abstain threshold (calibrated per store,
-or the documented default) and abstains otherwise.
+or the documented default), with the set that goes with it (:mod:`.skill_sets`), and abstains otherwise.
 
 Corrections (:mod:`skillgraft.routing.feedback`) teach it: a ``feedback`` key is one more
 key of its block; a ``negative`` (a query no block fits) vetoes a graft when it is nearer
@@ -42,6 +42,7 @@ from .ranking import (  # noqa: F401  (re-exported)
     lexical_documents, manual_key_texts, name_key, unranked_reason,
 )
 from .near_misses import NEAR_MISS, NearMisses
+from .skill_sets import companions, set_rule
 from .parts import PartCandidate, choose_part, is_instructional
 from .calibration import (  # noqa: F401  (re-exported)
     DEFAULT_THRESHOLD, THRESHOLD_SETTING, RouterCalibration, calibrate_router, encoder_threshold, evaluate_threshold,
@@ -235,8 +236,7 @@ class Router:
         return float(stored) if stored is not None else self.default_threshold
 
     def scores(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """Per query, the best :data:`RANKED_KEPT` ``[(block_id, score), ...]``, best first
-        (:meth:`rankings`)."""
+        """Per query, the best :data:`RANKED_KEPT` ``[(block_id, score), ...]`` (:meth:`rankings`)."""
         return [ranking.scored for ranking in self.rankings(queries)]
 
     def rankings(self, queries: Sequence[str], accept: Optional[Callable[["Block"], bool]] = None) -> list["Ranking"]:
@@ -366,14 +366,14 @@ class Router:
         if not ranked:
             return Recall("abstain", None, 0.0, threshold, ("no block is left to offer" + out) if out else
                           unranked_reason(len(self._blocks)))
-        block_id, score = ranked[0]
-        block = self._blocks[block_id]
+        (block_id, score), block = ranked[0], self._blocks[ranked[0][0]]
         runner_up = self._blocks[ranked[1][0]].name if len(ranked) > 1 else None
         if ranking.vetoed(block_id):
             return Recall("abstain", None, score, threshold, ranking.veto_reason(block_id, block.name), block.name, ranked[:5])
         if score >= threshold:
             reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}{out}"
-            return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5])
+            with_it = companions(ranked, self._blocks, ranking, threshold, *set_rule(self.store.setting))
+            return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5], companions=with_it)
         reason = f"best score {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain{out}"
         return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
 
