@@ -7,6 +7,8 @@ store, answered greedily under five conditions, the same tasks for each:
 - ``pasted``: the documents the task needs pasted after it, as a system turn of their own
   (BFCL's own listing of them);
 - ``routed``: the memory's own choice for the question (graft, or abstain where it abstains);
+- ``routed-set``: the same with a routed set of up to :data:`SET_SIZE` skills
+  (:mod:`skillgraft.routing.skill_sets`: each on its own evidence, in one canonical order);
 - ``listing``: the model first picks one document from every skill's name and description,
   then that document is pasted;
 - ``all``: every document pasted, where they fit the window.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -33,12 +36,14 @@ from ..core.answer import AnswerEnd, AnswerNote, AnswerOptions
 from ..core.measures import FirstText
 from ..core.progress import Progress
 from ..errors import ContextOverflowError, NameTakenError, SkillgraftError
+from ..routing.skill_sets import SET_SIZE_SETTING
 from .bfcl_tasks import CATEGORIES, BfclChecker, BfclTask, load_tasks
 from .skills_effect_report import TaskRun, summarize
 
 __all__ = ["CONDITIONS", "SkillLibrary", "bench_skills_effect", "run_conditions"]
 
-CONDITIONS = ("none", "pasted", "routed", "listing", "all")
+CONDITIONS = ("none", "pasted", "routed", "routed-set", "listing", "all")
+SET_SIZE = 3  # SkillsBench finds two or three skills the best number
 CHOICE_SLACK = 8  # tokens beyond the longest name for the model's choice of a document
 LISTING_PROMPT = (
     "You choose the documentation a function-calling task needs. The documents, one a line as name: description:\n"
@@ -94,6 +99,17 @@ def _ask(memory, messages, options: AnswerOptions, *, route: bool) -> tuple[str,
     return text, note, end, events.seconds if events.seconds is not None else total, total, prompt.tokens if prompt else ()
 
 
+@contextmanager
+def _set_size(memory, size: int):
+    """The memory's routed sets at most ``size`` skills while the block runs (its setting after)."""
+    before = memory.store.setting(SET_SIZE_SETTING)
+    memory.store.set_setting(SET_SIZE_SETTING, str(size))
+    try:
+        yield
+    finally:
+        memory.store.set_setting(SET_SIZE_SETTING, before if before is not None else "1")
+
+
 def _pasted(base: str, document: Optional[str]) -> list[tuple[str, str]]:
     """The app's system turn, then ``document`` as a system turn of its own (where a routed skill goes)."""
     return [("system", base)] + ([("system", document)] if document else [])
@@ -120,7 +136,7 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
                     document = checker.tool_document(task.needed())
                 elif condition == "all":
                     document = every
-                elif condition == "routed":
+                elif condition in ("routed", "routed-set"):
                     route = True
                 elif condition == "listing":
                     prompt = LISTING_PROMPT.format(listing=library.listing())
@@ -131,8 +147,10 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
                     if run.chosen is not None:
                         document = library.documents[run.chosen][1]
                 chat = [*_pasted(base, document), *((r, c) for r, c in task.messages if r != "system")]
-                text, note, end, first, whole, run.prompt = _ask(memory, chat, options, route=route)
+                with _set_size(memory, SET_SIZE if condition == "routed-set" else 1):
+                    text, note, end, first, whole, run.prompt = _ask(memory, chat, options, route=route)
                 run.text, run.decision, run.block = text, note.decision, blocks.get(note.block_id or "")
+                run.routed = tuple(blocks.get(skill["block_id"], "") for skill in note.skills)
                 run.reused_tokens, run.reused_from = note.cache_n, note.reused_from
                 run.prompt_tokens, run.ttft_s, run.total_s = int(prompt_tokens + end.prompt_tokens), ttft + first, total + whole
                 run.passed, run.error_type = checker.check(task, text)

@@ -18,7 +18,8 @@ __all__ = ["TaskRun", "exactness", "summarize"]
 @dataclass
 class TaskRun:
     """One task answered under one condition. ``skills`` are the documents the task needs;
-    ``decision`` and ``block`` what the memory did (routed), ``chosen`` what the model picked
+    ``decision`` and ``block`` what the memory did (routed; ``routed`` every skill its prompt held),
+    ``chosen`` what the model picked
     (listing); ``fits`` is False where the prompt did not fit the window (not answered).
     ``prompt`` holds the tokens the answer was prompted with, ``reused_tokens`` how many of them
     the context reused (from ``reused_from``) rather than evaluated; the tokens stay out of
@@ -37,6 +38,7 @@ class TaskRun:
     total_s: float = 0.0
     decision: str = ""
     block: Optional[str] = None
+    routed: tuple[str, ...] = ()
     chosen: Optional[str] = None
     fits: bool = True
     error: str = ""
@@ -47,7 +49,7 @@ class TaskRun:
     def as_dict(self) -> dict:
         data = asdict(self)
         del data["prompt"]
-        return {**data, "skills": list(self.skills)}
+        return {**data, "skills": list(self.skills), "routed": list(self.routed)}
 
 
 def _cell(runs: list[TaskRun]) -> dict:
@@ -85,11 +87,14 @@ def summarize(runs: list[TaskRun], conditions: tuple[str, ...]) -> dict:
     worse = [{"model": r.model, "task_id": r.task_id, "condition": r.condition, "skills": list(r.skills),
               "error_type": r.error_type, "block": r.block, "chosen": r.chosen}
              for r in runs if r.condition != "none" and r.fits and not r.passed and plain.get((r.model, r.task_id))]
-    routed = [r for r in runs if r.condition == "routed"]
+    routed = [r for r in runs if r.condition in ("routed", "routed-set")]
     decisions = {
-        m: {"tasks": len(rs), **Counter(r.decision or "error" for r in rs),
-            "graft_on_a_needed_skill": sum(r.decision == "graft" and r.block in r.skills for r in rs)}
-        for m, rs in _group(routed, lambda r: [r.model]).items()
+        f"{m} ({c})" if c != "routed" else m: {
+            "tasks": len(rs), **Counter(r.decision or "error" for r in rs),
+            "graft_on_a_needed_skill": sum(r.decision == "graft" and r.block in r.skills for r in rs),
+            "every_needed_skill_placed": sum(r.decision == "graft" and set(r.skills) <= set(r.routed) for r in rs),
+            "skills_placed": sum(len(r.routed) for r in rs)}
+        for (m, c), rs in _group(routed, lambda r: [(r.model, r.condition)]).items()
     }
     return {"rows": rows, "per_category": per_category, "per_skill": per_skill, "worse": worse,
             "routed_decisions": decisions, "exactness": exactness(runs)}

@@ -99,6 +99,14 @@ def test_every_condition_on_the_fake(se, report):
     assert {r["category"] for r in report["per_category"]} == {t.category for t in tasks}
     decisions = report["routed_decisions"]["fake"]
     assert decisions["tasks"] == len(tasks) and decisions["graft_on_a_needed_skill"] <= decisions.get("graft", 0)
+    routed_set = report["routed_decisions"]["fake (routed-set)"]
+    for task in tasks:  # a set holds the routed block, and passes where every needed document is in it
+        run = runs[task.id, "routed-set"]
+        assert (run["decision"] != "graft") or (run["block"] in run["routed"] and 1 <= len(run["routed"]) <= 3)
+        assert run["passed"] == (run["decision"] == "graft" and set(run["skills"]) <= set(run["routed"]))
+        assert runs[task.id, "routed"]["routed"] == ([runs[task.id, "routed"]["block"]]
+                                                     if runs[task.id, "routed"]["decision"] == "graft" else [])
+    assert routed_set["every_needed_skill_placed"] >= report["routed_decisions"]["fake"]["every_needed_skill_placed"]
     assert "prompt" not in report["runs"][0]
     # every answer starts on an empty context: it reuses prefix states, never the last answer's cells
     assert {r["reused_from"] for r in report["runs"]} <= {"", "derived"} and any(r["reused_tokens"] for r in report["runs"])
