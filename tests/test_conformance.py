@@ -323,14 +323,22 @@ TURNS = [("hello", "Hello! What are you working on?"), ("a feature branch with m
          ("one more thing", "Go ahead."), (QUESTION, "")]
 
 
+_FRESH: dict = {}
+
+
 def _fresh(memory, chat, options):
-    """The answer with no reuse at all: a cleared context and no derived state."""
+    """The answer with no reuse at all: a cleared context and no derived state. The same chat
+    recurs across these tests (an agent's first question opens several conversations): its
+    reference is computed once per store, threshold and options."""
     from skillgraft.memory import SkillMemory
 
-    memory.engine.reset()
-    with SkillMemory(memory.store.home, model=memory.model, engine=memory.engine, embedder=memory.router.embedder,
-                     gate="enforce", derived_bytes=0, conversations=memory.conversations) as fresh:
-        return fresh.answer(chat, options)
+    key = (str(memory.store.home), memory.store.setting(GATE_SETTING), repr(options), tuple(chat))
+    if key not in _FRESH:
+        memory.engine.reset()
+        with SkillMemory(memory.store.home, model=memory.model, engine=memory.engine, embedder=memory.router.embedder,
+                         gate="enforce", derived_bytes=0, conversations=memory.conversations) as fresh:
+            _FRESH[key] = fresh.answer(chat, options)
+    return _FRESH[key]
 
 
 def _served(client, name, chat):
