@@ -8,12 +8,13 @@ from skillgraft.cli.main import cli
 
 @pytest.mark.model
 def test_verify_json(runner):
-    result = runner.invoke(cli, ["verify", "--samples", "2", "--json"])
+    """The CLI's report (one sample: tests/test_exactness.py and the README's steps verify more)."""
+    result = runner.invoke(cli, ["verify", "--samples", "1", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     for key in ("model", "samples", "sha_equal", "argmax_mismatch", "kl_median", "kl_p99", "fingerprint", "concat", "negative_control"):
         assert key in report
-    assert report["sha_equal"] == 2
+    assert report["samples"] == report["sha_equal"] == 1
 
 
 def test_user_error_is_one_line_and_exit_1(runner):
@@ -172,7 +173,7 @@ def test_add_solution_takes_the_method_inline_from_a_file_or_stdin(runner, home)
 
 
 def test_capture_progress_comes_per_decode_chunk(smollm2):
-    text = " ".join(f"step {i}: fold the dough." for i in range(200))
+    text = " ".join(f"step {i}: fold the dough." for i in range(140))  # ~1,300 tokens: two whole chunks and a part
     calls = []
     smollm2.capture(text, progress=lambda done, total: calls.append((done, total)))
     total = calls[-1][1]
