@@ -9,8 +9,9 @@ layout can change under it.
   :meth:`SkillMemory.forced_graft` (the memory's rule: an expired one is refused, a namespace's
   base is read), no recall at all a :func:`forced_recall`; a routed candidate is read with
   :meth:`SkillMemory.get` (a namespace's block or its base's);
-- hand a routed skill's text to a model skillgraft does not run (:func:`skill_context`) and report
-  that decision with :func:`answer_note`;
+- hand a routed skill's text to a model skillgraft does not run (:func:`skill_context`), placed
+  where the one rule places a chat's skills (:func:`skill_places`), and report that decision with
+  :func:`answer_note`;
 - hold an answer to tools or JSON (:func:`output_format`, :class:`OutputFormat`, :class:`ToolCall`)
   and carry tool turns in a chat (:func:`tool_calls_turn`, :func:`tool_result_turn`).
 """
@@ -20,6 +21,7 @@ from .core.answer import Answer, AnswerEnd, AnswerNote, AnswerOptions
 from .core.blocks import Block
 from .core.gate import Confidence, GateVerdict
 from .core.pipeline import answer_note
+from .core.placement import skill_places
 from .core.planning import forced_recall
 from .core.recall import Recall
 from .core.skill_text import skill_context
@@ -48,6 +50,7 @@ __all__ = [
     "forced_recall",
     "output_format",
     "skill_context",
+    "skill_places",
     "tool_calls_turn",
     "tool_result_turn",
 ]

@@ -321,7 +321,8 @@ def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int
     fields get their meaning (a door that answers without the pipeline, say a LangChain
     agent's own model on an abstain, reports this too)."""
     block = recall.block if decision != "abstain" else None
-    places = skill_places(recall) if decision == "graft" else without(skill_places(recall), *routed_blocks(recall))
+    placed = decision in ("graft", "text")  # "text": a door handed the skills' text to a model it does not run
+    places = skill_places(recall) if placed else without(skill_places(recall), *routed_blocks(recall))
     return AnswerNote(
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),

@@ -78,11 +78,15 @@ def to_chat(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
     return chat
 
 
-def user_texts(messages: Sequence[BaseMessage]) -> list[str]:
-    """The texts of the human messages, in order (media blocks are left out, not refused)."""
+def user_indices(messages: Sequence[BaseMessage]) -> list[int]:
+    """The positions of the human messages in ``messages``."""
     return [
-        str(message.text).strip()
-        for message in messages
+        i for i, message in enumerate(messages)
         if isinstance(message, HumanMessage)
         or (isinstance(message, ChatMessage) and _ROLE_NAMES.get(message.role.lower(), "user") == "user")
     ]
+
+
+def user_texts(messages: Sequence[BaseMessage]) -> list[str]:
+    """The texts of the human messages, in order (media blocks are left out, not refused)."""
+    return [str(messages[i].text).strip() for i in user_indices(messages)]

@@ -11,9 +11,12 @@ with ``earlier``, the recall the answer pipeline makes for the chat):
   and it answers through the memory's one answer pipeline — the same steps, gate and
   near-miss rule as :meth:`skillgraft.SkillMemory.generate` and the gateway (a graft that
   does not stand is answered plainly and reads ``fallback``);
-- ``graft`` with any other model: *text recall* — the routed skill's text (a manual, or a
-  verified solution's question, answer and method) is added to the request's system
-  message and the model answers with its own tools (``text``); with ``text_recall=False``
+- ``graft`` with any other model: *text recall* — the chat's skills' texts (a manual, or a
+  verified solution's question, answer and method) are placed by the one rule
+  (:func:`skillgraft.adapter.skill_places`): those of the first user turn at the end of the
+  request's system message, one a later turn needed in front of that user message (where it
+  entered, so what a provider cached of the conversation stays its prefix), and the model
+  answers with its own tools (``text``); with ``text_recall=False``
   the request is passed on unchanged (``delegated``: for a model that serves this memory
   itself, such as ``ChatOpenAI`` on ``skillgraft serve``, which grafts on its own; the
   gateway's own decision, read from its response headers, is added as ``served``);
@@ -35,17 +38,17 @@ from urllib.parse import unquote
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
-from skillgraft.adapter import Recall, SkillMemory, answer_note, skill_context
+from skillgraft.adapter import Recall, SkillMemory, answer_note, skill_context, skill_places
 
 from .chat_models import PROVIDER, ChatSkillGraft
-from .messages import to_chat, user_texts
+from .messages import to_chat, user_indices, user_texts
 from .shared import memory_lock, open_memory, store_key
 
 Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 # Sends model requests out, gets their responses back, returns the answer.
 Dispatch = Generator[ModelRequest, Any, Any]
-TEXT_RECALL = "text recall: the skill's text was added to the system message of a model skillgraft does not run"
+TEXT_RECALL = "text recall: the skills' texts were placed in the request of a model skillgraft does not run"
 DELEGATED = "delegated: the request was passed on unchanged to a model that recalls from this memory itself"
 SERVED_PREFIX = "x-skillgraft-"  # a skillgraft gateway's decision headers
 
@@ -113,7 +116,7 @@ class SkillGraftMiddleware(AgentMiddleware):
             return (yield self._answering(request, recall, self.chat_model))
         if recall.decision == "graft" and self.text_recall:
             note = answer_note(recall, "text", reason=f"{recall.reason}; {TEXT_RECALL}")
-            return _annotate((yield _with_skill_text(request, recall)), note.as_dict())
+            return _annotate((yield _with_skill_texts(request, recall)), note.as_dict())
         if recall.decision == "graft":
             note = answer_note(recall, "delegated", reason=f"{recall.reason}; {DELEGATED}").as_dict()
             response = yield request
@@ -177,13 +180,34 @@ def _served_decision(response: Any) -> dict:
     return served
 
 
-def _with_skill_text(request: ModelRequest, recall: Recall) -> ModelRequest:
-    """``request`` with the routed skill's text at the end of its system message."""
-    text = skill_context(recall.block, near_miss=recall.near_miss)
+def _with_skill_texts(request: ModelRequest, recall: Recall) -> ModelRequest:
+    """``request`` with the chat's skills placed as every door places them: those that entered
+    at the first user turn at the end of its system message, a later one in front of the text
+    of the user message it entered before (every provider takes a user message; not all take a
+    system message within the conversation)."""
+    messages = list(request.messages)
+    indices, texts = user_indices(messages), user_texts(messages)
+    turns = [i for i, text in zip(indices[:-1], texts[:-1]) if text] + indices[-1:]  # as recall() counts them
+    front: list[str] = []
+    later: dict[int, list[str]] = {}
+    for place in skill_places(recall):
+        text = skill_context(place.block, near_miss=recall.near_miss and place.block.id == recall.block_id)
+        if 0 < place.turn < len(turns):
+            later.setdefault(turns[place.turn], []).append(text)
+        else:
+            front.append(text)
+    for index, entering in later.items():
+        messages[index] = _led_by(messages[index], "\n\n".join(entering))
     system = request.system_message
-    if system is not None and system.text:
-        text = f"{system.text}\n\n{text}"
-    return request.override(system_message=SystemMessage(text))
+    text = "\n\n".join([system.text, *front] if system is not None and system.text else front)
+    return request.override(system_message=SystemMessage(text) if text else system, messages=messages)
+
+
+def _led_by(message, text: str):
+    """``message`` with ``text`` in front of its own (a text part first where it holds parts)."""
+    content = message.content
+    led = f"{text}\n\n{content}" if isinstance(content, str) else [{"type": "text", "text": text}, *content]
+    return message.model_copy(update={"content": led})
 
 
 def _with_system(request: ModelRequest) -> list:
