@@ -82,18 +82,25 @@ def _render_import(data: dict, verbose: bool = False) -> str:
 @json_option
 @click.pass_context
 def list_skills(ctx, everything, as_json) -> None:
-    """List the imported skills (their default versions; not those past their expiry, unless --all)."""
+    """List the imported skills (their default versions; not those past their expiry, unless --all).
+
+    No model is loaded: a part kept as text shows its size in characters (chr), not tokens."""
     rows = [
         {"name": s.name, "version": s.default_version, "versions": s.versions, "blocks": len(s.parts),
-         "tokens": s.n_tokens, "model_invocable": s.model_invocable, "description": s.description,
-         "expires_at": s.expires_at, "expired": s.expired}
+         "tokens": s.n_tokens, "chars": s.n_chars, "model_invocable": s.model_invocable,
+         "description": s.description, "expires_at": s.expires_at, "expired": s.expired}
         for s in open_memory(ctx).skills(include_expired=everything)
     ]
     emit({"rows": rows}, as_json, lambda d: "\n".join(
-        f"{r['name']:24} v{r['version']:<3} {r['blocks']:>3} blocks {r['tokens']:>7} tok"
+        f"{r['name']:24} v{r['version']:<3} {r['blocks']:>3} blocks {_size(r['tokens'], r['chars'])}"
         f"{'' if r['model_invocable'] else '  (by name only)'}{'  (expired)' if r['expired'] else ''}"
         f"  {r['description'][:60]}" for r in d["rows"]
     ) or "(no imported skills)")
+
+
+def _size(tokens, chars: int) -> str:
+    """Tokens where counted; else the text's size (a listing loads no model to count a text's tokens)."""
+    return f"{tokens:>7} tok" if tokens is not None else f"{chars:>6} chr"
 
 
 @skills.command("show")
@@ -112,7 +119,8 @@ def _render_skill(d: dict) -> str:
              f"routed: {'yes' if d['model_invocable'] else 'no (disable-model-invocation: by name only)'}"]
     extra = {k: v for k, v in d["frontmatter"].items() if k not in ("name", "description")}
     lines += [f"frontmatter {k}: {v}" for k, v in extra.items()]
-    lines += [f"part  {p['block_id']} {p['n_tokens']:>6} tok  {p['role']:8} {p['title'] or '(top)'}" for p in d["parts"]]
+    lines += [f"part  {p['block_id']} {_size(p['n_tokens'], p['n_chars'])}  {p['role']:8} {p['title'] or '(top)'}"
+              for p in d["parts"]]
     lines += [f"file  {f['size']:>8} B  {f['sha256'][:12]}  {f['path']}" for f in d["files"]]
     lines += [f"warning  {w}" for w in d["warnings"]]
     return "\n".join(lines)

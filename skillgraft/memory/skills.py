@@ -24,13 +24,16 @@ from .skill_warm import SkillWarmReport, WarmJob, start_warm, warm_parts
 
 @dataclass(frozen=True)
 class SkillPart:
-    """One block of a skill version: ``section`` (its heading path) or ``resource`` (its path)."""
+    """One block of a skill version: ``section`` (its heading path) or ``resource`` (its path).
+    ``n_tokens`` is None for a text block while no model is loaded (a listing never loads one);
+    ``n_chars`` is the size of its text."""
 
     block_id: str
     block_name: str
     role: str
     title: str
-    n_tokens: int
+    n_tokens: Optional[int]
+    n_chars: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,15 +61,21 @@ class SkillRecord:
     expires_at: Optional[str] = None  # the skill's expiry (every version's), None for none
 
     @property
-    def n_tokens(self) -> int:
-        return sum(part.n_tokens for part in self.parts)
+    def n_tokens(self) -> Optional[int]:
+        """The tokens of its parts; None while one of them is not counted (see :class:`SkillPart`)."""
+        counts = [part.n_tokens for part in self.parts]
+        return None if None in counts else sum(counts)
+
+    @property
+    def n_chars(self) -> int:
+        return sum(part.n_chars for part in self.parts)
 
     @property
     def expired(self) -> bool:
         return expired(self.expires_at)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "n_tokens": self.n_tokens, "expired": self.expired}
+        return {**asdict(self), "n_tokens": self.n_tokens, "n_chars": self.n_chars, "expired": self.expired}
 
 
 @dataclass
@@ -109,10 +118,10 @@ class SkillVerbs(SkillCache, AppPrefixVerbs):
         for part in self.store.skill_parts(name, row["version"]):
             try:
                 block = self.store.get(part["block_id"])
-                block_name, n_tokens = block.name, block_size(self.engine, block)
+                block_name, n_tokens, n_chars = block.name, self.known_tokens(block), len(block.source)
             except BlockNotFoundError:
-                block_name, n_tokens = "(missing)", 0
-            parts.append(SkillPart(part["block_id"], block_name, part["role"], part["title"], n_tokens))
+                block_name, n_tokens, n_chars = "(missing)", 0, 0
+            parts.append(SkillPart(part["block_id"], block_name, part["role"], part["title"], n_tokens, n_chars))
         return SkillRecord(
             name=name, version=row["version"], default_version=self.store.skill_default(name),
             versions=[v["version"] for v in self.store.skill_versions(name)], description=row["description"],
@@ -123,6 +132,14 @@ class SkillVerbs(SkillCache, AppPrefixVerbs):
             warnings=record.get("warnings", []), created_at=row.get("created_at") or "", keys=recorded_policy(row),
             expires_at=self.store.skill_expiries().get(name),
         )
+
+    def known_tokens(self, block) -> Optional[int]:
+        """The tokens ``block`` adds to a prompt, without loading a model: a captured block's own
+        count; a text block's counted by the engine when one is loaded already, else None."""
+        if not block.text_only:
+            return block.n_tokens
+        engine = getattr(self, "_engine", None)
+        return None if engine is None else block_size(engine, block)
 
     def skill_of(self, block_id: str) -> Optional[str]:
         """The imported skill a block belongs to, or None."""
