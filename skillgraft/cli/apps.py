@@ -12,8 +12,8 @@ def apps() -> None:
     """Apps' own prefixes: the system prompt an app sends first, stored by name.
 
     `skillgraft skills warm NAME... --app APP` captures skills behind an app's prefix as its
-    chats will use them. An app's tools are described in its first user turn, after the
-    skill, so a prefix is its system prompt alone.
+    chats will use them. A prefix is the app's system prompt alone; tools sent as the OpenAI
+    `tools` parameter are described at the end of that prompt, so it warms the chats without tools.
     """
 
 

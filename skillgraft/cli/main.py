@@ -46,8 +46,8 @@ def cli(ctx: click.Context, debug: bool, home: Optional[str], namespace: Optiona
         blocks: Optional[str], embedder: Optional[str]) -> None:
     """skillgraft: a verified memory of skills for a frozen local language model.
 
-    Skill manuals and verified solutions are prefilled once, their KV state is captured
-    byte-exactly into block files and grafted back into fresh contexts on demand.
+    Skill manuals and verified solutions, stored as text or as captured KV state, are placed
+    after the app's own prompt and tools on demand; their cells are made once and found again.
     """
     ctx.obj = {"home": home, "debug": debug, "namespace": namespace, "catalog": catalog, "blocks": blocks,
                "embedder": embedder}
