@@ -338,9 +338,9 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         stop: Sequence[str] = (),
         route: bool = True,
     ) -> Generation:
-        """Answer one question (see :meth:`answer`), with the app's ``system`` prompt: after a
-        graft it is prefilled right after the restored block; it never changes what the
-        query recalls. ``route=False`` answers plainly, as for :meth:`answer`."""
+        """Answer one question (see :meth:`answer`), with the app's ``system`` prompt: a grafted
+        skill follows it (the app's prefix first); it never changes what the query recalls.
+        ``route=False`` answers plainly, as for :meth:`answer`."""
         query = clean_query(query)
         options = AnswerOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, voice=voice, stop=tuple(stop))
         answer = self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall, route=route)
