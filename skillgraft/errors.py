@@ -23,6 +23,7 @@ The tree::
     │   ├── RestoreRejectedError       the engine did not restore a checked state whole
     │   └── ServerError                llama-server failed, refused or is unreachable
     │       ├── DeadlineError          a request ran past its deadline and was stopped
+    │       ├── DamagedCellsError      the server's cells hold NaN: restarted before it serves again
     │       └── SlotReuseError         a graft re-prefilled instead of reusing its slot
     ├── StoreError                     the block store cannot do what was asked
     │   ├── BlockNotFoundError         no block with that id or name
@@ -41,9 +42,7 @@ The tree::
     └── VerificationError              a solution failed or could not be verified
         └── ConflictError              the question is stored with another answer
 
-Each error carries the ids, sizes or names involved in its message, so the CLI can print
-it as one line.
-"""
+Each error carries the ids, sizes or names involved in its message, so the CLI can print it as one line."""
 
 from __future__ import annotations
 
@@ -51,8 +50,8 @@ from typing import Optional
 
 __all__ = [
     "AppNotFoundError", "AppTakenError", "BlockIntegrityError", "BlockNotFoundError", "BundleError", "ConfigError",
-    "ConflictError", "ContextOverflowError", "DeadlineError", "DuplicateBlockError", "EmbedderError",
-    "EncoderMismatchError", "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError",
+    "ConflictError", "ContextOverflowError", "DamagedCellsError", "DeadlineError", "DuplicateBlockError",
+    "EmbedderError", "EncoderMismatchError", "EncoderNotChosenError", "EngineError", "ExpiredError", "ExpiryError",
     "FingerprintMismatchError", "FormatError", "InputError", "ModelNotFoundError", "ModelPartError", "NameTakenError",
     "NamespaceError", "NamespaceNotFoundError", "PinBudgetError", "RestoreRejectedError", "RouterError",
     "ServerBuildError", "ServerError", "SharedBaseError", "SkillFolderError", "SkillNotFoundError", "SkillUploadError",
@@ -74,10 +73,8 @@ class ModelNotFoundError(ConfigError):
 
 class ModelPartError(ModelNotFoundError):
     """A chunk package of a model is missing, or its part is not the pinned bytes.
-
     ``model`` is the model's name, ``part`` the distribution, ``extra`` the pip extra that
-    installs it and ``reason`` what was found.
-    """
+    installs it and ``reason`` what was found."""
 
     def __init__(self, model: str, part: str, extra: str, reason: str) -> None:
         self.model, self.part, self.extra, self.reason = model, part, extra, reason
@@ -92,9 +89,7 @@ class ServerBuildError(ConfigError):
 
 class EncoderMismatchError(ConfigError):
     """A store's routing vectors were made by another text encoder than the one opening it.
-
-    ``stored`` and ``given`` are the two encoders' records (name, dimension, digest).
-    """
+    ``stored`` and ``given`` are the two encoders' records (name, dimension, digest)."""
 
     def __init__(self, stored: dict, given: dict, home: str = "") -> None:
         self.stored, self.given, self.home = stored, given, home
@@ -166,9 +161,7 @@ class PinBudgetError(InputError):
 
 class SkillFolderError(InputError):
     """An Agent Skills folder (a ``SKILL.md`` and its files) cannot be imported as it is.
-
-    ``path`` is the folder (or the file in it at fault) and ``reason`` says why in one phrase.
-    """
+    ``path`` is the folder (or the file in it at fault) and ``reason`` says why in one phrase."""
 
     def __init__(self, path, reason: str) -> None:
         self.path, self.reason = str(path), reason
@@ -233,6 +226,15 @@ class DeadlineError(ServerError):
     def __init__(self, what: str, seconds: float) -> None:
         self.what, self.seconds = what, seconds
         super().__init__(f"the {what} ran past its deadline of {seconds:g} s; it was stopped")
+
+
+class DamagedCellsError(ServerError):
+    """The cells of the llama-server at ``url`` hold NaN (no model makes it): restarted before it serves again."""
+
+    def __init__(self, url: str = "") -> None:
+        self.url = url
+        where = f" at {url}" if url else ""
+        super().__init__(f"llama-server{where} sent null log-probabilities (NaN logits): its cells are damaged")
 
 
 class SlotReuseError(ServerError):
@@ -326,10 +328,8 @@ class NamespaceNotFoundError(StoreError):
 
 class BlockIntegrityError(StoreError):
     """A block payload does not have the size or SHA-256 the catalog records.
-
     ``block_id``, ``n_bytes`` (the payload's size), ``expected_bytes`` and ``sha256`` (the
-    recorded digest) are set where the raiser knows them.
-    """
+    recorded digest) are set where the raiser knows them."""
 
     def __init__(
         self,

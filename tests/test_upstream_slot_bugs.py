@@ -18,7 +18,7 @@ import struct
 import pytest
 
 from skillgraft.core.sampling import SamplingOptions
-from skillgraft.errors import ServerError, SlotReuseError
+from skillgraft.errors import DamagedCellsError, ServerError, SlotReuseError
 from skillgraft.server.slot_files import slot_file_from_block
 from skillgraft.server.slot_states import SLOT_FILE_SUFFIX
 
@@ -286,21 +286,23 @@ def test_27052_nan_cells_are_a_server_error_never_an_answer(server, block, query
     state with NaN keys that restores (its types intact) stands in for them; skillgraft never
     restores such a state (its SHA-256 is checked first), but the completions after it are read
     as damaged: null log-probabilities for the sampled token and every top-k token are a
-    :class:`ServerError`, streamed or whole, never an answer."""
+    :class:`DamagedCellsError`, streamed or whole, never an answer, and the server is restarted
+    before it serves again, so the next answer is a clean one."""
     data = bytearray(nan_keys_then_bad_values(block))
     at = 12 + 4 * block.n_tokens + 8 + 12 * block.n_tokens + 8  # the first layer's keys (as above)
     for _ in range(30):
         at += 12 + block.n_tokens * struct.unpack_from("<iQ", data, at)[1]
     struct.pack_into("<i", data, at, 1)  # layer 0's values are f16 again: the restore succeeds
     (server.slot_dir / "nan.slot").write_bytes(bytes(data))
-    assert raw_restore(server, "nan.slot")["n_restored"] == block.n_tokens
-    with pytest.raises(ServerError, match="null log-probabilities"):
-        server.complete([*block.tokens, *query], GREEDY, slot=0, n_probs=3)
-    server.erase_slot(0)
-    with server.answer_slot() as slot:
-        slot.prefill(server.tokenize(PLAIN))
-        with pytest.raises(ServerError, match="null log-probabilities"):
-            next(slot.generate(GREEDY))
-    server.restart()
-    reference = server.graft(block, query, "b1", options=GREEDY, n_probs=3).completion
-    assert reference.cache_n == block.n_tokens and all(step.logprob <= 0 for step in reference.steps)
+    for streamed in (False, True):
+        assert raw_restore(server, "nan.slot")["n_restored"] == block.n_tokens
+        restarts = server.restarts
+        with pytest.raises(DamagedCellsError, match="null log-probabilities"):
+            if streamed:
+                request = server.completion_request([*block.tokens, *query], GREEDY, slot=0, n_probs=3, stream=True)
+                list(server.stream_request(request, None))
+            else:
+                server.complete([*block.tokens, *query], GREEDY, slot=0, n_probs=3)
+        reference = server.graft(block, query, "b1", options=GREEDY, n_probs=3).completion
+        assert server.restarts == restarts + 1  # restarted before the next request, not left serving NaN
+        assert reference.cache_n == block.n_tokens and all(step.logprob <= 0 for step in reference.steps)

@@ -16,7 +16,7 @@ from typing import Iterator, Optional, Sequence, Union
 
 import httpx
 
-from ..errors import InputError, ServerError
+from ..errors import DamagedCellsError, InputError, ServerError
 from .connection import response_to
 from .records import (
     Completion,
@@ -40,7 +40,7 @@ ONE_TOKEN = SamplingOptions(1)  # one greedy token: what a prefill or a check as
 
 class ServerCompletions:
     """``/completion`` calls; mixed into the engine, which provides ``_request``, ``_client``,
-    ``tokenize``, ``restore``, ``_require_serving``, ``require_fits`` and ``_check_slot``."""
+    ``tokenize``, ``restore``, ``_require_serving``, ``_cells_damaged``, ``require_fits`` and ``_check_slot``."""
 
     def complete(
         self,
@@ -62,7 +62,10 @@ class ServerCompletions:
         self.completions += 1
         body = self._request("POST", "/completion", json=request)
         wall_s = time.perf_counter() - started
-        return completion_from_body(body, wall_s)
+        try:
+            return completion_from_body(body, wall_s)
+        except DamagedCellsError:
+            raise self._cells_damaged() from None
 
     def completion_request(
         self, tokens: Sequence[int], options: SamplingOptions, *, slot: Optional[int], n_probs: int = 0,
@@ -208,6 +211,8 @@ class ServerCompletions:
             if deadline is not None and isinstance(exc, httpx.TimeoutException):
                 deadline.check()
             raise ServerError(f"streaming from {self.url} failed: {exc!r}") from None
+        except DamagedCellsError:
+            raise self._cells_damaged() from None
         except ValueError as exc:
             raise ServerError(f"{self.url} streamed a chunk that is not JSON: {exc}") from None
 

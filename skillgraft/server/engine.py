@@ -39,7 +39,7 @@ from typing import Optional, Sequence, Union
 import httpx
 
 from ..config import EngineSettings, default_model, engine_settings
-from ..errors import ConfigError, InputError, ServerError
+from ..errors import ConfigError, DamagedCellsError, InputError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..engine.models import resolve_model
 from .build import binary_version, find_server
@@ -364,12 +364,20 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
             return
         with self._lifecycle:  # another thread may be restarting it already
             if self._process is not None and self._needs_restart:
-                logger.warning("restarting llama-server (pid %s): a restore failed", self._process.pid)
+                logger.warning("restarting llama-server (pid %s): its cells may be damaged", self._process.pid)
                 self.restart()
         if self._needs_restart:
             raise ServerError(
-                f"a restore failed on the server at {self.url}; it must be restarted before it serves again"
+                f"the cells of the server at {self.url} may be damaged (a failed restore, NaN logits); "
+                "it must be restarted before it serves again"
             )
+
+    def _cells_damaged(self) -> DamagedCellsError:
+        """The error for NaN logits from this server, which is restarted before it serves again
+        (an erase does not clear NaN values from its cells)."""
+        with self._lifecycle:
+            self._needs_restart = True
+        return DamagedCellsError(self.url)
 
     def require_fits(self, n_tokens: int, what: str = "text") -> None:
         require_fits(self, n_tokens, what)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..kv.prefixes import common_prefix
-from ..errors import InputError, ServerError, SlotReuseError
+from ..errors import DamagedCellsError, InputError, ServerError, SlotReuseError
 from ..core.states import KVState
 
 
@@ -125,13 +125,13 @@ def sampled_logprob(entry: dict) -> float:
     nor -inf, so the server sends both as null: a token a grammar forced may have underflowed
     (-inf), but null for it and for every top-k token too means NaN logits, which only damaged
     cells give (NaN K/V bytes in any cell the attention reads, free ones too), so
-    :class:`ServerError`, never an answer."""
+    :class:`DamagedCellsError`, never an answer."""
     value = entry.get("logprob", 0.0)
     if value is not None:
         return float(value)
     top = entry.get("top_logprobs") or []
     if top and all(t.get("logprob") is None for t in top):
-        raise ServerError("llama-server sent null log-probabilities (NaN logits): its cells are damaged, restart it")
+        raise DamagedCellsError()
     return float("-inf")
 
 
