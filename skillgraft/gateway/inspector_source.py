@@ -8,7 +8,7 @@ A namespace's view leaves out the pool's servers and slots: they are every names
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ..errors import InputError
 from ..inspector.pages import Viewer
@@ -59,6 +59,10 @@ class GatewaySource:
     def cache(self) -> "CacheReport":
         with self.gateway.memory_lock:
             return self.gateway.memory.skill_cache()
+
+    def known_tokens(self, block) -> Optional[int]:
+        """Counted by the pool's tokenizer (loaded with the gateway): no slot is taken."""
+        return self.gateway.memory.known_tokens(block)
 
     def runtime(self) -> Runtime:
         memory, status = self.gateway.memory, self.gateway.pool.status()

@@ -22,14 +22,14 @@ from importlib import resources
 from typing import Callable, Optional
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import BlockNotFoundError, InputError, SkillgraftError, StoreError
-from . import PREFIX, plots, views
+from . import PREFIX, plots, skill_list, views
 from .sources import InspectorSource
 
 COOKIE = "skillgraft_ui"
@@ -64,6 +64,13 @@ def _size(n: Optional[int]) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
     return str(n)
+
+
+def _whole(text: str, what: str) -> int:
+    """A page number or size given in the query: digits only (else :class:`InputError`, a 400 page)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 6:
+        raise InputError(f"{what} must be a whole number, got {text[:20]!r}")
+    return int(text)
 
 
 def _interval(seconds: int) -> str:
@@ -182,22 +189,26 @@ def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None,
         return html(template, **context, **found)
 
     @router.get("", response_class=HTMLResponse)
-    async def skills(request: Request, q: str = "", sort: str = "created", order: str = "asc"):
+    async def skills(request: Request, q: str = "", sort: str = "created", order: str = "asc", page_no: str = Query("1", alias="page"),
+                     size: str = str(skill_list.PAGE_SIZE)):
         def build(source: InspectorSource) -> dict:
+            number, rows = _whole(page_no, "page"), _whole(size, "size")
             with source.reading_all() as stores:  # a namespace's own skills, then the base's
-                rows = [row for store in stores
-                        for row in views.skill_rows(store, search=q, sort=sort, descending=order == "desc")]
-                total = sum(len(store) for store in stores)
-            return {"rows": rows, "total": total}
+                shown = skill_list.skill_page(stores, search=q, sort=sort, descending=order == "desc", page=number,
+                                              size=rows, count=source.known_tokens)
+            return {"listing": shown, "rows": shown.rows}
 
-        return await page(request, "skills.html", build, title="Skills", q=q, sort=sort, order=order, sorts=list(views.SORTS))
+        return await page(request, "skills.html", build, title="Skills", q=q, sort=sort, order=order,
+                          sorts=list(skill_list.SORTS), namespace=request.query_params.get("namespace"),
+                          default_size=skill_list.PAGE_SIZE)
 
     @router.get("/skills/{ref}", response_class=HTMLResponse)
     async def skill(request: Request, ref: str):
         def build(source: InspectorSource) -> dict:
             with source.reading_all() as stores:
                 detail = views.skill_detail(stores, ref)
-            return {"skill": detail, "triggers": views.skill_triggers(source, detail.imported.name) if detail.imported else None}
+                tokens = source.known_tokens(detail.block) if detail.block.text_only else None
+            return {"skill": detail, "tokens": tokens, "triggers": views.skill_triggers(source, detail.imported.name) if detail.imported else None}
 
         return await page(request, "skill.html", build, title="Skill")
 

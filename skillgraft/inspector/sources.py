@@ -65,6 +65,10 @@ class InspectorSource(Protocol):
     def cache(self) -> "CacheReport":
         """The derived-state cache: its budget, use and pins, by skill."""
 
+    def known_tokens(self, block) -> Optional[int]:
+        """The tokens of a text block where a model is loaded already (None: none is), read
+        while the stores are held (never loads one, never takes the lock)."""
+
 
 def stores_of(memory: "SkillMemory") -> list:
     """The stores ``memory`` reads: its own, then the base a namespace reads."""
@@ -110,6 +114,9 @@ class LocalSource:
     def cache(self) -> "CacheReport":
         with self.lock:
             return self.memory.skill_cache()
+
+    def known_tokens(self, block) -> Optional[int]:
+        return self.memory.known_tokens(block)
 
     def runtime(self) -> Runtime:
         with self.lock:

@@ -1,7 +1,7 @@
 """What the inspector shows, as typed records read from a store: no HTML, no SQL here.
 
 The store owns every read (blocks, routing keys, ledger rows, the check); this module
-shapes them for the pages: the skill list with its search and sort, one skill, the
+shapes them for the pages: one skill (the list of them is :mod:`.skill_list`), the
 decisions over the latest answers with their latency percentiles, and the store's health.
 """
 
@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from ..core.blocks import Block
-from ..core.expiry import expired
-from ..errors import BlockNotFoundError, InputError
+from ..errors import BlockNotFoundError
 from ..memory.skill_evals import SkillTriggerScore, score_triggers, skill_eval_queries
 from ..store.ledger import BlockUse, LedgerRow
 
@@ -31,55 +30,6 @@ HISTORY_ROWS = 50
 MAX_BUCKETS = 48
 BUCKET_SECONDS = (10, 30, 60, 300, 900, 3600, 6 * 3600, 86400, 7 * 86400)
 PERCENTILES = {"p50": 50, "p90": 90, "p99": 99}
-SORTS = {
-    "name": lambda r: r.name.casefold(),
-    "kind": lambda r: (r.kind, r.name.casefold()),
-    "tokens": lambda r: r.n_tokens,
-    "bytes": lambda r: r.n_bytes,
-    "created": lambda r: r.created_at,
-    "uses": lambda r: r.uses,
-    "last_use": lambda r: r.last_use or "",
-    "status": lambda r: (r.status, r.name.casefold()),
-}
-
-
-@dataclass(frozen=True)
-class SkillRow:
-    """One line of the skill list."""
-
-    id: str
-    name: str
-    kind: str
-    description: str
-    n_tokens: int
-    n_bytes: int
-    created_at: str
-    status: str
-    uses: int = 0
-    last_use: Optional[str] = None
-    expired: bool = False  # past its expiry, or its skill's: hidden from routing and listings
-
-    @classmethod
-    def of(cls, block: Block, use: Optional[BlockUse], expired: bool = False) -> "SkillRow":
-        return cls(block.id, block.name, block.kind, block.description or block.question or "", block.n_tokens,
-                   block.n_bytes, block.created_at, block.status, use.uses if use else 0, use.last_use if use else None,
-                   expired)
-
-
-def skill_rows(store: "BlockStore", *, search: str = "", sort: str = "created", descending: bool = False) -> list[SkillRow]:
-    """Every block (quarantined ones too) with its use counts, filtered by ``search`` (a
-    case-insensitive part of the name, description, question or id) and sorted."""
-    if sort not in SORTS:
-        raise InputError(f"sort must be one of {', '.join(SORTS)}, got {sort[:40]!r}")
-    uses = store.block_uses()
-    gone = store.deadlines(()).passed()  # the skills past their expiry
-    skill_of = store.skill_routing()[0] if gone else {}
-    rows = [SkillRow.of(block, uses.get(block.id), expired(block.expires_at) or skill_of.get(block.id) in gone)
-            for block in store.blocks()]
-    needle = search.strip().casefold()
-    if needle:
-        rows = [r for r in rows if needle in f"{r.name}\n{r.description}\n{r.id}".casefold()]
-    return sorted(rows, key=SORTS[sort], reverse=descending)
 
 
 @dataclass(frozen=True)
