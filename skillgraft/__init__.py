@@ -21,7 +21,7 @@ from .core.timings import Timings
 from .core.tools import OutputFormat, Tool, ToolCall
 from .errors import ConfigError, EngineError, InputError, SkillgraftError, StoreError, VerificationError
 from .flywheel import SolveResult, solve
-from .memory import Generation, SkillMemory
+from .memory import SkillMemory
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,6 @@ __all__ = [
     "ConfigError",
     "EngineError",
     "GateVerdict",
-    "Generation",
     "InputError",
     "OutputFormat",
     "Recall",
@@ -49,3 +48,12 @@ __all__ = [
     "VerificationError",
     "solve",
 ]
+
+
+def __getattr__(name: str):
+    """``Generation``, the old answer type, for one release (warned): use :class:`Answer`."""
+    if name == "Generation":
+        from .memory import deprecated_answer_name
+
+        return deprecated_answer_name(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

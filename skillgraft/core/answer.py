@@ -206,7 +206,10 @@ class AnswerEnd:
 
 @dataclass(frozen=True)
 class Answer:
-    """A whole answer: its text, the note, how it ended, and what was recalled."""
+    """A whole answer — what every answering verb returns (:meth:`~skillgraft.SkillMemory.answer`,
+    ``generate``): its text, the note, how it ended, and what was recalled; the note's and the
+    end's figures read on it by name (``decision``, ``block_id``, ``decoded_tokens``,
+    ``prefill_tokens_avoided``, ``timings``, ``gate``, ``steps``)."""
 
     text: str
     note: AnswerNote
@@ -216,3 +219,42 @@ class Answer:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return self.end.tool_calls
+
+    @property
+    def decision(self) -> str:
+        """``exact``, ``graft``, ``fallback`` or ``abstain`` (:class:`AnswerNote`)."""
+        return self.note.decision
+
+    @property
+    def block_id(self) -> Optional[str]:
+        return self.note.block_id
+
+    @property
+    def decoded_tokens(self) -> int:
+        return self.end.completion_tokens
+
+    @property
+    def prefill_tokens_avoided(self) -> int:
+        return self.note.prefill_tokens_avoided
+
+    @property
+    def timings(self) -> Timings:
+        return self.end.timings
+
+    @property
+    def gate(self) -> Optional[GateVerdict]:
+        return self.note.gate
+
+    @property
+    def steps(self) -> list[TokenStep]:
+        return list(self.end.steps)
+
+    def as_dict(self) -> dict:
+        """The answer as a JSON-ready dict (what the CLI's ``ask --json`` prints)."""
+        return {
+            "text": self.text, "decision": self.decision, "block_id": self.block_id,
+            "decoded_tokens": self.decoded_tokens, "prefill_tokens_avoided": self.prefill_tokens_avoided,
+            "timings": self.timings.as_dict(), "recall": self.recall.as_dict() if self.recall else None,
+            "gate": self.gate.as_dict() if self.gate else None, "reason": self.note.reason,
+            "finish_reason": self.end.finish_reason,
+        }

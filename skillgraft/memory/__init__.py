@@ -8,7 +8,7 @@ deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`), expiry (:mod:`.expiry`), c
 from .answer_evals import EvalAnswer, EvalOutcome, SkillAnswerEval
 from .app_prefixes import AppPrefix
 from .expiry import ExpiryRecord
-from .facade import Generation, SkillMemory, generation_of
+from .facade import SkillMemory
 from .skill_evals import SkillTriggerScore
 from .skill_import import ImportedSkill, SkillImportReport
 from .skill_cache import CacheReport, SkillCacheRow
@@ -17,7 +17,25 @@ from .skills import SkillExport, SkillPart, SkillRecord
 from .upkeep import RecaptureReport
 
 __all__ = [
-    "AppPrefix", "CacheReport", "EvalAnswer", "EvalOutcome", "ExpiryRecord", "Generation", "ImportedSkill",
+    "AppPrefix", "CacheReport", "EvalAnswer", "EvalOutcome", "ExpiryRecord", "ImportedSkill",
     "RecaptureReport", "SkillAnswerEval", "SkillCacheRow", "SkillExport", "SkillImportReport", "SkillMemory",
-    "SkillPart", "SkillRecord", "SkillTriggerScore", "SkillWarmReport", "WarmJob", "generation_of",
+    "SkillPart", "SkillRecord", "SkillTriggerScore", "SkillWarmReport", "WarmJob",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("Generation", "generation_of"):
+        return deprecated_answer_name(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def deprecated_answer_name(name: str, stacklevel: int = 3):
+    """The names of the old answer type, for one release (warned): ``generate`` returns an
+    :class:`~skillgraft.core.answer.Answer` (the one answer type), which reads by the same names."""
+    import warnings
+
+    from ..core.answer import Answer
+
+    warnings.warn(f"skillgraft's {name} is deprecated: generate returns an Answer, which reads by the same names",
+                  DeprecationWarning, stacklevel=stacklevel)
+    return Answer if name == "Generation" else (lambda answer: answer)

@@ -56,37 +56,6 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-@dataclass(frozen=True)
-class Generation:
-    """The outcome of :meth:`SkillMemory.generate`: the text, the decision (``exact``,
-    ``graft``, ``fallback`` or ``abstain``: see :class:`~skillgraft.core.answer.AnswerNote`)
-    and the block used or tried."""
-
-    text: str
-    decision: str
-    block_id: Optional[str]
-    decoded_tokens: int
-    prefill_tokens_avoided: int
-    timings: Timings
-    recall: Recall
-    gate: Optional[GateVerdict] = None
-    steps: list = field(default_factory=list, repr=False)
-    note: Optional[AnswerNote] = field(default=None, repr=False)
-
-    def as_dict(self) -> dict:
-        return {
-            "text": self.text,
-            "decision": self.decision,
-            "block_id": self.block_id,
-            "decoded_tokens": self.decoded_tokens,
-            "prefill_tokens_avoided": self.prefill_tokens_avoided,
-            "timings": self.timings.as_dict(),
-            "recall": self.recall.as_dict(),
-            "gate": self.gate.as_dict() if self.gate else None,
-            "reason": self.note.reason if self.note else self.recall.reason,
-        }
-
-
 class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
@@ -337,14 +306,13 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
         recall: Optional[Recall] = None,
         stop: Sequence[str] = (),
         route: bool = True,
-    ) -> Generation:
+    ) -> Answer:
         """Answer one question (see :meth:`answer`), with the app's ``system`` prompt: a grafted
         skill follows it (the app's prefix first); it never changes what the query recalls.
         ``route=False`` answers plainly, as for :meth:`answer`."""
         query = clean_query(query)
         options = AnswerOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, voice=voice, stop=tuple(stop))
-        answer = self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall, route=route)
-        return generation_of(answer)
+        return self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall, route=route)
 
     def calibrate_gate(
         self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True
@@ -388,12 +356,3 @@ class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillE
             event, decision=recall.decision, block_id=recall.block_id, query_sha256=question_sha256(query),
             score=recall.score, threshold=recall.threshold, timings=timings.as_dict() if timings else {},
         ))
-
-
-def generation_of(answer: Answer) -> Generation:
-    """The :class:`Generation` record of a pipeline answer."""
-    note, end = answer.note, answer.end
-    return Generation(
-        answer.text, note.decision, note.block_id, end.completion_tokens, note.prefill_tokens_avoided, end.timings,
-        answer.recall, note.gate, list(end.steps), note,
-    )
