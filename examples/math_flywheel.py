@@ -8,11 +8,17 @@ One more problem goes in through add_solution(..., verifier="python"), which run
 solver's method code in the sandbox. Asked again (other case, spacing, punctuation), every
 question comes back `exact` with 0 decoded tokens.
 
-Run: .venv/bin/python examples/math_flywheel.py   (embedded SmolLM2-135M, temporary store)
+The checker (a NumericVerifier holding each question's ground truth) also scores both passes:
+the summary gives the pass rate and the decoded tokens of the model alone (its greedy attempt),
+of the first pass (the flywheel: model, samples, solver) and of the second pass, once the
+verified answers accumulated.
+
+Run: .venv/bin/python examples/math_flywheel.py [--quick]   (embedded SmolLM2-135M, temporary store)
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import tempfile
 from collections import Counter
@@ -58,13 +64,23 @@ def solver(problem: str) -> tuple[str, str]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two problems and one sample each")
+    args = parser.parse_args()
+    problems = PROBLEMS[:2] if args.quick else PROBLEMS
+    rephrased = [REPHRASED[i] for i in range(len(PROBLEMS)) if PROBLEMS[i] in problems] + REPHRASED[-1:]
+    truths = [truth for _, truth in problems] + [PYTHON_PROBLEM[1]]
+    samples = 1 if args.quick else 2
     spent: Counter = Counter()
+    first_pass = model_alone = 0
     with tempfile.TemporaryDirectory(prefix="skillgraft-math-") as home:
         print("loading the embedded model and the embedder ...", flush=True)
         with SkillMemory(home) as memory:
             print("\n== first pass: solve, verify, deposit ==")
-            for problem, truth in PROBLEMS:
-                result = solve(memory, problem, NumericVerifier(truth), samples=2, max_tokens=48, solver=solver)
+            for problem, truth in problems:
+                result = solve(memory, problem, NumericVerifier(truth), samples=samples, max_tokens=48, solver=solver)
+                first_pass += result.verified and NumericVerifier(truth).check(problem, str(result.answer), None).ok
+                model_alone += bool(result.stages) and result.stages[0]["stage"] == "base" and result.stages[0]["verified"]
                 print(f"\n{problem}")
                 for stage in result.stages:
                     spent[stage["stage"]] += stage["decoded_tokens"]
@@ -83,19 +99,30 @@ def main() -> None:
             block = memory.add_solution(problem, answer, method=code, verifier="python")
             print(f"  python verifier ran the method: {answer} verified, deposited as block {block.id}")
             assert answer == str(truth)
+            first_pass += answer == str(truth)  # the solver's answer, checked by running its method
 
             print("\n== second pass: the same questions, rephrased ==")
-            exact = 0
-            for question in REPHRASED:
+            exact = second_pass = 0
+            for question, truth in zip(rephrased, truths):
                 out = memory.generate(question)
                 spent["second pass"] += out.decoded_tokens
                 exact += out.decision == "exact"
+                second_pass += NumericVerifier(truth).check(question, out.text, None).ok
                 print(f"  [{out.decision}] {question.strip()!r} -> {out.text} ({out.decoded_tokens} decoded tokens)")
 
             print("\n== decoded tokens per stage ==")
             for stage in ("base", "best-of-n", "solver", "second pass"):
                 print(f"  {stage:12} {spent[stage]:4}")
-            print(f"\nexact hits: {exact}/{len(REPHRASED)}, decoded tokens on the second pass: {spent['second pass']}")
+            n = len(truths)
+            first_tokens = spent["base"] + spent["best-of-n"] + spent["solver"]
+            print("\n== summary: the checker's verdicts ==")
+            print(f"model alone (greedy attempt): pass rate {model_alone}/{n - 1} on the solve() questions, "
+                  f"decoded tokens {spent['base']}")
+            print(f"first pass (model, samples, solver; verified answers deposited): pass rate {first_pass}/{n}, "
+                  f"decoded tokens {first_tokens}")
+            print(f"second pass (rephrased, from the memory): pass rate {second_pass}/{n}, "
+                  f"decoded tokens {spent['second pass']}")
+            print(f"exact hits: {exact}/{n}, decoded tokens on the second pass: {spent['second pass']}")
 
 
 if __name__ == "__main__":
