@@ -265,6 +265,7 @@ def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
 
 def test_the_inspector_reads_a_shared_store(tmp_path, shared):
     from skillgraft.inspector import views
+    from skillgraft.inspector.skill_list import skill_page
     from skillgraft.store.ledger import LedgerEvent
 
     memory = host(tmp_path, "a", shared)
@@ -273,7 +274,8 @@ def test_the_inspector_reads_a_shared_store(tmp_path, shared):
         memory.store.log(LedgerEvent("generate", decision="graft", block_id=block.id, prefill_tokens_avoided=40,
                                      timings={"total_s": 0.2}))
         memory.store.log(LedgerEvent("generate", decision="abstain", timings={"total_s": 0.1}))
-        assert [(row.name, row.uses) for row in views.skill_rows(memory.store, search="GIT")] == [("git-squash", 1)]
+        page = skill_page([memory.store], search="GIT")
+        assert [(row.name, row.uses) for row in page.rows] == [("git-squash", 1)]
         detail = views.skill_detail([memory.store], "git-squash")
         assert detail.examples == ["squash my commits"]
         assert [(row.event, row.decision) for row in detail.history] == [("generate", "graft"), ("deposit", "manual")]
