@@ -4,7 +4,7 @@ Each fenced block runs as it stands: Python blocks with this interpreter, shell 
 bash (`.venv/bin/skillgraft` is this checkout's CLI). The gateway block's two commands are
 servers: `serve` runs in the background while the Python block after it talks to it (on a
 free port instead of 8080, which another process may hold), `mcp` gets a closed stdin and
-must exit cleanly. Two blocks are not run, for the reasons in ``NOT_RUN``.
+must exit cleanly. Three blocks are not run, for the reasons in ``NOT_RUN``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.server, pytest.ma
 NOT_RUN = {
     "make demo": "the install step: it made the environment this test runs in",
     "migrate-store": "needs a PostgreSQL server and an S3 bucket on other hosts (tests/test_shared_store.py runs it on loopback)",
+    "examples/team_assistant.py": "the example agents' full runs, from the checkout: tests/test_examples.py runs them",
 }
 TIMEOUT_S = 900
 
