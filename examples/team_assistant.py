@@ -27,11 +27,9 @@ import operator
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -39,6 +37,7 @@ from urllib.parse import unquote
 import httpx
 from openai import OpenAI
 
+from skillgraft.bench.serve import GatewayProcess
 from skillgraft.core.tools import output_format, tool_calls_turn, tool_result_turn
 from skillgraft.server.engine import LlamaServerEngine
 
@@ -134,35 +133,6 @@ def skill_text(name: str) -> str:
     """The text pasted for the plain llama-server: the skill's SKILL.md body."""
     text = (SKILLS / name / "SKILL.md").read_text()
     return text.split("---", 2)[2].strip() if text.startswith("---") else text
-
-
-class Gateway:
-    """``skillgraft serve`` in a subprocess on a free loopback port, stopped by its PID."""
-
-    def __init__(self, home: Path, keys: Path, log: Path) -> None:
-        argv = [sys.executable, "-m", "skillgraft", "serve", "--home", str(home), "--keys", str(keys),
-                "--port", "0", "--servers", "1"]
-        self._log = open(log, "wb")
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
-        ready: dict = {}
-        reader = threading.Thread(target=lambda: ready.update(json.loads(self.process.stdout.readline() or b"{}")),
-                                  daemon=True)
-        reader.start()
-        reader.join(300)
-        if "url" not in ready:
-            self.stop()
-            raise SystemExit(f"the gateway did not start; see {log}:\n{log.read_text()[-2000:]}")
-        self.url = ready["url"]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        self._log.close()
 
 
 # -- the agent loop through the gateway ------------------------------------------------------
@@ -284,7 +254,8 @@ def main() -> None:
         print(f"  key file  mode {oct(keys.stat().st_mode & 0o777)}, one key per team", flush=True)
 
         print("\n== the teams talk to the gateway (tools: calculator, read_file) ==", flush=True)
-        gateway = Gateway(home, keys, Path(tmp) / "gateway.log")
+        gateway = GatewayProcess(home, servers=1, model=None, log_path=Path(tmp) / "gateway.log",
+                                 extra_args=["--keys", str(keys)])
         log: list = []
         try:
             clients = {team: OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, timeout=600)
