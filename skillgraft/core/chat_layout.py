@@ -132,14 +132,16 @@ def skill_prompt(engine, text: str, messages: Chat) -> tuple[list[int], int]:
     return placed_prompt(engine, messages, [(0, text)])
 
 
-def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]]) -> tuple[list[int], int]:
+def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]], after: str = "") -> tuple[list[int], int]:
     """``(tokens, mark)``: the chat with each skill's text entered before the message at its
     index in ``messages``; a skill at or before the first message that is not a system turn
     follows the app's leading system turns (its prompt and tools), a later one enters as a
     system turn of its own just before its message, after the turns so far (or, for a template
     that drops a system turn there, in front of that message's text). ``mark`` counts the
     leading tokens that are the app's turns and the skills in front of the chat (0 when none
-    is there): their prefix state is the one kept for the next chat of this app and skill."""
+    is there): their prefix state is the one kept for the next chat of this app and skill.
+    ``after`` (worked examples that change with the question) follows the skills in front as a
+    system turn of its own, outside the mark, so the skills' prefix state stays theirs."""
     messages = list(messages)
     lead = next((i for i, (role, _) in enumerate(messages) if role != "system"), len(messages))
     entering: dict[int, list[str]] = {}
@@ -152,6 +154,7 @@ def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]]) -> 
         head = [("system", "\n\n".join([*(content for _, content in app), *front]))]
     else:
         head = [*app, *_system_turns(front, separate)]
+    marked, head = head, (_joined(head, after, separate) if front and after else head)
     body: list[tuple[str, str]] = []
     for index in range(lead, len(messages)):
         texts = entering.get(index)
@@ -166,7 +169,7 @@ def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]]) -> 
         tokens = chat_tokens(engine, [*head, *body])
     if not front:
         return tokens, 0
-    opening = chat_tokens(engine, [*head, ("user", "")], stop_at_user=True)
+    opening = chat_tokens(engine, [*marked, ("user", "")], stop_at_user=True)
     mark = 0
     for mark, (a, b) in enumerate(zip(opening, tokens)):
         if a != b:
@@ -174,6 +177,15 @@ def placed_prompt(engine, messages: Chat, places: Sequence[tuple[int, str]]) -> 
     else:
         mark = min(len(opening), len(tokens))
     return tokens, mark
+
+
+def _joined(head: list, text: str, separate: bool) -> list:
+    """``head`` and then ``text`` as a system turn of its own (glued to the last system turn where
+    the template glues them)."""
+    if separate or not head:
+        return [*head, ("system", text)]
+    role, content = head[-1]
+    return [*head[:-1], (role, f"{content}\n\n{text}")]
 
 
 def _system_turns(texts: Sequence[str], separate: bool) -> list[tuple[str, str]]:

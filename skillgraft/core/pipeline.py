@@ -108,7 +108,7 @@ class AnswerPipeline:
             except InputError as exc:
                 return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
             return self._fitting(Prompt((*routed.tokens[:keep], *after), keep, grafted=True), chat, options)
-        tokens, mark = placed_tokens(self.engine, plan, chat, places)
+        tokens, mark = placed_tokens(self.engine, plan, chat, places, examples=recall.examples)
         return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
 
     def _unrouted(self, plan: AnswerPlan, options: AnswerOptions, reason: str = "") -> Prompt:

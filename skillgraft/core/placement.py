@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from .answer import AnswerPlan
     from .blocks import Block
 
-__all__ = ["placed_tokens", "restores_ahead", "routed_blocks", "skill_places", "without"]
+__all__ = ["EXAMPLES_HEADING", "examples_text", "placed_tokens", "restores_ahead", "routed_blocks", "skill_places",
+           "without"]
+
+EXAMPLES_HEADING = "Verified examples of these skills in use (each answer was checked for its own question):"
 
 
 def skill_places(recall: Recall) -> tuple[SkillPlace, ...]:
@@ -47,12 +50,23 @@ def restores_ahead(block: "Block", places: Sequence[SkillPlace], chat: Sequence[
     return not (block.text_only or reprefill) and len(places) == 1 and not (chat and chat[0][0] == "system")
 
 
-def placed_tokens(engine, plan: "AnswerPlan", chat: list, places: Sequence[SkillPlace]) -> tuple[list[int], int]:
+def examples_text(solutions: Sequence["Block"]) -> str:
+    """Verified solutions as worked examples: each question and its checked answer."""
+    if not solutions:
+        return ""
+    shown = "\n\n".join(f"Question: {block.question}\nAnswer: {block.answer}" for block in solutions)
+    return f"{EXAMPLES_HEADING}\n\n{shown}"
+
+
+def placed_tokens(engine, plan: "AnswerPlan", chat: list, places: Sequence[SkillPlace], *,
+                  examples: Sequence["Block"] = ()) -> tuple[list[int], int]:
     """``(tokens, mark)`` of ``chat`` (the plan's, with a format's lead) holding ``places``, each
-    before the user turn it entered at; ``mark``: the app's turns and the skills in front."""
+    before the user turn it entered at; ``mark``: the app's turns and the skills in front.
+    ``examples`` (:attr:`Recall.examples`) follow the skills in front, outside the mark, in a
+    chat of one user turn (a conversation's later turns would part from what its context holds)."""
     if not places:
         return chat_tokens(engine, chat), 0
     shift = len(chat) - len(plan.chat)  # a format's lead may put a system turn in front
     turns = plan.user_turns
     at = [(turns[place.turn] + shift if 0 < place.turn < len(turns) else 0, place.block.source) for place in places]
-    return placed_prompt(engine, chat, at)
+    return placed_prompt(engine, chat, at, examples_text(examples) if len(turns) == 1 else "")

@@ -48,6 +48,9 @@ class Recall:
     skills: tuple[SkillPlace, ...] = ()
     # the blocks routed with ``block`` (:mod:`skillgraft.routing.skill_sets`), each on its own evidence
     companions: tuple["Block", ...] = ()
+    # verified solutions of questions near this one that used the routed set's skills, nearest
+    # first (:mod:`skillgraft.routing.experience`): placed beside them as worked examples
+    examples: tuple["Block", ...] = ()
 
     @property
     def members(self) -> tuple["Block", ...]:
@@ -83,5 +86,6 @@ class Recall:
             "runner_up": self.runner_up,
             "skills": [place.as_dict() for place in self.skills],
             "companions": [{"block_id": b.id, "block_name": b.name} for b in self.companions],
+            **({"examples": [{"block_id": b.id, "question": b.question} for b in self.examples]} if self.examples else {}),
             "candidates": [{"block_id": b, "score": round(float(sc), 6)} for b, sc in self.candidates],
         }

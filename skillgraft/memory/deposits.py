@@ -182,7 +182,10 @@ class Deposits:
             _named, text=f"{question}\n{answer}")
         return block if expires is None else self.store.set_block_expiry(block, stamp)
 
-    def _add_solution(self, question, answer, method, verifier, expected, name, examples, imported) -> Block:
+    def _add_solution(self, question, answer, method, verifier, expected, name, examples, imported,
+                      keyed: bool = True) -> Block:
+        """The verified solution stored (or the one stored already); ``keyed`` False gives it no
+        routing key of its own (an experience: its question is its skills' key, :mod:`.learning`)."""
         question = clean_query(question)
         if len(question) > MAX_QUERY_CHARS:
             raise InputError(f"the question is {len(question)} characters (at most {MAX_QUERY_CHARS})")
@@ -218,7 +221,8 @@ class Deposits:
                 "verify_seconds": check.seconds,
             },
         )
-        self.router.add_keys(block, [question, *examples], kind="example")
+        if keyed:
+            self.router.add_keys(block, [question, *examples], kind="example")
         self.store.log(LedgerEvent("deposit", decision="solution", block_id=block.id, detail=check.as_dict()))
         return block
 

@@ -7,7 +7,7 @@ the same steps the gateway and the LangChain adapter run: the verified answer, t
 KV state restored at its own position and the answer generated after it (no re-prefill),
 or a plain answer. Every recall and answer writes a ledger row.
 
-Deposits (:mod:`skillgraft.memory.deposits`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
+Deposits (:mod:`skillgraft.memory.deposits`), learning from verified answers (:mod:`.learning`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
 mixed in; this module holds recall and answers.
 """
 
@@ -38,6 +38,7 @@ from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from .answer_evals import AnswerEvals
 from .deposits import Deposits
+from .learning import Learning
 from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
 from .planning_view import PlanningView
 from .skill_evals import SkillEvals
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-class SkillMemory(StoreVerbs, Deposits, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
+class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other

@@ -60,15 +60,17 @@ class StoreVerbs(Expiring):
         return forced_recall(block, self.router.threshold, f"block {block.name!r} named by {named_by}")
 
     def delete(self, ref: str) -> Block:
-        """Delete a block, its routing keys and (when no other block shares it) its file. A
-        block of an imported skill is removed with its skill (:meth:`remove_skill`); a block of
-        the base a namespace reads is :class:`SharedBaseError`."""
+        """Delete a block, its routing keys (a solution's experience keys too) and (when no other
+        block shares it) its file. A block of an imported skill is removed with its skill
+        (:meth:`remove_skill`); a block of the base a namespace reads is :class:`SharedBaseError`."""
         block = self.get(ref)
         if self.store_of(block) is not self.store:
             raise SharedBaseError(ref, self.namespace)
         skill = self.store.skill_of_block(block.id)
         if skill is not None:
             raise InputError(f"block {block.id} is part of skill {skill!r}: remove the skill (skillgraft skills rm {skill})")
+        if block.kind == "solution":
+            self.forget_experience(block)  # a verified question is no evidence once its solution is gone
         return self.store.remove(block.id)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ..core.text_checks import MAX_QUERY_CHARS
+from .experience import EXPERIENCE
 from .generic_requests import GENERIC_MARGIN
 from .near_misses import NEAR_MISS
 
@@ -26,14 +27,15 @@ LEXICAL_CANDIDATES = 8
 # Keys that tell a skill's parts apart (heading paths, a resource's own keys): not searched for a skill.
 PART_KINDS = ("manual",)
 # An imported skill's keys searched on their own, beside its centroid (queries: a skill's name and
-# description keys are found through the centroid); every key of a plain block is.
-ALONE_KINDS = ("example", "feedback")
+# description keys are found through the centroid; verified questions, :mod:`.experience`); every
+# key of a plain block is.
+ALONE_KINDS = ("example", "feedback", EXPERIENCE)
 # Keys that only feed the lexical index (a skill's headings in one text).
 LEXICAL_ONLY_KINDS = ("headings",)
 # A skill's key that is a term of its dense score of its own, never searched (its description's first sentence).
 LEAD_KINDS = ("lead",)
 # The kinds whose texts make an imported skill's lexical document (its parts' own keys aside).
-SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback")
+SKILL_LEXICAL_KINDS = ("name", "description", "skill", "headings", "example", "feedback", EXPERIENCE)
 
 
 NO_ROUTABLE_BLOCKS = "the store has no routable blocks (it is empty)"

@@ -34,6 +34,7 @@ from ..store.check import usable_vector
 from .embedder import DEFAULT_EMBEDDER, Embedder  # noqa: F401  (re-exported)
 from ..errors import InputError, RouterError
 from .encoders import check_record, encoder_record
+from .experience import Experience
 from .key_index import KeyIndex, key_matrix
 from .generic_requests import GenericPrior
 from .lexical import LexicalIndex
@@ -86,15 +87,13 @@ class Router:
         self._roles: dict = {}
         self._lexical = LexicalIndex.build({})
         self._lexical_position: dict[str, int] = {}
-        self._members: dict[str, list] = {}
-        self._position: dict[str, int] = {}
-        self._skill_blocks: dict[str, list] = {}
-        self._parts: dict[str, list] = {}
+        self._members, self._position, self._skill_blocks, self._parts = {}, {}, {}, {}  # made by index()
         self.cache_dir = store.home / "index"
         self.centroid_weight = CENTROID_WEIGHT
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_lock = threading.Lock()
         self._generic = GenericPrior(self.embedder)
+        self._experience = Experience(store)  # verified examples beside a graft
         self.default_threshold = encoder_threshold(self.embedder.name)  # until a calibration stores one
 
     # -- keys ------------------------------------------------------------------------------
@@ -373,7 +372,8 @@ class Router:
         if score >= threshold:
             reason = f"block {block.name!r} scores {score:.3f} >= threshold {threshold:.3f}{out}"
             with_it = companions(ranked, self._blocks, ranking, threshold, *set_rule(self.store.setting))
-            return Recall("graft", block, score, threshold, reason, runner_up, ranked[:5], companions=with_it)
+            graft = Recall("graft", block, score, threshold, reason, runner_up, ranked[:5], companions=with_it)
+            return self._experience.beside(graft, self._encode_queries([query])[0], self._version)
         reason = f"best score {score:.3f} (block {block.name!r}) < threshold {threshold:.3f}: out of domain{out}"
         return Recall("abstain", None, score, threshold, reason, block.name, ranked[:5])
 
