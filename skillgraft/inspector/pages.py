@@ -157,138 +157,153 @@ def _status_of(exc: SkillgraftError) -> int:
     return 503 if isinstance(exc, StoreError) else 500
 
 
-def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None,
-                     viewers: Optional[Viewers] = None) -> APIRouter:
-    """The ``/ui`` pages over ``source``, or over the namespace of who signed in (``viewers``)."""
-    router = APIRouter(prefix=PREFIX)
-    env = _environment()
-    access = Access(api_key, viewers=viewers)
-    static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
+class InspectorPages:
+    """The ``/ui`` pages over one source: its templates, who may see them and the packaged assets,
+    with a handler per page (:meth:`router` serves them)."""
 
-    def html(template: str, status: int = 200, **context) -> HTMLResponse:
-        body = env.get_template(template).render(locked=access.locked, **context)
+    def __init__(self, source: InspectorSource, access: Access) -> None:
+        self.source, self.access = source, access
+        self.env = _environment()
+        self.static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
+
+    def router(self) -> APIRouter:
+        """The pages, in the order they are matched."""
+        router = APIRouter(prefix=PREFIX)
+        for path, handler in (("", self.skills), ("/skills/{ref}", self.skill), ("/decisions", self.decisions),
+                              ("/route", self.route), ("/cache", self.cache), ("/health", self.health),
+                              ("/runtime", self.runtime), ("/login", self.login_form)):
+            router.add_api_route(path, handler, methods=["GET"], response_class=HTMLResponse)
+        router.add_api_route("/login", self.sign_in, methods=["POST"])
+        router.add_api_route("/logout", self.sign_out, methods=["POST"])
+        router.add_api_route("/", self.with_slash, methods=["GET"], include_in_schema=False)
+        router.add_api_route("/static/{name}", self.asset, methods=["GET"])
+        return router
+
+    def _html(self, template: str, status: int = 200, **context) -> HTMLResponse:
+        body = self.env.get_template(template).render(locked=self.access.locked, **context)
         return HTMLResponse(body, status_code=status, headers=HEADERS)
 
-    def login(status: int, refused: bool = False) -> HTMLResponse:
-        return html("login.html", status, refused=refused, title="Sign in", bare=True)
+    def _login(self, status: int, refused: bool = False) -> HTMLResponse:
+        return self._html("login.html", status, refused=refused, title="Sign in", bare=True)
 
-    def shown(viewer: Viewer, request: Request) -> InspectorSource:
+    def _shown(self, viewer: Viewer, request: Request) -> InspectorSource:
         """What ``viewer`` sees: their namespace's memory; an admin the source's, or the one picked."""
         picked = request.query_params.get("namespace") if viewer.admin else None
         name = picked or viewer.namespace
-        return source if name is None else source.namespace(name)
+        return self.source if name is None else self.source.namespace(name)
 
-    async def page(request: Request, template: str, build: Callable[[InspectorSource], dict], **context) -> Response:
-        viewer = access.granted(request)
+    async def _page(self, request: Request, template: str, build: Callable[[InspectorSource], dict],
+                    **context) -> Response:
+        """``template`` filled with what ``build`` reads from the memory the viewer sees (the
+        sign-in form for nobody, the error page when reading fails)."""
+        viewer = self.access.granted(request)
         if viewer is None:
-            return login(401)
+            return self._login(401)
         try:
-            found = await run_in_threadpool(lambda: build(shown(viewer, request)))
+            found = await run_in_threadpool(lambda: build(self._shown(viewer, request)))
         except SkillgraftError as exc:
-            return html("error.html", _status_of(exc), error=str(exc), **{**context, "title": "Error"})
-        return html(template, **context, **found)
+            return self._html("error.html", _status_of(exc), error=str(exc), **{**context, "title": "Error"})
+        return self._html(template, **context, **found)
 
-    @router.get("", response_class=HTMLResponse)
-    async def skills(request: Request, q: str = "", sort: str = "created", order: str = "asc", page_no: str = Query("1", alias="page"),
-                     size: str = str(skill_list.PAGE_SIZE)):
+    async def skills(self, request: Request, q: str = "", sort: str = "created", order: str = "asc",
+                     page_no: str = Query("1", alias="page"), size: str = str(skill_list.PAGE_SIZE)):
         def build(source: InspectorSource) -> dict:
             number, rows = _whole(page_no, "page"), _whole(size, "size")
             with source.reading_all() as stores:  # a namespace's own skills, then the base's
-                shown = skill_list.skill_page(stores, search=q, sort=sort, descending=order == "desc", page=number,
-                                              size=rows, count=source.known_tokens)
-            return {"listing": shown, "rows": shown.rows}
+                listing = skill_list.skill_page(stores, search=q, sort=sort, descending=order == "desc", page=number,
+                                                size=rows, count=source.known_tokens)
+            return {"listing": listing, "rows": listing.rows}
 
-        return await page(request, "skills.html", build, title="Skills", q=q, sort=sort, order=order,
-                          sorts=list(skill_list.SORTS), namespace=request.query_params.get("namespace"),
-                          default_size=skill_list.PAGE_SIZE)
+        return await self._page(request, "skills.html", build, title="Skills", q=q, sort=sort, order=order,
+                                sorts=list(skill_list.SORTS), namespace=request.query_params.get("namespace"),
+                                default_size=skill_list.PAGE_SIZE)
 
-    @router.get("/skills/{ref}", response_class=HTMLResponse)
-    async def skill(request: Request, ref: str):
-        def build(source: InspectorSource) -> dict:
-            with source.reading_all() as stores:
-                detail = views.skill_detail(stores, ref)
-                tokens = source.known_tokens(detail.block) if detail.block.text_only else None
-            return {"skill": detail, "tokens": tokens, "triggers": views.skill_triggers(source, detail.imported.name) if detail.imported else None}
+    async def skill(self, request: Request, ref: str):
+        return await self._page(request, "skill.html", lambda source: _skill(source, ref), title="Skill")
 
-        return await page(request, "skill.html", build, title="Skill")
+    async def decisions(self, request: Request):
+        return await self._page(request, "decisions.html", _decisions, title="Decisions")
 
-    @router.get("/decisions", response_class=HTMLResponse)
-    async def decisions(request: Request):
-        def build(source: InspectorSource) -> dict:
-            with source.reading() as store:
-                stats = views.decision_stats(store)
-            return {"stats": stats, **_decision_plots(stats)}
+    async def route(self, request: Request, q: str = ""):
+        return await self._page(request, "route.html", lambda source: _route(source, q), title="Try a query", q=q)
 
-        return await page(request, "decisions.html", build, title="Decisions")
+    async def cache(self, request: Request):
+        return await self._page(request, "cache.html", lambda source: {"cache": source.cache()}, title="Cache")
 
-    @router.get("/route", response_class=HTMLResponse)
-    async def route(request: Request, q: str = ""):
-        def build(source: InspectorSource) -> dict:
-            if not q.strip():
-                return {"result": None}
-            recall = source.recall(q)
-            with source.reading_all() as stores:
-                result = views.route_view(stores, q, recall)
-            rows = [(c.name, c.score, c.block_id == recall.block_id) for c in result.candidates]
-            plot = plots.score_bars("candidate scores", rows, recall.threshold) if rows else ""
-            return {"result": result, "plot": Markup(plot)}
+    async def health(self, request: Request):
+        return await self._page(request, "health.html", _health, title="Health")
 
-        return await page(request, "route.html", build, title="Try a query", q=q)
+    async def runtime(self, request: Request):
+        return await self._page(request, "runtime.html", lambda source: {"runtime": source.runtime()}, title="Runtime")
 
-    @router.get("/cache", response_class=HTMLResponse)
-    async def cache(request: Request):
-        return await page(request, "cache.html", lambda source: {"cache": source.cache()}, title="Cache")
-
-    @router.get("/health", response_class=HTMLResponse)
-    async def health(request: Request):
-        def build(source: InspectorSource) -> dict:
-            with source.checking() as store:
-                return {"health": views.health(store)}
-
-        return await page(request, "health.html", build, title="Health")
-
-    @router.get("/runtime", response_class=HTMLResponse)
-    async def runtime(request: Request):
-        return await page(request, "runtime.html", lambda source: {"runtime": source.runtime()}, title="Runtime")
-
-    @router.get("/login", response_class=HTMLResponse)
-    async def login_form(request: Request):
-        if not access.locked or access.granted(request) is not None:
+    async def login_form(self, request: Request):
+        if not self.access.locked or self.access.granted(request) is not None:
             return RedirectResponse(PREFIX, status_code=303)
-        return login(200)
+        return self._login(200)
 
-    @router.post("/login")
-    async def sign_in(request: Request):
+    async def sign_in(self, request: Request):
         try:
             form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
         except ValueError:  # more fields than the form has
-            return login(400, refused=True)
+            return self._login(400, refused=True)
         given = (form.get("key") or [""])[0][:MAX_KEY_CHARS]
-        viewer = access.key_matches(given)
+        viewer = self.access.key_matches(given)
         if viewer is None:
-            return login(401, refused=True)
+            return self._login(401, refused=True)
         response = RedirectResponse(PREFIX, status_code=303, headers=HEADERS)
-        response.set_cookie(COOKIE, access.open_session(viewer), path=PREFIX, httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, self.access.open_session(viewer), path=PREFIX, httponly=True, samesite="strict")
         return response
 
-    @router.post("/logout")
-    async def sign_out(request: Request):
-        access.close_session(request.cookies.get(COOKIE, ""))
+    async def sign_out(self, request: Request):
+        self.access.close_session(request.cookies.get(COOKIE, ""))
         response = RedirectResponse(PREFIX + "/login", status_code=303, headers=HEADERS)
         response.delete_cookie(COOKIE, path=PREFIX)
         return response
 
-    @router.get("/", include_in_schema=False)
-    async def with_slash():
+    async def with_slash(self):
         return RedirectResponse(PREFIX, status_code=307, headers=HEADERS)  # relative: never to the Host header's
 
-    @router.get("/static/{name}")
-    async def asset(name: str):
-        if name not in static:
+    async def asset(self, name: str):
+        if name not in self.static:
             return Response("not found", status_code=404, media_type="text/plain", headers=HEADERS)
-        return Response(static[name], media_type=STATIC[name], headers={**HEADERS, "Cache-Control": "max-age=3600"})
+        return Response(self.static[name], media_type=STATIC[name], headers={**HEADERS, "Cache-Control": "max-age=3600"})
 
-    return router
+
+def inspector_router(source: InspectorSource, *, api_key: Optional[str] = None,
+                     viewers: Optional[Viewers] = None) -> APIRouter:
+    """The ``/ui`` pages over ``source``, or over the namespace of who signed in (``viewers``)."""
+    return InspectorPages(source, Access(api_key, viewers=viewers)).router()
+
+
+def _skill(source: InspectorSource, ref: str) -> dict:
+    with source.reading_all() as stores:
+        detail = views.skill_detail(stores, ref)
+        tokens = source.known_tokens(detail.block) if detail.block.text_only else None
+    triggers = views.skill_triggers(source, detail.imported.name) if detail.imported else None
+    return {"skill": detail, "tokens": tokens, "triggers": triggers}
+
+
+def _decisions(source: InspectorSource) -> dict:
+    with source.reading() as store:
+        stats = views.decision_stats(store)
+    return {"stats": stats, **_decision_plots(stats)}
+
+
+def _route(source: InspectorSource, query: str) -> dict:
+    """Where ``query`` routes, with its candidates' scores plotted (nothing for a blank query)."""
+    if not query.strip():
+        return {"result": None}
+    recall = source.recall(query)
+    with source.reading_all() as stores:
+        result = views.route_view(stores, query, recall)
+    rows = [(c.name, c.score, c.block_id == recall.block_id) for c in result.candidates]
+    plot = plots.score_bars("candidate scores", rows, recall.threshold) if rows else ""
+    return {"result": result, "plot": Markup(plot)}
+
+
+def _health(source: InspectorSource) -> dict:
+    with source.checking() as store:
+        return {"health": views.health(store)}
 
 
 def _decision_plots(stats: views.DecisionStats) -> dict:
