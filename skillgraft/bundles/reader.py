@@ -209,7 +209,8 @@ def _expiry(value, where: str):
         raise BundleError(f"{where}: {exc}") from None
 
 
-def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
+def _row_ids(raw, index: int) -> tuple[str, str]:
+    """A row's payload SHA-256 and block id: hex of the right length, the id the digest's start."""
     where = f"bundle block #{index}"
     if not isinstance(raw, dict):
         raise BundleError(f"{where} is not an object")
@@ -217,47 +218,56 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
     block_id = _text(raw, "id", where, limit=16)
     if not _HEX64.match(sha256) or not _HEX16.match(block_id):
         raise BundleError(f"{where}: id and sha256 must be 16 and 64 lower-case hex digits")
-    where = f"bundle block {block_id}"
     if block_id != block_id_for(sha256):
-        raise BundleError(f"{where}: its id is not the start of its payload's SHA-256 {sha256}")
+        raise BundleError(f"bundle block {block_id}: its id is not the start of its payload's SHA-256 {sha256}")
+    return sha256, block_id
+
+
+def _row_name(raw: dict, where: str) -> str:
+    """A row's skill name: unpadded, without control characters, never mistakable for an id."""
     name = _text(raw, "name", where, limit=MAX_NAME_CHARS)
     if not name.strip() or name != name.strip() or _CONTROL.search(name):
         raise BundleError(f"{where}: its name {name!r} is empty, padded or holds control characters")
     if ID_LIKE.fullmatch(name):
         raise BundleError(f"{where}: its name {name!r} has the form of a block id or an id's prefix (hex digits only)")
-    kind = raw.get("kind")
-    if kind not in ("manual", "solution"):
-        raise BundleError(f"{where}: kind must be 'manual' or 'solution', not {str(kind)[:20]!r}")
-    source = _text(raw, "source", where)
-    if not source.strip():
-        raise BundleError(f"{where}: its source text is empty")
+    return name
+
+
+def _row_tokens(raw: dict, where: str) -> list:
+    """A row's token ids: a non-empty list of whole numbers from 0 to 2^31-1."""
     tokens = raw.get("tokens")
     if not isinstance(tokens, list) or not tokens or len(tokens) > MAX_TEXT_CHARS:
         raise BundleError(f"{where}: tokens must be a non-empty list")
     if any(type(t) is not int or not 0 <= t < 2**31 for t in tokens):
         raise BundleError(f"{where}: tokens must be token ids (whole numbers from 0 to 2^31-1)")
-    n_tokens = _int(raw, "n_tokens", where, 1, MAX_TEXT_CHARS)
-    n_bytes = _int(raw, "n_bytes", where, 1, MAX_PAYLOAD_BYTES)
-    if n_tokens != len(tokens):
-        raise BundleError(f"{where}: n_tokens {n_tokens} but {len(tokens)} tokens")
-    fingerprint_id = _text(raw, "fingerprint_id", where, limit=16)
-    if fingerprint_id not in fingerprints:
-        raise BundleError(f"{where}: names fingerprint {fingerprint_id!r}, which the manifest lacks")
+    return tokens
+
+
+def _row_member(raw: dict, where: str, sha256: str, n_bytes: int, members: dict) -> tarfile.TarInfo:
+    """The tar entry of a row's payload: named for its digest, of the size the row says."""
     file_name = raw.get("file")
     member = members.get(file_name) if isinstance(file_name, str) else None
     if file_name != f"blocks/{sha256}.kv" or member is None:
         raise BundleError(f"{where}: its payload entry blocks/{sha256}.kv is missing")
     if member.size != n_bytes:
         raise BundleError(f"{where}: its payload entry is {member.size} bytes, the row says {n_bytes}")
-    solution = {}
-    if kind == "solution":
-        solution = {
-            "question": _text(raw, "question", where, limit=MAX_KEY_CHARS),
-            "answer": _text(raw, "answer", where),
-            "method": _text(raw, "method", where, optional=True),
-            "verifier": _text(raw, "verifier", where, limit=200, optional=True),
-        }
-    expires_at = _expiry(raw.get("expires_at"), where)
+    return member
+
+
+def _row_solution(raw: dict, kind: str, where: str) -> dict:
+    """A solution row's question, answer, method and verifier (nothing for a manual)."""
+    if kind != "solution":
+        return {}
+    return {
+        "question": _text(raw, "question", where, limit=MAX_KEY_CHARS),
+        "answer": _text(raw, "answer", where),
+        "method": _text(raw, "method", where, optional=True),
+        "verifier": _text(raw, "verifier", where, limit=200, optional=True),
+    }
+
+
+def _routing_keys(raw: dict, where: str, question: Optional[str]) -> list[tuple[str, str]]:
+    """A row's routing keys as (kind, text), at most :data:`MAX_EXAMPLES` examples besides the question."""
     keys = raw.get("routing_keys", [])
     if not isinstance(keys, list) or len(keys) > MAX_KEYS_PER_BLOCK:
         raise BundleError(f"{where}: routing_keys must be a list of at most {MAX_KEYS_PER_BLOCK}")
@@ -266,32 +276,49 @@ def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
         if not isinstance(key, dict) or key.get("kind") not in KEY_KINDS:
             raise BundleError(f"{where}: a routing key is not an object of kind {', '.join(KEY_KINDS)}")
         checked_keys.append((key["kind"], _text(key, "text", f"{where} routing key", limit=MAX_KEY_CHARS)))
-    examples = [t for k, t in checked_keys if k == "example" and t != solution.get("question")]
+    examples = [t for k, t in checked_keys if k == "example" and t != question]
     if len(examples) > MAX_EXAMPLES:
         raise BundleError(f"{where}: {len(examples)} example routing keys (at most {MAX_EXAMPLES})")
-    description = _text(raw, "description", where, limit=MAX_KEY_CHARS, optional=True) or ""
-    # The keys the block has once imported: the row's and the name, description or question keys import adds.
-    added = [("name", name_key(name)), ("description", description), ("example", solution.get("question") or "")]
-    stored = {(k, t.strip()) for k, t in [*checked_keys, *added] if t.strip()}
+    return checked_keys
+
+
+def _check_keys_once_imported(where: str, keys: list, name: str, description: str, question: Optional[str]) -> None:
+    """The keys the block has once imported (the row's and the name, description or question keys
+    import adds) stay within :data:`MAX_KEYS_PER_BLOCK`."""
+    added = [("name", name_key(name)), ("description", description), ("example", question or "")]
+    stored = {(k, t.strip()) for k, t in [*keys, *added] if t.strip()}
     if len(stored) > MAX_KEYS_PER_BLOCK:
         raise BundleError(f"{where}: {len(stored)} routing keys once imported (at most {MAX_KEYS_PER_BLOCK})")
-    block = Block(
-        id=block_id,
-        sha256=sha256,
-        name=name,
-        kind=kind,
-        description=description,
-        source=source,
-        tokens=tuple(tokens),
-        tokens_sha256=tokens_sha256(tokens),
-        n_tokens=n_tokens,
-        n_bytes=n_bytes,
-        fingerprint_id=fingerprint_id,
-        created_at=utc_now(),
-        expires_at=expires_at,
-        **solution,
-    )
-    return Row(block, tuple(checked_keys), member, fingerprints[fingerprint_id])
+
+
+def _parse_row(raw, index: int, fingerprints: dict, members: dict) -> Row:
+    sha256, block_id = _row_ids(raw, index)
+    where = f"bundle block {block_id}"
+    name = _row_name(raw, where)
+    kind = raw.get("kind")
+    if kind not in ("manual", "solution"):
+        raise BundleError(f"{where}: kind must be 'manual' or 'solution', not {str(kind)[:20]!r}")
+    source = _text(raw, "source", where)
+    if not source.strip():
+        raise BundleError(f"{where}: its source text is empty")
+    tokens = _row_tokens(raw, where)
+    n_tokens = _int(raw, "n_tokens", where, 1, MAX_TEXT_CHARS)
+    n_bytes = _int(raw, "n_bytes", where, 1, MAX_PAYLOAD_BYTES)
+    if n_tokens != len(tokens):
+        raise BundleError(f"{where}: n_tokens {n_tokens} but {len(tokens)} tokens")
+    fingerprint_id = _text(raw, "fingerprint_id", where, limit=16)
+    if fingerprint_id not in fingerprints:
+        raise BundleError(f"{where}: names fingerprint {fingerprint_id!r}, which the manifest lacks")
+    member = _row_member(raw, where, sha256, n_bytes, members)
+    solution = _row_solution(raw, kind, where)
+    expires_at = _expiry(raw.get("expires_at"), where)
+    keys = _routing_keys(raw, where, solution.get("question"))
+    description = _text(raw, "description", where, limit=MAX_KEY_CHARS, optional=True) or ""
+    _check_keys_once_imported(where, keys, name, description, solution.get("question"))
+    block = Block(id=block_id, sha256=sha256, name=name, kind=kind, description=description, source=source,
+                  tokens=tuple(tokens), tokens_sha256=tokens_sha256(tokens), n_tokens=n_tokens, n_bytes=n_bytes,
+                  fingerprint_id=fingerprint_id, created_at=utc_now(), expires_at=expires_at, **solution)
+    return Row(block, tuple(keys), member, fingerprints[fingerprint_id])
 
 
 def payload(tar: tarfile.TarFile, row: Row, *, keep: bool = True) -> bytes:
