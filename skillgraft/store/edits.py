@@ -12,7 +12,7 @@ from typing import Iterable, Optional
 
 from ..core.blocks import Block, block_id_for, text_block, tokens_sha256
 from .catalog import utc_now
-from ..errors import BlockIntegrityError, BlockNotFoundError, NameTakenError, StoreError
+from ..errors import BlockIntegrityError, BlockNotFoundError, InputError, NameTakenError, StoreError
 from ..core.hashing import blake3_hex
 from .ledger import LedgerEvent
 from .protocols import BlockStorage, Catalog
@@ -29,6 +29,39 @@ class CatalogEdits:
     catalog: Catalog
     storage: BlockStorage
 
+    # -- text blocks -----------------------------------------------------------------------
+
+    def put_text(self, source: str, *, name: str, description: str = "") -> tuple[Block, bool]:
+        """Store a text block of ``source`` (a skill's part: no state, its cells are made on first
+        use); return ``(block, created)``. The same text is stored once."""
+        return self.put_texts([(source, name, description)])[0]
+
+    def put_texts(self, texts: Iterable[tuple[str, str, str]]) -> list[tuple[Block, bool]]:
+        """:meth:`put_text` of each ``(source, name, description)``, in one transaction."""
+        blocks = []
+        for source, name, description in texts:
+            self._require_writable(f"store the text block {name!r}")
+            if not name or not name.strip():
+                raise InputError("a block needs a non-empty name")
+            if not source.strip() or "\x00" in source:
+                raise InputError(f"text block {name!r} needs non-empty text without NUL bytes")
+            blocks.append(text_block(source, name=name.strip(), description=description, created_at=utc_now()))
+        out: list[tuple[Block, bool]] = []
+        with self.catalog.write() as conn:
+            for block in blocks:
+                existing = self._rows("id = ?", [block.id])
+                if existing:
+                    out.append((existing[0], False))
+                    continue
+                clash = self._rows("name = ?", [block.name])
+                if clash:
+                    raise StoreError(f"the name {block.name!r} is taken by block {clash[0].id}: remove it first")
+                row = block.to_row()
+                conn.execute(f"INSERT INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                             list(row.values()))
+                out.append((block, True))
+        return out
+
     # -- routing keys ----------------------------------------------------------------------
 
     def add_routing_keys(self, block_id: str, keys: Iterable[dict]) -> int:
@@ -36,6 +69,12 @@ class CatalogEdits:
         self._require_writable(f"add routing keys to block {block_id}")
         with self.catalog.write() as conn:
             return self._insert_keys(conn, block_id, keys)
+
+    def add_routing_keys_of(self, keys: dict[str, list]) -> int:
+        """:meth:`add_routing_keys` for several blocks, ``{block_id: keys}``, in one transaction."""
+        self._require_writable(f"add routing keys to {len(keys)} blocks")
+        with self.catalog.write() as conn:
+            return sum(self._insert_keys(conn, block_id, rows) for block_id, rows in keys.items())
 
     def set_routing_keys(self, block_id: str, kind: str, keys: Iterable[dict]) -> int:
         """Replace a block's routing keys of ``kind`` by ``keys``, in one transaction."""
@@ -157,61 +196,18 @@ class CatalogEdits:
         states kept behind ``old`` go with it.
         """
         self._require_writable(f"replace block {old.id}")
-        kept = old.model_dump(
-            exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
-                     "fingerprint_id", "created_at", "status", "blake3"}
-        )
-        if state is None:
-            new = text_block(source, created_at=utc_now(), **kept)
-            if new.id == old.id:
-                return old
-        else:
-            if sha256_hex(state.payload) != state.sha256:
-                raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
-            new = Block(
-                id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
-                tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
-                fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
-            )
-            if new.id == old.id and old.status == "ok" and self.storage.has(old):
-                if old.fingerprint_id == new.fingerprint_id:
-                    return old
-                # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
-                with self.catalog.write() as conn:
-                    self._insert_fingerprint(conn, state.fingerprint)
-                    conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
-                return self._by_id(old.id)
+        new = _recaptured(old, state, source)
+        kept = self._kept_as_it_is(old, new, state)
+        if kept is not None:
+            return kept
         staged = self.storage.stage(new, state.payload) if state is not None else None
         try:
             with self.catalog.write() as conn:
-                if not conn.execute("SELECT 1 FROM blocks WHERE id = ? AND name = ?", (old.id, old.name)).fetchone():
-                    raise BlockNotFoundError(
-                        f"block {old.id} ({old.name}) was replaced, renamed or removed by another writer meanwhile: "
-                        "nothing was changed; read it again and retry"
-                    )
-                taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
-                if taken:
-                    raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")
+                _check_replaceable(conn, old, new)
                 if state is not None:
                     self.storage.commit(new, staged)
                     self._insert_fingerprint(conn, state.fingerprint)
-                conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (f"{old.name}\x1freplaced-{old.id}", old.id))
-                row = new.to_row()
-                conn.execute(
-                    f"INSERT OR REPLACE INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-                    list(row.values()),
-                )
-                if new.id != old.id:
-                    conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
-                    conn.execute("UPDATE skill_blocks SET block_id = ? WHERE block_id = ?", (new.id, old.id))
-                for kind, rows in (keys or {}).items():
-                    conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (new.id, kind))
-                    self._insert_keys(conn, new.id, [k for k in rows if k["kind"] == kind])
-                if new.id != old.id:
-                    conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
-                    shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
-                    if not shared and not old.text_only:
-                        self.storage.delete(old)
+                self._swap_rows(conn, old, new, keys)
         finally:
             if staged is not None:
                 self.storage.release(staged)
@@ -221,3 +217,71 @@ class CatalogEdits:
 
             drop_block_states(self, old.id)
         return new
+
+    def _kept_as_it_is(self, old: Block, new: Block, state: Optional[KVState]) -> Optional[Block]:
+        """``old`` when its recapture ``new`` is the same block with its payload in place
+        (re-labelled when only the runtime differs); None when the two must be swapped."""
+        if new.id != old.id:
+            return None
+        if state is None:
+            return old
+        if old.status != "ok" or not self.storage.has(old):
+            return None
+        if old.fingerprint_id == new.fingerprint_id:
+            return old
+        # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
+        with self.catalog.write() as conn:
+            self._insert_fingerprint(conn, state.fingerprint)
+            conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))
+        return self._by_id(old.id)
+
+    def _swap_rows(self, conn, old: Block, new: Block, keys: Optional[dict[str, list[dict]]]) -> None:
+        """In the open transaction: ``new``'s row in place of ``old``'s, which hands over its keys
+        and skills (the kinds in ``keys`` replaced) and goes, with its payload unless shared."""
+        conn.execute("UPDATE blocks SET name = ? WHERE id = ?", (f"{old.name}\x1freplaced-{old.id}", old.id))
+        row = new.to_row()
+        conn.execute(
+            f"INSERT OR REPLACE INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
+        if new.id != old.id:
+            conn.execute("UPDATE routing_keys SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+            conn.execute("UPDATE skill_blocks SET block_id = ? WHERE block_id = ?", (new.id, old.id))
+        for kind, rows in (keys or {}).items():
+            conn.execute("DELETE FROM routing_keys WHERE block_id = ? AND kind = ?", (new.id, kind))
+            self._insert_keys(conn, new.id, [k for k in rows if k["kind"] == kind])
+        if new.id != old.id:
+            conn.execute("DELETE FROM blocks WHERE id = ?", (old.id,))
+            shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ?", (old.sha256,)).fetchone()
+            if not shared and not old.text_only:
+                self.storage.delete(old)
+
+
+def _recaptured(old: Block, state: Optional[KVState], source: str) -> Block:
+    """``old``'s recapture: a text block of ``source`` with ``state`` None, else ``state``'s
+    (its payload checked against its SHA-256); name, kind, answer and the like kept."""
+    kept = old.model_dump(
+        exclude={"id", "sha256", "source", "tokens", "tokens_sha256", "n_tokens", "n_bytes",
+                 "fingerprint_id", "created_at", "status", "blake3"}
+    )
+    if state is None:
+        return text_block(source, created_at=utc_now(), **kept)
+    if sha256_hex(state.payload) != state.sha256:
+        raise BlockIntegrityError(f"block {old.id} ({old.name}): the new payload does not match its SHA-256")
+    return Block(
+        id=block_id_for(state.sha256), sha256=state.sha256, source=source, tokens=state.tokens,
+        tokens_sha256=tokens_sha256(state.tokens), n_tokens=state.n_tokens, n_bytes=state.n_bytes,
+        fingerprint_id=state.fingerprint.id, created_at=utc_now(), blake3=blake3_hex(state.payload), **kept,
+    )
+
+
+def _check_replaceable(conn, old: Block, new: Block) -> None:
+    """In the open transaction: ``old`` is still there under its name, and ``new`` is no other block."""
+    if not conn.execute("SELECT 1 FROM blocks WHERE id = ? AND name = ?", (old.id, old.name)).fetchone():
+        raise BlockNotFoundError(
+            f"block {old.id} ({old.name}) was replaced, renamed or removed by another writer meanwhile: "
+            "nothing was changed; read it again and retry"
+        )
+    taken = conn.execute("SELECT id FROM blocks WHERE id = ? AND id != ?", (new.id, old.id)).fetchone()
+    if taken:
+        raise StoreError(f"block {old.id} ({old.name}) recaptures as {new.id}, which the store already holds")
