@@ -11,7 +11,9 @@ installed without them, with the three ``tree-sitter`` packages its decoder modu
 Its checker module imports the table of every model it knows (and with it every API client)
 only to ask whether a model writes ``math.factorial`` as ``math_factorial``; prompted models
 write the name as documented, so that table is stood in for while the checker is imported.
-Only the Python single-turn categories are read: their calls are decoded by ``ast``.
+Only the Python single-turn categories are read: their calls are decoded by ``ast``. In the
+irrelevance categories no offered function fits: an answer passes when it makes no call, as
+BFCL's own runner judges it (its decoder fails, or decodes no call: ``is_empty_output``).
 """
 
 from __future__ import annotations
@@ -20,18 +22,24 @@ import importlib
 import importlib.util
 import json
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError, InputError
+from ..verify.verifiers import Verdict, Verifier, output_sha256
 
-__all__ = ["BFCL_INSTALL", "CATEGORIES", "BfclChecker", "BfclTask", "load_tasks"]
+__all__ = ["BFCL_INSTALL", "CATEGORIES", "DEFAULT_CATEGORIES", "IRRELEVANCE", "BfclChecker", "BfclTask", "BfclVerifier", "category_tasks",
+           "load_tasks"]
 
 BFCL_INSTALL = ("pip install --no-deps bfcl-eval==2026.3.23 tree-sitter==0.21.3 tree-sitter-java==0.21.0 "
                 "tree-sitter-javascript==0.21.4")
-CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+IRRELEVANCE = ("irrelevance", "live_irrelevance")
+CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple", "live_parallel",
+              "live_parallel_multiple", *IRRELEVANCE)
+DEFAULT_CATEGORIES = CATEGORIES[:4]  # the single-turn Python categories the first measurements used
 PROMPT_FORMAT = "ret_fmt=python&tool_call_tag=False&func_doc_fmt=json&prompt_fmt=plaintext&style=classic"
 
 
@@ -50,10 +58,20 @@ class BfclTask:
     def question(self) -> str:
         return next(content for role, content in reversed(self.messages) if role == "user")
 
+    @property
+    def irrelevant(self) -> bool:
+        """Whether no offered function fits (the answer must make no call)."""
+        return self.category in IRRELEVANCE
+
     def needed(self) -> list[dict]:
         """The documents of the functions the accepted calls use, in the order BFCL lists them."""
         names = {name for call in self.ground_truth for name in call}
         return [f for f in self.functions if f["name"] in names]
+
+    def offered(self) -> list[dict]:
+        """What BFCL's prompt would list for this task beside its instructions: the needed
+        documents, or, where none fits, every function it offers."""
+        return list(self.functions) if self.irrelevant else self.needed()
 
 
 def _data_folder() -> Path:
@@ -70,21 +88,24 @@ def _lines(path: Path) -> list[dict]:
         raise ConfigError(f"cannot read BFCL's {path.name}: {exc}") from None
 
 
-def load_tasks(categories=CATEGORIES, per_category: Optional[int] = None) -> list[BfclTask]:
+def category_tasks(category: str) -> list[BfclTask]:
+    """Every task of ``category``, in BFCL's order."""
+    if category not in CATEGORIES:
+        raise InputError(f"unknown BFCL category {category!r}: choose from {', '.join(CATEGORIES)}")
+    folder = _data_folder()
+    answers = {} if category in IRRELEVANCE else {
+        row["id"]: row["ground_truth"] for row in _lines(folder / "possible_answer" / f"BFCL_v4_{category}.json")}
+    return [BfclTask(row["id"], category, tuple((m["role"], m["content"]) for m in row["question"][0]),
+                     tuple(row["function"]), tuple(answers.get(row["id"], ())))
+            for row in _lines(folder / f"BFCL_v4_{category}.json")]
+
+
+def load_tasks(categories=DEFAULT_CATEGORIES, per_category: Optional[int] = None) -> list[BfclTask]:
     """The first ``per_category`` tasks (all when None) of each category, in BFCL's order."""
     unknown = [c for c in categories if c not in CATEGORIES]
     if unknown:
         raise InputError(f"unknown BFCL categories {unknown}: choose from {', '.join(CATEGORIES)}")
-    folder, tasks = _data_folder(), []
-    for category in categories:
-        answers = {row["id"]: row["ground_truth"] for row in _lines(folder / "possible_answer" / f"BFCL_v4_{category}.json")}
-        for row in _lines(folder / f"BFCL_v4_{category}.json")[:per_category]:
-            turn = row["question"][0]
-            tasks.append(BfclTask(
-                row["id"], category, tuple((m["role"], m["content"]) for m in turn),
-                tuple(row["function"]), tuple(answers[row["id"]]),
-            ))
-    return tasks
+    return [task for category in categories for task in category_tasks(category)[:per_category]]
 
 
 class _PromptedModels(dict):
@@ -114,6 +135,7 @@ class BfclChecker:
                 sys.modules.pop(table, None)
         self._check, self._decode, self._format = checker.ast_checker, utils.default_decode_ast_prompting, utils.formulate_system_prompt
         self._python = enums.Language.PYTHON
+        self._no_call = importlib.import_module("bfcl_eval.utils").is_empty_output
 
     def system_prompt(self, functions) -> str:
         """BFCL's own system prompt for prompted models, listing ``functions``."""
@@ -129,8 +151,20 @@ class BfclChecker:
         full = self.system_prompt(functions)
         return full[full.rindex("Here is a list of functions"):].rstrip()
 
+    def calls(self, text: str) -> list[dict]:
+        """The calls ``text`` makes as BFCL decodes them (``[{function: {param: value}}]``); none
+        where it decodes no call."""
+        try:
+            calls = self._decode(text)
+        except Exception:  # BFCL's decoder raises what ast raises
+            return []
+        return [] if self._no_call(calls) or not all(isinstance(c, dict) for c in calls) else calls
+
     def check(self, task: BfclTask, text: str) -> tuple[bool, str]:
-        """Whether ``text`` makes an accepted call for ``task``: (passed, BFCL's error type)."""
+        """Whether ``text`` makes an accepted call for ``task`` (for an irrelevance task: no
+        call): (passed, BFCL's error type)."""
+        if task.irrelevant:
+            return (True, "") if not self.calls(text) else (False, "irrelevance_error:decoder_success")
         try:
             calls = self._decode(text)
         except Exception as exc:  # BFCL's decoder raises what ast raises: not a call is a failure
@@ -139,3 +173,19 @@ class BfclChecker:
             return False, "decode:not_calls"
         result = self._check(list(task.functions), calls, list(task.ground_truth), self._python, task.category, "prompted")
         return bool(result["valid"]), "" if result["valid"] else str(result.get("error_type", "invalid"))
+
+
+class BfclVerifier(Verifier):
+    """BFCL's checker as a verifier of one task's answers: the answer passes when the checker
+    accepts it (:meth:`BfclChecker.check`)."""
+
+    kind = "bfcl"
+
+    def __init__(self, checker: BfclChecker, task: BfclTask) -> None:
+        self.checker, self.task = checker, task
+
+    def check(self, question, answer, method) -> Verdict:
+        started = time.perf_counter()
+        passed, why = self.checker.check(self.task, answer)
+        detail = f"BFCL's checker on {self.task.id}: " + ("accepted" if passed else why)
+        return Verdict(passed, self.kind, output_sha256(detail), time.perf_counter() - started, detail)

@@ -23,7 +23,7 @@ class TaskRun:
     (listing); ``fits`` is False where the prompt did not fit the window (not answered).
     ``prompt`` holds the tokens the answer was prompted with, ``reused_tokens`` how many of them
     the context reused (from ``reused_from``) rather than evaluated; the tokens stay out of
-    :meth:`as_dict`."""
+    :meth:`as_dict`. ``examples``: the verified examples placed beside the routed skills."""
 
     model: str
     condition: str
@@ -44,6 +44,7 @@ class TaskRun:
     error: str = ""
     reused_tokens: int = 0
     reused_from: str = ""
+    examples: int = 0
     prompt: tuple[int, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict:
@@ -87,13 +88,13 @@ def summarize(runs: list[TaskRun], conditions: tuple[str, ...]) -> dict:
     worse = [{"model": r.model, "task_id": r.task_id, "condition": r.condition, "skills": list(r.skills),
               "error_type": r.error_type, "block": r.block, "chosen": r.chosen}
              for r in runs if r.condition != "none" and r.fits and not r.passed and plain.get((r.model, r.task_id))]
-    routed = [r for r in runs if r.condition in ("routed", "routed-set")]
+    routed = [r for r in runs if r.condition.startswith("routed")]
     decisions = {
         f"{m} ({c})" if c != "routed" else m: {
             "tasks": len(rs), **Counter(r.decision or "error" for r in rs),
             "graft_on_a_needed_skill": sum(r.decision == "graft" and r.block in r.skills for r in rs),
             "every_needed_skill_placed": sum(r.decision == "graft" and set(r.skills) <= set(r.routed) for r in rs),
-            "skills_placed": sum(len(r.routed) for r in rs)}
+            "skills_placed": sum(len(r.routed) for r in rs), "with_examples": sum(r.examples > 0 for r in rs)}
         for (m, c), rs in _group(routed, lambda r: [(r.model, r.condition)]).items()
     }
     return {"rows": rows, "per_category": per_category, "per_skill": per_skill, "worse": worse,

@@ -17,6 +17,12 @@ def _int_list(value: str) -> list[int]:
     return numbers
 
 
+def _skills_effect_option(ctx, param, value):
+    """Keep a skills-effect option aside (in ``ctx.meta``), out of the command's arguments."""
+    ctx.meta.setdefault("skills_effect", {})[param.name] = value
+    return value
+
+
 @click.command()
 @click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent",
                                                  "placement", "skills-effect"]))
@@ -42,11 +48,21 @@ def _int_list(value: str) -> list[int]:
               help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
 @click.option("--models", default=None, help="Comma-separated models, each measured in turn (skills-effect; default --model).")
 @click.option("--categories", default="simple_python,multiple,parallel,parallel_multiple", show_default=True,
-              help="BFCL categories (skills-effect).")
+              help="BFCL categories, also live_simple, live_multiple, live_parallel, live_parallel_multiple, "
+                   "irrelevance, live_irrelevance (skills-effect).")
 @click.option("--per-category", default=5, show_default=True, type=click.IntRange(1, 10_000),
-              help="Tasks of each category, BFCL's first (skills-effect).")
+              help="Tasks of each category, BFCL's first; with --split, of each half (skills-effect).")
 @click.option("--max-tokens", default=96, show_default=True, type=click.IntRange(1, 4096),
               help="Tokens of each answer (skills-effect).")
+@click.option("--tasks", "bfcl_tasks", default=None, expose_value=False, callback=_skills_effect_option,
+              help="BFCL tasks by id or CATEGORY:FIRST-LAST, comma-separated, instead of --categories (skills-effect).")
+@click.option("--split", type=click.Choice(["train", "test"]), default=None, expose_value=False,
+              callback=_skills_effect_option,
+              help="Report this seeded half of each category; routed-set+experience learns from the other (skills-effect).")
+@click.option("--seed", default=0, show_default=True, type=int, expose_value=False, callback=_skills_effect_option,
+              help="The seed of --split (skills-effect).")
+@click.option("--conditions", default=None, expose_value=False, callback=_skills_effect_option,
+              help="Comma-separated conditions [default: all] (skills-effect).")
 @click.option("--catalog", type=click.Path(exists=True, dir_okay=False),
               help="A catalog of skills, one JSON a line (route): routing accuracy, abstention and latency on it.")
 @click.option("--skills", "skill_root", type=click.Path(exists=True, file_okay=False),
@@ -122,8 +138,12 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.skills_effect import bench_skills_effect
 
             chosen = [m.strip() for m in (models or model).split(",") if m.strip()]
+            chosen_options = ctx.meta.get("skills_effect", {})
+            conditions = [c.strip() for c in (chosen_options.get("conditions") or "").split(",") if c.strip()]
             report = bench_skills_effect(chosen, categories=[c.strip() for c in categories.split(",") if c.strip()],
-                                         per_category=per_category, max_tokens=max_tokens, progress=progress)
+                                         per_category=per_category, max_tokens=max_tokens, progress=progress,
+                                         tasks=chosen_options.get("bfcl_tasks"), split=chosen_options.get("split"),
+                                         seed=chosen_options.get("seed") or 0, **({"conditions": conditions} if conditions else {}))
         elif kind == "agent" and skill_root:
             from ..bench.agent_skills import bench_agent_skills
 
@@ -159,11 +179,18 @@ def _render_skills_effect(report: dict) -> str:
     answers against the pasted ones, and what got worse."""
     pct = lambda v: "   -" if v is None else f"{100 * v:4.0f}"  # noqa: E731
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-    lines = [f"{'model':20} {'condition':10} {'passed':>8} {'rate %':>6} {'95% CI':>11} {'prompt tok':>10} "
+    lines = [f"{'model':20} {'condition':22} {'passed':>8} {'rate %':>6} {'95% CI':>11} {'prompt tok':>10} "
              f"{'ttft s':>7} {'total s':>7} {'no fit':>6}"]
-    lines += [f"{r['model']:20} {r['condition']:10} {r['passed']:>3}/{r['n']:<4} {pct(r['pass_rate']):>6} "
+    lines += [f"{r['model']:20} {r['condition']:22} {r['passed']:>3}/{r['n']:<4} {pct(r['pass_rate']):>6} "
               f"{pct(r['ci_low'])}-{pct(r['ci_high']).strip():<5} {num(r['prompt_tokens'], '.0f'):>10} "
               f"{num(r['ttft_s'], '.2f'):>7} {num(r['total_s'], '.2f'):>7} {r['not_fitting']:>6}" for r in report["rows"]]
+    lines += ["", f"{'model':20} {'category':22} {'condition':22} {'passed':>8} {'rate %':>6} {'95% CI':>11} "
+                  f"{'prompt tok':>10} {'ttft s':>7}"]
+    lines += [f"{r['model']:20} {r['category']:22} {r['condition']:22} {r['passed']:>3}/{r['n']:<4} {pct(r['pass_rate']):>6} "
+              f"{pct(r['ci_low'])}-{pct(r['ci_high']).strip():<5} {num(r['prompt_tokens'], '.0f'):>10} "
+              f"{num(r['ttft_s'], '.2f'):>7}" for r in report["per_category"]]
+    for model, counts in (report.get("learned") or {}).items():
+        lines.append(f"learned on {model} from the other half: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     for model, decisions in report["routed_decisions"].items():
         lines.append(f"routed on {model}: " + ", ".join(f"{k} {v}" for k, v in decisions.items()))
     for model, counts in report["exactness"]["models"].items():

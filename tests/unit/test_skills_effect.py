@@ -78,7 +78,8 @@ def test_the_pasted_prompt_is_bfcls_own_and_the_checker_is_bfcls(se):
 
 
 def test_every_condition_on_the_fake(se, report):
-    tasks, conditions = se.sample, se.effect.CONDITIONS
+    tasks, conditions = se.sample, [c for c in se.effect.CONDITIONS if c != se.effect.EXPERIENCE]
+    assert report["conditions"] == conditions  # learning needs a split
     runs = {(r["task_id"], r["condition"]): r for r in report["runs"]}
     assert len(runs) == len(tasks) * len(conditions) and report["skills"] == len({f["name"] for t in tasks for f in t.functions})
     for task in tasks:
@@ -181,7 +182,7 @@ def test_a_name_documented_twice_differently_gets_a_second_skill(se):
 
 def test_without_bfcl_installed_or_with_an_unknown_category_it_says_so(se, monkeypatch):
     with pytest.raises(InputError, match="unknown BFCL categories"):
-        se.tasks.load_tasks(["live_simple"])
+        se.tasks.load_tasks(["live_nothing"])
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bfcl_eval" else real(name, *a))
     with pytest.raises(ConfigError, match="pip install --no-deps bfcl-eval==2026.3.23"):
@@ -202,7 +203,61 @@ def test_the_cli_prints_the_table_and_the_routed_answers_against_the_pasted(se, 
             "--max-tokens", "200"]
     text = CliRunner().invoke(cli, args)
     assert text.exit_code == 0, text.output
-    assert "fake                 pasted       1/1" in text.output
+    assert "fake                 pasted                   1/1" in text.output
     assert "routed = pasted on fake: 1/1 grafts of a needed document answered as pasted; 1/1" in text.output
     data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)
     assert data["exactness"]["tasks"][0]["task_id"] == KNOWN and data["exactness"]["tasks"][0]["identical"]
+
+
+def test_tasks_by_id_and_position_and_a_seeded_split_per_category(se):
+    from skillgraft.bench import bfcl_select
+
+    named = bfcl_select.parse_tasks("live_simple:0-2,irrelevance_5,live_simple_1-1-0")
+    assert [t.id for t in named] == ["live_simple_0-0-0", "live_simple_1-1-0", "live_simple_2-2-0", "irrelevance_5"]
+    with pytest.raises(InputError):
+        bfcl_select.parse_tasks("live_simple:5-2")
+    with pytest.raises(InputError):
+        bfcl_select.parse_tasks("nothing_7")
+    halves = bfcl_select.halves("live_parallel", 0)
+    assert halves == bfcl_select.halves("live_parallel", 0) != bfcl_select.halves("live_parallel", 1)
+    assert sorted(halves.values()).count("train") == (len(halves) + 1) // 2
+    chosen = bfcl_select.select_tasks(["live_parallel", "irrelevance"], 3, split="test", seed=0)
+    assert [t.category for t in chosen.tasks] == ["live_parallel"] * 3 + ["irrelevance"] * 3
+    assert all(halves[t.id] == "test" for t in chosen.tasks if t.category == "live_parallel")
+    assert all(halves[t.id] == "train" for t in chosen.learn if t.category == "live_parallel") and len(chosen.learn) == 6
+    assert not {t.id for t in chosen.tasks} & {t.id for t in chosen.learn}
+    flipped = bfcl_select.select_tasks([], None, tasks="live_parallel:0-15", split="train", seed=0)
+    assert {t.id for t in flipped.tasks} == {i for i, h in halves.items() if h == "train"}
+
+
+def test_an_irrelevance_task_passes_when_no_call_is_made_as_bfcl_judges(se):
+    checker = se.tasks.BfclChecker()
+    task = se.tasks.category_tasks("irrelevance")[0]
+    assert task.irrelevant and task.needed() == [] and task.offered() == list(task.functions)
+    assert checker.check(task, "I cannot answer that with these functions.") == (True, "")
+    assert checker.check(task, "[]") == (True, "")
+    assert checker.check(task, f"[{task.functions[0]['name']}(x=1)]") == (False, "irrelevance_error:decoder_success")
+    verifier = se.tasks.BfclVerifier(checker, se.sample[0])
+    assert verifier.check("", right_call(se.sample[0]), None).ok and not verifier.check("", "no", None).ok
+
+
+def test_routed_set_with_experience_learns_from_the_other_half_only(se):
+    from skillgraft.bench import bfcl_select
+
+    chosen = bfcl_select.select_tasks(["simple_python"], 3, split="test", seed=0)
+    every = [*chosen.tasks, *chosen.learn]
+    report = se.effect.bench_skills_effect(
+        ["fake"], categories=["simple_python"], per_category=3, split="test", max_tokens=400,
+        conditions=["routed-set", se.effect.EXPERIENCE],
+        open_memory=lambda home, model: SkillMemory(home, engine=FakeEngine(reply=replier(every), n_ctx=16384),
+                                                    embedder=FakeEmbedder()))
+    assert report["split"] == "test" and report["tasks"] == 3 and report["learned_from"] == 3
+    assert {r["task_id"] for r in report["runs"]} == {t.id for t in chosen.tasks}
+    learned = report["learned"]["fake"]
+    assert learned["tasks"] == 3 and learned["deposited"] == learned["passed"] == learned["with_skills"]
+    runs = {(r["task_id"], r["condition"]): r for r in report["runs"]}
+    for task in chosen.tasks:  # experience never answers a test question: it is routed and answered
+        assert runs[task.id, se.effect.EXPERIENCE]["decision"] in ("graft", "abstain")
+    assert "fake (routed-set+experience)" in report["routed_decisions"]
+    with pytest.raises(InputError, match="--split"):
+        se.effect.bench_skills_effect(["fake"], conditions=[se.effect.EXPERIENCE])
