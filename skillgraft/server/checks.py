@@ -87,40 +87,15 @@ def verify_server(
     for i in range(samples):
         rng = np.random.default_rng([seed, i])
         prefix, query = sample_prefix(server, rng, 24, 400), sample_query(server, rng)
-        # Fresh: the prefix prefilled in the slot, then the query evaluated on top of it.
         state = server.capture(prefix)
-        fresh = server.continue_restored(state, query, "fresh", options=greedy, n_probs=top_k)
-        graft = server.graft(state, query, "sample", options=greedy, n_probs=top_k).completion
-        report.samples += 1
-        report.sha_equal += int(sha256_hex(repr(_steps_key(fresh)).encode()) == sha256_hex(repr(_steps_key(graft)).encode()))
-        report.argmax_mismatch += int(fresh.tokens[:1] != graft.tokens[:1])
-        report.cache_n_ok &= graft.cache_n == state.n_tokens and graft.prompt_n == len(query)
-        server.restore(state, "round-trip")
-        report.round_trip_equal &= server.save_slot(0) == (state.tokens, state.payload)
-        server.erase_slot(0)
-        concat = server.complete(list(prefix) + list(query), greedy, n_probs=top_k, cache_prompt=False)
-        report.concat_equal += int(_steps_key(concat) == _steps_key(fresh))
-        # Negative control: the state of another text of the same length under this text's tokens.
-        other = sample_prefix(server, np.random.default_rng([seed, i, 1]), len(prefix), len(prefix))
-        if other != list(prefix):
-            foreign = server.capture(other)
-            swapped = KVState(state.tokens, foreign.payload, foreign.sha256, foreign.fingerprint)
-            wrong = server.graft(swapped, query, "control", options=greedy, n_probs=top_k).completion
+        fresh, graft = _check_graft(server, report, state, prefix, query, greedy, top_k)
+        control_rng = np.random.default_rng([seed, i, 1])
+        same = _negative_control(server, state, prefix, query, fresh, greedy, top_k, control_rng)
+        if same is not None:
             control_n += 1
-            control_equal += int(_steps_key(wrong) == _steps_key(fresh))
+            control_equal += int(same)
         if cross is not None:
-            local = in_process.capture(list(prefix))
-            in_process.graft(local, query)
-            ids, values = _in_process_top(in_process, top_k)
-            in_process_tokens = [step.token for step in in_process.generate(greedy)]
-            server_top = graft.steps[0].top
-            cross["samples"] += 1
-            cross["capture_bytes_equal"] += int(local.payload == state.payload)
-            cross["greedy_tokens_equal"] += int(in_process_tokens == list(graft.tokens))
-            cross["top_k_ids_equal"] += int(ids == [t.token for t in server_top])
-            if len(server_top) == len(values):
-                diff = float(np.max(np.abs(values - np.array([t.logprob for t in server_top]))))
-                cross["max_abs_logprob_diff"] = max(cross["max_abs_logprob_diff"], diff)
+            _compare_in_process(in_process, cross, state, prefix, query, graft, greedy, top_k)
         if progress:
             progress(i + 1, samples)
     report.in_process = cross
@@ -134,6 +109,56 @@ def verify_server(
     report.fingerprint = {"id": server.fingerprint.id, **server.fingerprint.model_dump(mode="json")}
     report.seconds = round(time.perf_counter() - started, 2)
     return report
+
+
+def _check_graft(server: LlamaServerEngine, report: ServerVerifyReport, state: KVState, prefix, query,
+                 greedy: SamplingOptions, top_k: int):
+    """One sample's checks into ``report``: the graft against a fresh prefill, the slot round
+    trip and a cache-less prefill of the concatenation; the fresh and grafted completions."""
+    # Fresh: the prefix prefilled in the slot, then the query evaluated on top of it.
+    fresh = server.continue_restored(state, query, "fresh", options=greedy, n_probs=top_k)
+    graft = server.graft(state, query, "sample", options=greedy, n_probs=top_k).completion
+    report.samples += 1
+    report.sha_equal += int(sha256_hex(repr(_steps_key(fresh)).encode()) == sha256_hex(repr(_steps_key(graft)).encode()))
+    report.argmax_mismatch += int(fresh.tokens[:1] != graft.tokens[:1])
+    report.cache_n_ok &= graft.cache_n == state.n_tokens and graft.prompt_n == len(query)
+    server.restore(state, "round-trip")
+    report.round_trip_equal &= server.save_slot(0) == (state.tokens, state.payload)
+    server.erase_slot(0)
+    concat = server.complete(list(prefix) + list(query), greedy, n_probs=top_k, cache_prompt=False)
+    report.concat_equal += int(_steps_key(concat) == _steps_key(fresh))
+    return fresh, graft
+
+
+def _negative_control(server: LlamaServerEngine, state: KVState, prefix, query, fresh, greedy: SamplingOptions,
+                      top_k: int, rng) -> Optional[bool]:
+    """Whether the state of another text of the same length, under this text's tokens, answers
+    exactly as the fresh prefill did (None when ``rng`` drew the same text)."""
+    other = sample_prefix(server, rng, len(prefix), len(prefix))
+    if other == list(prefix):
+        return None
+    foreign = server.capture(other)
+    swapped = KVState(state.tokens, foreign.payload, foreign.sha256, foreign.fingerprint)
+    wrong = server.graft(swapped, query, "control", options=greedy, n_probs=top_k).completion
+    return _steps_key(wrong) == _steps_key(fresh)
+
+
+def _compare_in_process(in_process, cross: dict, state: KVState, prefix, query, graft,
+                        greedy: SamplingOptions, top_k: int) -> None:
+    """Add one sample's cross-engine comparison to ``cross``: the in-process engine's capture
+    bytes, greedy tokens and top-k log-probabilities against the server's."""
+    local = in_process.capture(list(prefix))
+    in_process.graft(local, query)
+    ids, values = _in_process_top(in_process, top_k)
+    in_process_tokens = [step.token for step in in_process.generate(greedy)]
+    server_top = graft.steps[0].top
+    cross["samples"] += 1
+    cross["capture_bytes_equal"] += int(local.payload == state.payload)
+    cross["greedy_tokens_equal"] += int(in_process_tokens == list(graft.tokens))
+    cross["top_k_ids_equal"] += int(ids == [t.token for t in server_top])
+    if len(server_top) == len(values):
+        diff = float(np.max(np.abs(values - np.array([t.logprob for t in server_top]))))
+        cross["max_abs_logprob_diff"] = max(cross["max_abs_logprob_diff"], diff)
 
 
 # -- benchmark ----------------------------------------------------------------------------
