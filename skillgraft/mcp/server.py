@@ -105,6 +105,16 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
             except SkillgraftError as exc:
                 raise ToolError(str(exc)) from None
 
+    _read_tools(server, memory, one_call)
+    _skill_resources(server, memory, lock)
+    if deposits.allowed:
+        _deposit_tools(server, memory, one_call, DepositRate(deposits.per_minute), ToolError)
+    return server
+
+
+def _read_tools(server, memory: SkillMemory, one_call) -> None:
+    """``recall``, ``read_skill``, ``ask`` and ``list_skills``: the tools every client has."""
+
     @server.tool()
     def recall(question: str) -> SkillRecall:
         """What the memory would do for this question — exact (a verified answer), graft (a skill) or
@@ -134,11 +144,6 @@ def build_server(memory: SkillMemory, deposits: DepositPolicy = DepositPolicy(),
         """The skills in the memory (manuals and verified solutions)."""
         with one_call():
             return [SkillInfo.of(block) for block in memory.list(kind)]
-
-    _skill_resources(server, memory, lock)
-    if deposits.allowed:
-        _deposit_tools(server, memory, one_call, DepositRate(deposits.per_minute), ToolError)
-    return server
 
 
 def _skill_resources(server, memory: SkillMemory, lock) -> None:
