@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
+
+from .door import Door, door_of, tenant_of
+from .service import Gateway
+
+__all__ = ["router"]
 
 MAX_QUERY_CHARS = 4_000
 
@@ -27,30 +32,32 @@ class FeedbackRequest(BaseModel):
     expected: Optional[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
-def add_feedback_routes(app, tenant_of, in_thread) -> None:
-    """Add the feedback routes to ``app``, each over the request's namespace (``await
-    tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and turns a
-    :class:`SkillgraftError` into its HTTP error."""
+router = APIRouter()
 
-    def by(request: Request) -> str:
-        return f"gateway:{request.client.host if request.client else 'unknown'}"
 
-    @app.post("/v1/skillgraft/skills/feedback")
-    @app.post("/v1/skills/feedback")
-    async def add_feedback(body: FeedbackRequest, request: Request):
-        gateway = await tenant_of(request)
-        result = await in_thread(lambda: gateway.feedback(body.query, body.expected, by=by(request)))
-        return {"object": "skill.feedback", **result.as_dict()}
+def _by(request: Request) -> str:
+    """Who gave a correction, as recorded: ``gateway:<client address>``."""
+    return f"gateway:{request.client.host if request.client else 'unknown'}"
 
-    @app.get("/v1/skillgraft/skills/feedback")
-    @app.get("/v1/skills/feedback")
-    async def feedback_list(request: Request):
-        rows = await in_thread((await tenant_of(request)).corrections)
-        return {"object": "list", "data": [row.as_dict() for row in rows]}
 
-    @app.delete("/v1/skillgraft/skills/feedback/{correction_id}")
-    @app.delete("/v1/skills/feedback/{correction_id}")
-    async def feedback_remove(correction_id: int, request: Request):
-        gateway = await tenant_of(request)
-        removed = await in_thread(lambda: gateway.remove_correction(correction_id, by=by(request)))
-        return {"object": "skill.feedback", "deleted": True, **removed.as_dict()}
+@router.post("/v1/skillgraft/skills/feedback")
+@router.post("/v1/skills/feedback")
+async def add_feedback(body: FeedbackRequest, request: Request, door: Door = Depends(door_of),
+                       tenant: Gateway = Depends(tenant_of)):
+    result = await door.in_thread(lambda: tenant.feedback(body.query, body.expected, by=_by(request)))
+    return {"object": "skill.feedback", **result.as_dict()}
+
+
+@router.get("/v1/skillgraft/skills/feedback")
+@router.get("/v1/skills/feedback")
+async def feedback_list(door: Door = Depends(door_of), tenant: Gateway = Depends(tenant_of)):
+    rows = await door.in_thread(tenant.corrections)
+    return {"object": "list", "data": [row.as_dict() for row in rows]}
+
+
+@router.delete("/v1/skillgraft/skills/feedback/{correction_id}")
+@router.delete("/v1/skills/feedback/{correction_id}")
+async def feedback_remove(correction_id: int, request: Request, door: Door = Depends(door_of),
+                          tenant: Gateway = Depends(tenant_of)):
+    removed = await door.in_thread(lambda: tenant.remove_correction(correction_id, by=_by(request)))
+    return {"object": "skill.feedback", "deleted": True, **removed.as_dict()}

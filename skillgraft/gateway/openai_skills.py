@@ -32,7 +32,7 @@ import zipfile
 from datetime import datetime
 from typing import Optional, Union
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -44,7 +44,10 @@ from ..core.expiry import expiry_time
 from ..core.sha import SKILL_ID, SKILL_ID_DIGITS
 from ..errors import ExpiryError, SkillFolderError, SkillNotFoundError, SkillUploadError
 from .access import ApiError
+from .door import Door, door_of, tenant_of
+from .memory_api import deposit
 from .schemas import ExpiryText, NewSkill
+from .service import Gateway
 from .skill_shelf import SkillShelf
 from .uploads import MAX_UPLOAD_FILES, read_upload
 
@@ -175,129 +178,133 @@ async def _uploaded(request: Request) -> tuple[list[tuple[str, bytes]], dict]:
         await form.close()
 
 
-def register_openai_skill_routes(app: FastAPI, tenant_of, in_thread, deposit) -> None:
-    """Add the OpenAI Skills API's routes to ``app``, each over the skills of the request's
-    namespace (``await tenant_of(request)``: its gateway); ``deposit`` takes skillgraft's own JSON
-    deposit (a :class:`~skillgraft.gateway.schemas.NewSkill`, and the request). Registered
-    before skillgraft's ``/v1/skills/{ref}`` routes: a path with a skill id is OpenAI's."""
+def _name_of(shelf: SkillShelf, sid: str, include_expired: bool = False) -> str:
+    for name in shelf.names(include_expired=include_expired):
+        if skill_id(name) == sid:
+            return name
+    raise SkillNotFoundError(sid)
 
-    async def shelf_of(request: Request) -> SkillShelf:
-        return SkillShelf(await tenant_of(request))
 
-    def name_of(shelf: SkillShelf, sid: str, include_expired: bool = False) -> str:
-        for name in shelf.names(include_expired=include_expired):
-            if skill_id(name) == sid:
-                return name
-        raise SkillNotFoundError(sid)
+def _described(shelf: SkillShelf, sid: str) -> dict:
+    return skill_object(shelf.versions(_name_of(shelf, sid)))
 
-    def described(shelf: SkillShelf, sid: str) -> dict:
-        return skill_object(shelf.versions(name_of(shelf, sid)))
 
-    def add(shelf: SkillShelf, parts, skill: Optional[str], default: bool, expires: Optional[str]) -> tuple[str, int]:
+def _add(shelf: SkillShelf, parts, skill: Optional[str], default: bool, expires: Optional[str]) -> tuple[str, int]:
+    try:
+        return shelf.add(read_upload(parts), skill=skill, default=default, expires=expires)
+    except SkillFolderError as exc:
+        raise upload_error(exc) from None
+
+
+def shelf_of(tenant: Gateway = Depends(tenant_of)) -> SkillShelf:
+    """The skills of the request's namespace (a FastAPI dependency)."""
+    return SkillShelf(tenant)
+
+
+# Included before skillgraft's ``/v1/skills/{ref}`` routes: a path with a skill id is OpenAI's.
+router = APIRouter()
+
+
+@router.post("/v1/skills")
+async def create_skill(request: Request, door: Door = Depends(door_of), tenant: Gateway = Depends(tenant_of)):
+    if request.headers.get("content-type", "").startswith("application/json"):
         try:
-            return shelf.add(read_upload(parts), skill=skill, default=default, expires=expires)
-        except SkillFolderError as exc:
-            raise upload_error(exc) from None
+            skill = NEW_SKILL.validate_python(json.loads(await request.body()))
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
+            if isinstance(exc, ValidationError):
+                raise RequestValidationError(exc.errors()) from None
+            raise ApiError(400, f"the body is not JSON ({exc})") from None
+        return JSONResponse(jsonable_encoder(await deposit(skill, door, tenant)), status_code=201)
+    parts, fields = await _uploaded(request)
+    shelf = SkillShelf(tenant)
+    name, _ = await door.in_thread(_add, shelf, parts, None, True, fields.get("expires_at"))  # text: no slot, no model
+    return await door.in_thread(lambda: skill_object(shelf.versions(name)))
 
-    @app.post("/v1/skills")
-    async def create_skill(request: Request):
-        if request.headers.get("content-type", "").startswith("application/json"):
-            try:
-                skill = NEW_SKILL.validate_python(json.loads(await request.body()))
-            except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
-                if isinstance(exc, ValidationError):
-                    raise RequestValidationError(exc.errors()) from None
-                raise ApiError(400, f"the body is not JSON ({exc})") from None
-            return JSONResponse(jsonable_encoder(await deposit(skill, request)), status_code=201)
-        parts, fields = await _uploaded(request)
-        shelf = await shelf_of(request)
-        name, _ = await in_thread(add, shelf, parts, None, True, fields.get("expires_at"))  # text: no slot held, no model run
-        return await in_thread(lambda: skill_object(shelf.versions(name)))
 
-    @app.get("/v1/skills")
-    async def list_skills(request: Request, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
-                          order: str = "desc"):
-        shelf = await shelf_of(request)
+@router.get("/v1/skills")
+async def list_skills(after: Optional[str] = None, limit: int = DEFAULT_LIMIT, order: str = "desc",
+                      door: Door = Depends(door_of), shelf: SkillShelf = Depends(shelf_of)):
+    items = await door.in_thread(lambda: [skill_object(shelf.versions(name)) for name in shelf.names()])
+    return page(items, after=after, limit=limit, order=order, sort_key=lambda s: (s["created_at"], s["name"]))
 
-        def listed() -> list[dict]:
-            return [skill_object(shelf.versions(name)) for name in shelf.names()]
 
-        items = await in_thread(listed)
-        return page(items, after=after, limit=limit, order=order, sort_key=lambda s: (s["created_at"], s["name"]))
+@router.get("/v1/skills/{sid:skill_id}")
+async def retrieve_skill(sid: str, door: Door = Depends(door_of), shelf: SkillShelf = Depends(shelf_of)):
+    return await door.in_thread(_described, shelf, sid)
 
-    @app.get("/v1/skills/{sid:skill_id}")
-    async def retrieve_skill(request: Request, sid: str):
-        shelf = await shelf_of(request)
-        return await in_thread(described, shelf, sid)
 
-    @app.post("/v1/skills/{sid:skill_id}")
-    async def update_skill(request: Request, sid: str, body: UpdateSkill):
-        shelf = await shelf_of(request)
-        if not body.model_fields_set:
-            raise ApiError(400, "give default_version, expires_at or both", param="default_version")
-        if body.expires_at is not None:
-            try:
-                expiry_time(body.expires_at)  # checked before anything changes
-            except ExpiryError as exc:
-                raise ApiError(400, str(exc), param="expires_at") from None
-        name = await in_thread(name_of, shelf, sid, True)
-        if "default_version" in body.model_fields_set:
-            version = _version_number(body.default_version, "default_version")
-            await in_thread(shelf.set_default, name, version)
-        if "expires_at" in body.model_fields_set:
-            await in_thread(shelf.expire, name, body.expires_at)
-        return await in_thread(lambda: skill_object(shelf.versions(name)))
+@router.post("/v1/skills/{sid:skill_id}")
+async def update_skill(sid: str, body: UpdateSkill, door: Door = Depends(door_of),
+                       shelf: SkillShelf = Depends(shelf_of)):
+    if not body.model_fields_set:
+        raise ApiError(400, "give default_version, expires_at or both", param="default_version")
+    if body.expires_at is not None:
+        try:
+            expiry_time(body.expires_at)  # checked before anything changes
+        except ExpiryError as exc:
+            raise ApiError(400, str(exc), param="expires_at") from None
+    name = await door.in_thread(_name_of, shelf, sid, True)
+    if "default_version" in body.model_fields_set:
+        version = _version_number(body.default_version, "default_version")
+        await door.in_thread(shelf.set_default, name, version)
+    if "expires_at" in body.model_fields_set:
+        await door.in_thread(shelf.expire, name, body.expires_at)
+    return await door.in_thread(lambda: skill_object(shelf.versions(name)))
 
-    @app.delete("/v1/skills/{sid:skill_id}")
-    async def delete_skill(request: Request, sid: str):
-        shelf = await shelf_of(request)
-        await in_thread(lambda: shelf.remove(name_of(shelf, sid, True)))
-        return {"id": sid, "object": "skill.deleted", "deleted": True}
 
-    @app.get("/v1/skills/{sid:skill_id}/content")
-    async def skill_content(request: Request, sid: str):
-        shelf = await shelf_of(request)
-        return await in_thread(lambda: _content(shelf, name_of(shelf, sid), None))
+@router.delete("/v1/skills/{sid:skill_id}")
+async def delete_skill(sid: str, door: Door = Depends(door_of), shelf: SkillShelf = Depends(shelf_of)):
+    await door.in_thread(lambda: shelf.remove(_name_of(shelf, sid, True)))
+    return {"id": sid, "object": "skill.deleted", "deleted": True}
 
-    @app.post("/v1/skills/{sid:skill_id}/versions")
-    async def create_version(request: Request, sid: str):
-        shelf = await shelf_of(request)
-        name = await in_thread(name_of, shelf, sid, True)
-        parts, fields = await _uploaded(request)
-        default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
-        _, version = await in_thread(add, shelf, parts, name, default, fields.get("expires_at"))
-        return version_object(await in_thread(shelf.skill, name, version))
 
-    @app.get("/v1/skills/{sid:skill_id}/versions")
-    async def list_versions(request: Request, sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT,
-                            order: str = "desc"):
-        shelf = await shelf_of(request)
-        records = await in_thread(lambda: shelf.versions(name_of(shelf, sid)))
-        items = [version_object(record) for record in records]
-        if after is not None and after.isascii() and after.isdigit() and len(after) <= 18 and records:
-            after = version_id(records[0].name, int(after))  # a version number names its version
-        return page(items, after=after, limit=limit, order=order, sort_key=lambda v: int(v["version"]))
+@router.get("/v1/skills/{sid:skill_id}/content")
+async def skill_content(sid: str, door: Door = Depends(door_of), shelf: SkillShelf = Depends(shelf_of)):
+    return await door.in_thread(lambda: _content(shelf, _name_of(shelf, sid), None))
 
-    @app.get("/v1/skills/{sid:skill_id}/versions/{version}")
-    async def retrieve_version(request: Request, sid: str, version: str):
-        shelf = await shelf_of(request)
-        number = _version_number(version, "version")
-        return version_object(await in_thread(lambda: shelf.skill(name_of(shelf, sid), number)))
 
-    @app.delete("/v1/skills/{sid:skill_id}/versions/{version}")
-    async def delete_version(request: Request, sid: str, version: str):
-        shelf = await shelf_of(request)
-        number = _version_number(version, "version")
-        name = await in_thread(name_of, shelf, sid, True)
-        await in_thread(shelf.remove, name, number)
-        return {"id": version_id(name, number), "object": "skill.version.deleted", "deleted": True,
-                "version": str(number)}
+@router.post("/v1/skills/{sid:skill_id}/versions")
+async def create_version(request: Request, sid: str, door: Door = Depends(door_of),
+                         shelf: SkillShelf = Depends(shelf_of)):
+    name = await door.in_thread(_name_of, shelf, sid, True)
+    parts, fields = await _uploaded(request)
+    default = str(fields.get("default", "true")).strip().lower() not in ("false", "0", "no")
+    _, version = await door.in_thread(_add, shelf, parts, name, default, fields.get("expires_at"))
+    return version_object(await door.in_thread(shelf.skill, name, version))
 
-    @app.get("/v1/skills/{sid:skill_id}/versions/{version}/content")
-    async def version_content(request: Request, sid: str, version: str):
-        shelf = await shelf_of(request)
-        number = _version_number(version, "version")
-        return await in_thread(lambda: _content(shelf, name_of(shelf, sid), number))
+
+@router.get("/v1/skills/{sid:skill_id}/versions")
+async def list_versions(sid: str, after: Optional[str] = None, limit: int = DEFAULT_LIMIT, order: str = "desc",
+                        door: Door = Depends(door_of), shelf: SkillShelf = Depends(shelf_of)):
+    records = await door.in_thread(lambda: shelf.versions(_name_of(shelf, sid)))
+    items = [version_object(record) for record in records]
+    if after is not None and after.isascii() and after.isdigit() and len(after) <= 18 and records:
+        after = version_id(records[0].name, int(after))  # a version number names its version
+    return page(items, after=after, limit=limit, order=order, sort_key=lambda v: int(v["version"]))
+
+
+@router.get("/v1/skills/{sid:skill_id}/versions/{version}")
+async def retrieve_version(sid: str, version: str, door: Door = Depends(door_of),
+                           shelf: SkillShelf = Depends(shelf_of)):
+    number = _version_number(version, "version")
+    return version_object(await door.in_thread(lambda: shelf.skill(_name_of(shelf, sid), number)))
+
+
+@router.delete("/v1/skills/{sid:skill_id}/versions/{version}")
+async def delete_version(sid: str, version: str, door: Door = Depends(door_of),
+                         shelf: SkillShelf = Depends(shelf_of)):
+    number = _version_number(version, "version")
+    name = await door.in_thread(_name_of, shelf, sid, True)
+    await door.in_thread(shelf.remove, name, number)
+    return {"id": version_id(name, number), "object": "skill.version.deleted", "deleted": True,
+            "version": str(number)}
+
+
+@router.get("/v1/skills/{sid:skill_id}/versions/{version}/content")
+async def version_content(sid: str, version: str, door: Door = Depends(door_of),
+                          shelf: SkillShelf = Depends(shelf_of)):
+    number = _version_number(version, "version")
+    return await door.in_thread(lambda: _content(shelf, _name_of(shelf, sid), number))
 
 
 def _content(shelf: SkillShelf, name: str, version: Optional[int]) -> Response:

@@ -14,16 +14,20 @@ decision into response headers, which OpenAI clients can read without parsing th
 
 from __future__ import annotations
 
-from typing import Annotated, Awaitable, Callable, Union
+from typing import Annotated, Union
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.answer import AnswerNote
 from ..core.skill_text import SkillRecall
+from .door import Door, door_of, tenant_of
 from .schemas import MAX_TEXT_CHARS
+from .service import Gateway
+
+__all__ = ["DECISION_HEADER", "RecallRequest", "decision_headers", "router"]
 
 DECISION_HEADER = "x-skillgraft-decision"
 
@@ -56,20 +60,19 @@ def decision_headers(note: Union[AnswerNote, SkillRecall]) -> dict[str, str]:
     return headers
 
 
-def register_skill_routes(app: FastAPI, tenant_of, in_thread: Callable[..., Awaitable]) -> None:
-    """Add the skills API's reading routes to ``app``, each over the request's namespace
-    (``await tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and
-    turns its errors into the app's error responses."""
+router = APIRouter()  # last: its paths by a skill ref would take the others'
 
-    @app.post("/v1/skillgraft/skills/recall")
-    @app.post("/v1/skills/recall")
-    async def recall_skill(body: RecallRequest, request: Request):
-        found = await in_thread((await tenant_of(request)).recall_skill, body.query)
-        reply = {"object": "skill.recall", **found.model_dump(mode="json")}
-        return JSONResponse(reply, headers=decision_headers(found))
 
-    @app.get("/v1/skillgraft/skills/{ref:path}")
-    @app.get("/v1/skills/{ref:path}")
-    async def get_skill(ref: str, request: Request):
-        skill = await in_thread((await tenant_of(request)).read_skill, ref)
-        return {"object": "skill", **skill.model_dump()}
+@router.post("/v1/skillgraft/skills/recall")
+@router.post("/v1/skills/recall")
+async def recall_skill(body: RecallRequest, door: Door = Depends(door_of), tenant: Gateway = Depends(tenant_of)):
+    found = await door.in_thread(tenant.recall_skill, body.query)
+    reply = {"object": "skill.recall", **found.model_dump(mode="json")}
+    return JSONResponse(reply, headers=decision_headers(found))
+
+
+@router.get("/v1/skillgraft/skills/{ref:path}")
+@router.get("/v1/skills/{ref:path}")
+async def get_skill(ref: str, door: Door = Depends(door_of), tenant: Gateway = Depends(tenant_of)):
+    skill = await door.in_thread(tenant.read_skill, ref)
+    return {"object": "skill", **skill.model_dump()}

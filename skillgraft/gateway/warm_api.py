@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Annotated, Optional
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.skill_frontmatter import MAX_NAME_CHARS
@@ -36,8 +36,10 @@ from ..errors import AppNotFoundError, SkillgraftError
 from ..memory import WarmJob
 from .access import WARM_ROOT, ApiError
 from .captures import SlotThenLock
+from .door import Door, door_of, tenant_of
+from .service import Gateway
 
-__all__ = ["add_warm_routes"]
+__all__ = ["Warms", "router"]
 
 logger = logging.getLogger("skillgraft.gateway")
 
@@ -90,64 +92,85 @@ class Warm:
         return "internal error (see the gateway's log)"
 
 
-def add_warm_routes(app, tenant_of, in_thread, slots) -> None:
-    """Add the warm routes to ``app``, each over the request's namespace (``await
-    tenant_of(request)``: its gateway); ``in_thread`` runs a call off the event loop and turns a
-    :class:`SkillgraftError` into its HTTP error; ``slots`` is the gateway's slot gate."""
-    warms: dict[str, OrderedDict[str, Warm]] = {}  # by namespace, oldest first
-    starting = asyncio.Lock()
+class Warms:
+    """The warms of a gateway's namespaces, the last :data:`MAX_KEPT` of each kept to follow."""
 
-    def namespace_of(tenant) -> "OrderedDict[str, Warm]":
-        return warms.setdefault(tenant.namespace, OrderedDict())
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, OrderedDict[str, Warm]] = {}  # oldest first
+        self.starting = asyncio.Lock()
 
-    def start(tenant, body: WarmRequest, loop) -> WarmJob:
-        with tenant.memory_lock:  # names, app and prompt are checked here, before it starts
-            try:
-                return tenant.memory.warm_skills_in_background(
-                    body.skills, app=body.app, lock=SlotThenLock(slots, loop, tenant.memory_lock))
-            except AppNotFoundError as exc:
-                raise ApiError(404, str(exc), code="app_not_found", param="app") from None
+    def of(self, tenant) -> "OrderedDict[str, Warm]":
+        return self.by_namespace.setdefault(tenant.namespace, OrderedDict())
 
-    def found(tenant, warm_id: str) -> Warm:
-        warm = namespace_of(tenant).get(warm_id)
+    def found(self, tenant, warm_id: str) -> Warm:
+        warm = self.of(tenant).get(warm_id)
         if warm is None:
             raise ApiError(404, f"no warm {warm_id[:80]!r} in this namespace", code="warm_not_found")
         return warm
 
-    @app.post(WARM_ROOT, status_code=202)
-    async def start_warm(body: WarmRequest, request: Request):
-        tenant = await tenant_of(request)
-        async with starting:
-            kept = namespace_of(tenant)
+    async def start(self, door, tenant, body: WarmRequest) -> Warm:
+        """A new warm of ``body``'s skills in ``tenant``'s namespace (409 while one runs there)."""
+        async with self.starting:
+            kept = self.of(tenant)
             running = next((w for w in kept.values() if w.job.running), None)
             if running is not None:
                 raise ApiError(409, f"warm {running.id} is running in this namespace: stop it or wait for it",
                                code="warm_running")
-            job = await in_thread(start, tenant, body, asyncio.get_running_loop())
+            turn = SlotThenLock(door.slots, asyncio.get_running_loop(), tenant.memory_lock)
+            job = await door.in_thread(_started, tenant, body, turn)
             warm = Warm(f"warm_{secrets.token_hex(12)}", list(dict.fromkeys(body.skills)), body.app, job,
                         int(time.time()))
             kept[warm.id] = warm
             while len(kept) > MAX_KEPT:
                 kept.popitem(last=False)  # the oldest has ended: only one runs
-        return warm.as_dict()
+        return warm
 
-    @app.get(WARM_ROOT)
-    async def list_warms(request: Request):
-        kept = namespace_of(await tenant_of(request))
-        return {"object": "list", "data": [warm.as_dict() for warm in reversed(kept.values())]}
 
-    @app.get(WARM_ROOT + "/{warm_id}")
-    async def follow_warm(warm_id: str, request: Request, wait: float = 0.0):
-        if not 0 <= wait <= MAX_WAIT_S:
-            raise ApiError(400, f"wait is 0 to {MAX_WAIT_S:g} seconds, got {wait:g}", param="wait")
-        warm = found(await tenant_of(request), warm_id)
-        seen, until = warm.job.progress, time.monotonic() + wait
-        while warm.job.running and warm.job.progress == seen and time.monotonic() < until:
-            await asyncio.sleep(FOLLOW_POLL_S)
-        return warm.as_dict()
+def _started(tenant, body: WarmRequest, turn: SlotThenLock) -> WarmJob:
+    """The warm's job, started (names, app and prompt checked first, under the memory's lock)."""
+    with tenant.memory_lock:
+        try:
+            return tenant.memory.warm_skills_in_background(body.skills, app=body.app, lock=turn)
+        except AppNotFoundError as exc:
+            raise ApiError(404, str(exc), code="app_not_found", param="app") from None
 
-    @app.delete(WARM_ROOT + "/{warm_id}")
-    async def stop_warm(warm_id: str, request: Request):
-        warm = found(await tenant_of(request), warm_id)
-        warm.job.stop()
-        return warm.as_dict()
+
+def warms_of(request: Request) -> Warms:
+    """The app's :class:`Warms` (a FastAPI dependency), made on first use."""
+    state = request.app.state
+    if not hasattr(state, "warms"):
+        state.warms = Warms()
+    return state.warms
+
+
+router = APIRouter()
+
+
+@router.post(WARM_ROOT, status_code=202)
+async def start_warm(body: WarmRequest, door: Door = Depends(door_of), tenant: Gateway = Depends(tenant_of),
+                     warms: Warms = Depends(warms_of)):
+    return (await warms.start(door, tenant, body)).as_dict()
+
+
+@router.get(WARM_ROOT)
+async def list_warms(tenant: Gateway = Depends(tenant_of), warms: Warms = Depends(warms_of)):
+    return {"object": "list", "data": [warm.as_dict() for warm in reversed(warms.of(tenant).values())]}
+
+
+@router.get(WARM_ROOT + "/{warm_id}")
+async def follow_warm(warm_id: str, wait: float = 0.0, tenant: Gateway = Depends(tenant_of),
+                      warms: Warms = Depends(warms_of)):
+    if not 0 <= wait <= MAX_WAIT_S:
+        raise ApiError(400, f"wait is 0 to {MAX_WAIT_S:g} seconds, got {wait:g}", param="wait")
+    warm = warms.found(tenant, warm_id)
+    seen, until = warm.job.progress, time.monotonic() + wait
+    while warm.job.running and warm.job.progress == seen and time.monotonic() < until:
+        await asyncio.sleep(FOLLOW_POLL_S)
+    return warm.as_dict()
+
+
+@router.delete(WARM_ROOT + "/{warm_id}")
+async def stop_warm(warm_id: str, tenant: Gateway = Depends(tenant_of), warms: Warms = Depends(warms_of)):
+    warm = warms.found(tenant, warm_id)
+    warm.job.stop()
+    return warm.as_dict()
