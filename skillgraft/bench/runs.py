@@ -85,77 +85,102 @@ def bench_graft(
     Each row also says whether a query's logits after the restore are SHA-equal to its
     logits after the prefill (``exact``).
     """
-    from ..store.block_store import BlockStore
-    from .peers import high_level_state
-
     rows, kv = [], _kv_report(kv_type)
     for done, size in enumerate(sizes, 1):
         settings = engine_settings(n_ctx=_context_for(size), **kv_type_settings(kv_type))
         with Engine(model, settings) as engine, tempfile.TemporaryDirectory(prefix="skillgraft-bench-") as folder:
-            tokens = corpus_tokens(engine, size)
-            engine.prefill(tokens[:32])  # warm-up
-            prefills = repeat_times(lambda: engine.prefill(tokens), repeats)
-            state = engine.capture(tokens)
-            query = engine.tokenize(QUERIES[0], add_bos=False)
-            exact = _graft_is_exact(engine, state, query)
-            store = BlockStore(Path(folder) / "store")
-            block, _ = store.put(state, name=f"graft-{size}", kind="manual", source=f"{size} tokens")
-            native_file = Path(folder) / "native.state"
-            engine.save_state_file(native_file, tokens)
-            one = tokens[-1:]
-
-            def first_access() -> None:  # the store's read path: read, size and digest checked, restore
-                store.evict(block.sha256)
-                loaded = store.load_state(block)
-                if loaded.from_cache:
-                    raise AssertionError("the first access was served from the cache")
-                engine.restore(loaded.state, block.id, verify_hash=False)
-
-            def restore_plus_one() -> None:
-                engine.restore(state, verify_hash=False)
-                engine.append(one)
-
-            for action in (first_access, restore_plus_one):  # warm-up
-                action()
-            restores = [engine.restore(state, verify_hash=False) for _ in range(repeats)]
-            plus_one = repeat_times(restore_plus_one, repeats)
-            floors = [engine.load_state_file(native_file, size) for _ in range(repeats)]
-            firsts = repeat_times(first_access, repeats)
-            store.close()
-            row = {
-                "tokens": size,
-                "prefill_s": statistics.median(prefills),
-                "restore_s": statistics.median(restores),
-                "prefill_range_s": [min(prefills), max(prefills)],
-                "restore_range_s": [min(restores), max(restores)],
-                "prefill_vs_restore": statistics.median(prefills) / statistics.median(restores),
-                "exact": exact,
-                "restore_first_access_s": statistics.median(firsts),
-                "first_access_vs_floor_range": [min(firsts) / max(floors), max(firsts) / min(floors)],
-                "first_access_digest": "BLAKE3" if block.blake3 else "SHA-256",
-                "restore_plus_one_s": statistics.median(plus_one),
-                "floor_s": statistics.median(floors),
-                "speedup_range": [min(prefills) / max(plus_one), max(prefills) / min(plus_one)],
-                "restore_vs_floor_range": [min(restores) / max(floors), max(restores) / min(floors)],
-                "bytes": state.n_bytes,
-                "bytes_per_token": state.n_bytes / size,
-                "native_file_bytes": native_file.stat().st_size,
-            }
-            row["speedup"] = row["prefill_s"] / row["restore_plus_one_s"]
-            row["restore_vs_floor"] = row["restore_s"] / row["floor_s"]
-            row["first_access_vs_floor"] = row["restore_first_access_s"] / row["floor_s"]
-            if peers:
-                peer = high_level_state(engine.model_path, settings, tokens, repeats)
-                row.update({f"llama_cpp_python_{k}": v for k, v in peer.items()})
-                row["vs_llama_cpp_python_load_state"] = peer["load_state_s"] / row["restore_s"]
-                low, high = peer["load_state_range_s"]
-                row["vs_llama_cpp_python_load_state_range"] = [low / max(restores), high / min(restores)]
-                row["vs_llama_cpp_python_disk_cache"] = peer["disk_cache_load_s"] / row["restore_s"]
-            rows.append(row)
+            rows.append(_graft_row(engine, settings, size, repeats, Path(folder), peers=peers))
         if progress:
             progress(done, len(sizes))
     return {"kind": "graft", "model": model, "repeats": repeats, **kv, "machine": machine(),
             "rows": rows}
+
+
+def _graft_row(engine: Engine, settings, size: int, repeats: int, folder: Path, *, peers: bool) -> dict:
+    """One size's row of :func:`bench_graft`: its prefill against the restores, with
+    llama-cpp-python's state APIs beside them when ``peers``."""
+    from .peers import high_level_state
+
+    tokens = corpus_tokens(engine, size)
+    engine.prefill(tokens[:32])  # warm-up
+    prefills = repeat_times(lambda: engine.prefill(tokens), repeats)
+    state = engine.capture(tokens)
+    query = engine.tokenize(QUERIES[0], add_bos=False)
+    exact = _graft_is_exact(engine, state, query)
+    times = _restore_times(engine, state, tokens, repeats, folder)
+    row = _graft_columns(size, prefills, times, state, exact)
+    if peers:
+        peer = high_level_state(engine.model_path, settings, tokens, repeats)
+        row.update({f"llama_cpp_python_{k}": v for k, v in peer.items()})
+        row["vs_llama_cpp_python_load_state"] = peer["load_state_s"] / row["restore_s"]
+        low, high = peer["load_state_range_s"]
+        restores = times["restores"]
+        row["vs_llama_cpp_python_load_state_range"] = [low / max(restores), high / min(restores)]
+        row["vs_llama_cpp_python_disk_cache"] = peer["disk_cache_load_s"] / row["restore_s"]
+    return row
+
+
+def _restore_times(engine: Engine, state, tokens: list[int], repeats: int, folder: Path) -> dict:
+    """The seconds of each repetition of a restore from memory (``restores``), a restore plus
+    one token (``plus_one``), llama.cpp's own state file load (``floors``) and the store's first
+    access (``firsts``); with the digest that access checks and the state file's size."""
+    from ..store.block_store import BlockStore
+
+    size = len(tokens)
+    store = BlockStore(folder / "store")
+    block, _ = store.put(state, name=f"graft-{size}", kind="manual", source=f"{size} tokens")
+    native_file = folder / "native.state"
+    engine.save_state_file(native_file, tokens)
+    one = tokens[-1:]
+
+    def first_access() -> None:  # the store's read path: read, size and digest checked, restore
+        store.evict(block.sha256)
+        loaded = store.load_state(block)
+        if loaded.from_cache:
+            raise AssertionError("the first access was served from the cache")
+        engine.restore(loaded.state, block.id, verify_hash=False)
+
+    def restore_plus_one() -> None:
+        engine.restore(state, verify_hash=False)
+        engine.append(one)
+
+    for action in (first_access, restore_plus_one):  # warm-up
+        action()
+    restores = [engine.restore(state, verify_hash=False) for _ in range(repeats)]
+    plus_one = repeat_times(restore_plus_one, repeats)
+    floors = [engine.load_state_file(native_file, size) for _ in range(repeats)]
+    firsts = repeat_times(first_access, repeats)
+    store.close()
+    return {"restores": restores, "plus_one": plus_one, "floors": floors, "firsts": firsts,
+            "digest": "BLAKE3" if block.blake3 else "SHA-256", "native_file_bytes": native_file.stat().st_size}
+
+
+def _graft_columns(size: int, prefills: list[float], times: dict, state, exact: bool) -> dict:
+    """A :func:`bench_graft` row from its timings: medians, ranges and the ratios between them."""
+    restores, plus_one, floors, firsts = times["restores"], times["plus_one"], times["floors"], times["firsts"]
+    row = {
+        "tokens": size,
+        "prefill_s": statistics.median(prefills),
+        "restore_s": statistics.median(restores),
+        "prefill_range_s": [min(prefills), max(prefills)],
+        "restore_range_s": [min(restores), max(restores)],
+        "prefill_vs_restore": statistics.median(prefills) / statistics.median(restores),
+        "exact": exact,
+        "restore_first_access_s": statistics.median(firsts),
+        "first_access_vs_floor_range": [min(firsts) / max(floors), max(firsts) / min(floors)],
+        "first_access_digest": times["digest"],
+        "restore_plus_one_s": statistics.median(plus_one),
+        "floor_s": statistics.median(floors),
+        "speedup_range": [min(prefills) / max(plus_one), max(prefills) / min(plus_one)],
+        "restore_vs_floor_range": [min(restores) / max(floors), max(restores) / min(floors)],
+        "bytes": state.n_bytes,
+        "bytes_per_token": state.n_bytes / size,
+        "native_file_bytes": times["native_file_bytes"],
+    }
+    row["speedup"] = row["prefill_s"] / row["restore_plus_one_s"]
+    row["restore_vs_floor"] = row["restore_s"] / row["floor_s"]
+    row["first_access_vs_floor"] = row["restore_first_access_s"] / row["floor_s"]
+    return row
 
 
 def _graft_is_exact(engine: Engine, state, query: Sequence[int]) -> bool:
