@@ -38,61 +38,21 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
     perturbed keys. A local encoder is also timed on sentence-transformers, interleaved.
     """
     from ..routing.encoders import make_embedder
-    from ..routing.router import Embedder, KeyIndex
 
     encoder = make_embedder(embedder or "minilm")
     base = encoder.encode(list(CORPUS))
     encoder.encode(["warm-up"])
     texts = [f"{ROUTE_QUERIES[i % len(ROUTE_QUERIES)]} ({i})" for i in range(queries)]
-    reference = Embedder(encoder.name, runtime="sentence-transformers", location=encoder.location) \
-        if isinstance(encoder, Embedder) else None
-    if reference is not None:
-        reference.encode(["warm-up"])
-    embed_times, reference_times = [], []
-    for i in range(40):  # interleaved, so both see the same load
-        embed_times += repeat_times(lambda: encoder.encode([texts[i % len(texts)]]), 1)
-        if reference is not None:
-            reference_times += repeat_times(lambda: reference.encode([texts[i % len(texts)]]), 1)
+    embed_times, reference_times = _embed_times(encoder, texts)
     rng = np.random.default_rng(seed)
     rows = []
     for done, size in enumerate(sizes, 1):
-        keys = base[rng.integers(len(base), size=size)] + rng.normal(0, 0.12, (size, base.shape[1])).astype(np.float32)
-        keys /= np.linalg.norm(keys, axis=1, keepdims=True)
-        picks = rng.integers(size, size=queries)
-        probe = keys[picks] + rng.normal(0, 0.05, (queries, keys.shape[1])).astype(np.float32)
-        probe = np.ascontiguousarray(probe / np.linalg.norm(probe, axis=1, keepdims=True), dtype=np.float32)
+        keys, probe = _keys_and_probes(base, size, queries, rng)
         block_ids = [f"b{i:07d}" for i in range(size)]  # each key a block: the index holds one row each
-        results = {}
-        for approximate in (False, True):
-            started = time.perf_counter()
-            index = KeyIndex(np.ascontiguousarray(keys), block_ids, approximate=approximate)
-            build_s = time.perf_counter() - started
-            index.search(probe[:1])
-            latencies, found, routes = [], [], []
-            for q in probe:
-                t0 = time.perf_counter()
-                _, ids = index.search(q[None, :], k=1)
-                latencies.append(time.perf_counter() - t0)
-                found.append(int(ids[0][0]))
-            for text in texts:
-                t0 = time.perf_counter()
-                index.search(encoder.encode([text]))
-                routes.append(time.perf_counter() - t0)
-            results[approximate] = (build_s, latencies, found, routes)
+        results = {approximate: _time_index(keys, block_ids, probe, texts, encoder, approximate=approximate)
+                   for approximate in (False, True)}
         flat_found = results[False][2]
-        for approximate, (build_s, latencies, found, routes) in results.items():
-            rows.append({
-                "keys": size,
-                "index": "hnsw" if approximate else "flat",
-                "build_s": build_s,
-                "search_p50_ms": 1000 * float(np.percentile(latencies, 50)),
-                "search_p99_ms": 1000 * float(np.percentile(latencies, 99)),
-                "route_p50_ms": 1000 * float(np.percentile(routes, 50)),
-                "route_p90_ms": 1000 * float(np.percentile(routes, 90)),
-                "route_p95_ms": 1000 * float(np.percentile(routes, 95)),
-                "route_p99_ms": 1000 * float(np.percentile(routes, 99)),
-                "recall_at_1_vs_flat": float(np.mean(np.array(found) == np.array(flat_found))),
-            })
+        rows += [_route_row(size, approximate, *timings, flat_found) for approximate, timings in results.items()]
         if progress:
             progress(done, len(sizes))
     return {
@@ -108,4 +68,71 @@ def bench_route(sizes: Sequence[int] = (1000, 10000, 100000), queries: int = 200
         "queries": queries,
         "machine": machine(),
         "rows": rows,
+    }
+
+
+def _embed_times(encoder, texts: list[str]) -> tuple[list[float], list[float]]:
+    """Seconds to embed one query on ``encoder`` and, for a local encoder, on sentence-transformers
+    (none otherwise): 40 of each, interleaved so both see the same load."""
+    from ..routing.router import Embedder
+
+    reference = Embedder(encoder.name, runtime="sentence-transformers", location=encoder.location) \
+        if isinstance(encoder, Embedder) else None
+    if reference is not None:
+        reference.encode(["warm-up"])
+    embed_times, reference_times = [], []
+    for i in range(40):
+        embed_times += repeat_times(lambda: encoder.encode([texts[i % len(texts)]]), 1)
+        if reference is not None:
+            reference_times += repeat_times(lambda: reference.encode([texts[i % len(texts)]]), 1)
+    return embed_times, reference_times
+
+
+def _keys_and_probes(base: np.ndarray, size: int, queries: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` unit keys near the corpus embeddings ``base``, and ``queries`` unit probes near
+    keys picked at random."""
+    keys = base[rng.integers(len(base), size=size)] + rng.normal(0, 0.12, (size, base.shape[1])).astype(np.float32)
+    keys /= np.linalg.norm(keys, axis=1, keepdims=True)
+    picks = rng.integers(size, size=queries)
+    probe = keys[picks] + rng.normal(0, 0.05, (queries, keys.shape[1])).astype(np.float32)
+    probe = np.ascontiguousarray(probe / np.linalg.norm(probe, axis=1, keepdims=True), dtype=np.float32)
+    return keys, probe
+
+
+def _time_index(keys: np.ndarray, block_ids: list[str], probe: np.ndarray, texts: list[str], encoder, *,
+                approximate: bool) -> tuple[float, list[float], list[int], list[float]]:
+    """Build a flat or HNSW index of ``keys``: its build seconds, each probe's search seconds and
+    nearest row, and each text's whole route (embedding and search) in seconds."""
+    from ..routing.router import KeyIndex
+
+    started = time.perf_counter()
+    index = KeyIndex(np.ascontiguousarray(keys), block_ids, approximate=approximate)
+    build_s = time.perf_counter() - started
+    index.search(probe[:1])
+    latencies, found, routes = [], [], []
+    for q in probe:
+        t0 = time.perf_counter()
+        _, ids = index.search(q[None, :], k=1)
+        latencies.append(time.perf_counter() - t0)
+        found.append(int(ids[0][0]))
+    for text in texts:
+        t0 = time.perf_counter()
+        index.search(encoder.encode([text]))
+        routes.append(time.perf_counter() - t0)
+    return build_s, latencies, found, routes
+
+
+def _route_row(size: int, approximate: bool, build_s: float, latencies: list[float], found: list[int],
+               routes: list[float], flat_found: list[int]) -> dict:
+    return {
+        "keys": size,
+        "index": "hnsw" if approximate else "flat",
+        "build_s": build_s,
+        "search_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+        "search_p99_ms": 1000 * float(np.percentile(latencies, 99)),
+        "route_p50_ms": 1000 * float(np.percentile(routes, 50)),
+        "route_p90_ms": 1000 * float(np.percentile(routes, 90)),
+        "route_p95_ms": 1000 * float(np.percentile(routes, 95)),
+        "route_p99_ms": 1000 * float(np.percentile(routes, 99)),
+        "recall_at_1_vs_flat": float(np.mean(np.array(found) == np.array(flat_found))),
     }

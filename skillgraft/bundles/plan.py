@@ -17,7 +17,7 @@ from ..core.blocks import solution_text, tokens_sha256
 from .reader import Row, payload
 from ..core.chat_layout import block_tokens
 from ..errors import BundleError, ContextOverflowError, SkillgraftError
-from ..memory.deposits import QUERY_ROOM_TOKENS
+from ..core.window_fit import block_overflow
 from ..core.questions import normalize_question
 from ..routing.router import clean_query
 from ..verify.verifiers import make_verifier
@@ -146,11 +146,7 @@ class Planner:
 
     def _fits(self, tokens: list[int]) -> Optional[str]:
         """Why a block of ``tokens`` cannot be used here, by the memory's own rule for captures."""
-        room = self.memory.engine.n_ctx - QUERY_ROOM_TOKENS
-        if len(tokens) > room:
-            n_ctx = self.memory.engine.n_ctx
-            return f"its {len(tokens)} tokens leave too little of this runtime's context ({n_ctx}) for questions"
-        return None
+        return block_overflow(len(tokens), self.memory.engine.n_ctx)
 
     def _usable(self, row: Row, tokens: list[int]) -> bool:
         """Whether a block of ``tokens`` fits this runtime and is new here and in the bundle; else skip it."""

@@ -73,12 +73,12 @@ def _add_split_manual(ctx, name: str, text: str, description: str, model, as_jso
     from ..core.chat_layout import block_tokens
     from ..core.manual_split import split_manual
     from ..errors import NameTakenError
-    from ..memory.deposits import QUERY_ROOM_TOKENS
+    from ..core.window_fit import block_room
 
     memory = open_memory(ctx, model)
     with Activity(f"capture {name}", f"loading {memory.model}, then splitting", unit="part") as progress:
         engine = memory.engine
-        parts = split_manual(text, lambda part: len(block_tokens(engine, part)), engine.n_ctx - QUERY_ROOM_TOKENS)
+        parts = split_manual(text, lambda part: len(block_tokens(engine, part)), block_room(engine.n_ctx))
         names = [f"{name}-{number}" for number in range(1, len(parts) + 1)]
         stored = {block.name: block for block in memory.list(include_quarantined=True)}
         for part_name, part in zip(names, parts):  # the same part stored already is no clash

@@ -18,6 +18,7 @@ from ..core.expiry import Expiry
 from ..core.questions import normalize_question, question_sha256
 from ..core.sha import ID_LIKE
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text
+from ..core.window_fit import QUERY_ROOM_TOKENS, block_room
 from ..errors import BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
 from ..verify.verifiers import make_verifier
@@ -26,7 +27,6 @@ from .expiry import expiry_of
 from .route_names import require_routable
 
 # A block must leave this many tokens of the context free for the question and the answer.
-QUERY_ROOM_TOKENS = 256
 MAX_NAME_CHARS = 200
 
 
@@ -43,7 +43,7 @@ class Deposits:
             raise InputError(f"{kind} {name!r} has no text")
         require_text(text, f"{kind} {name!r}")
         tokens = self._source_tokens(text)
-        room = self.engine.n_ctx - QUERY_ROOM_TOKENS
+        room = block_room(self.engine.n_ctx)
         if len(tokens) > room:
             hint = "split it into several manuals, say one per heading (skillgraft add-manual NAME FILE --split)"
             raise ContextOverflowError(

@@ -35,6 +35,7 @@ from ..core import telemetry
 from ..core.expiry import Expiry
 from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
 from ..core.skill_scan import scan_for_skills
+from ..core.window_fit import part_chars
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from ..store.ledger import LedgerEvent
 from .expiry import expiry_of
@@ -42,9 +43,6 @@ from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
 from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
 
 MAX_EVAL_EXAMPLES = MAX_TRAINING_QUERIES
-# A part's text, at most: about a thousand tokens of prose, to sit beside an app's prompt.
-PART_CHARS = 4000
-CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
@@ -274,12 +272,6 @@ class SkillImports:
                     self.remove_skill(name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
-
-
-def part_chars(n_ctx: int) -> int:
-    """The most characters a part holds under an ``n_ctx``-token window: a quarter of the
-    window at :data:`CHARS_PER_TOKEN`, at most :data:`PART_CHARS`."""
-    return min(PART_CHARS, n_ctx * CHARS_PER_TOKEN // 4)
 
 
 def part_name(skill: str, part: PlannedPart) -> str:
