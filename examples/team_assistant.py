@@ -4,16 +4,20 @@ The script sets up what an operator would: a home whose base holds the skills ev
 shares, a namespace per team holding a few of its own skills (real Agent Skills folders from
 tests/data/agent_skills, imported with the CLI: no model runs), and a key file (mode 600) that
 gives each team's key its namespace. It starts ``skillgraft serve`` on loopback (the embedded
-SmolLM2-135M) and runs an agent loop per team through the ``openai`` client: the tools go as
-the OpenAI ``tools`` parameter (a calculator and a reader of this repository's files), a
-tool call is run here and its result sent back, and the conversation goes on.
+SmolLM2-135M) and gives each team an OpenAI Agents SDK agent: an ``Agent`` with two
+``function_tool`` tools (a calculator and a reader of this repository's files), run with
+``Runner.run`` through ``OpenAIChatCompletionsModel`` on an ``AsyncOpenAI`` client that holds
+the team's key. The SDK runs the tools and sends their results back; the teams take turns.
+Tracing is disabled, so nothing leaves the machine.
 
-Every request is then sent again, in the same order, to a plain llama-server started with the
-same binary and model (the gateway's own llama-servers take only its private key), with the
-same system prompt, the same tools described the same way and held to the same grammar, and
-the text of the skills the gateway placed pasted where the gateway placed them. The summary
-sets the two side by side: time per request, prompt tokens, and the tokens each had to
-prefill (the prompt less the cells it reused).
+Every request the agents sent is then sent again, in the same order, through an
+``AsyncOpenAI`` client to a plain llama-server started with the same binary and model (the
+gateway's own llama-servers take only its private key): the same system prompt, the same
+tools described the same way and held to the same grammar, and the text of the skills the
+gateway placed pasted where the gateway placed them. Both clients time each request the same
+way (from sending it to the last byte of the reply) and keep the usage the server reported.
+The summary sets the two side by side: time per request, prompt tokens, and the tokens each
+had to prefill (the prompt less the cells it reused).
 
 Run: .venv/bin/python examples/team_assistant.py [--quick]   (make server first)
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
 import json
 import operator
 import os
@@ -35,7 +40,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import httpx
-from openai import OpenAI
+from agents import (Agent, ModelBehaviorError, ModelSettings, OpenAIChatCompletionsModel, RunErrorHandlerInput, Runner,
+                    Usage, function_tool, set_tracing_disabled)
+from openai import AsyncOpenAI
 
 from skillgraft.bench.serve import GatewayProcess
 from skillgraft.core.tools import output_format, tool_calls_turn, tool_result_turn
@@ -45,7 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 SKILLS = REPO / "tests" / "data" / "agent_skills"
 MODEL = "smollm2-135m"
 MAX_TOKENS = 48
-MAX_STEPS = 2  # model calls per user turn: a tool call, then an answer from its result
+MAX_STEPS = 2  # model calls per user turn (the SDK's max_turns): a tool call, then an answer from its result
 
 BASE = ["git-commit-messages", "release-notes"]
 TEAMS = {
@@ -71,19 +78,11 @@ TEAMS = {
     },
 }
 
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "calculator", "description": "Evaluate an arithmetic expression such as 12 * (3 + 4).",
-        "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}},
-    {"type": "function", "function": {
-        "name": "read_file", "description": "Read a text file of the repository by its relative path (first 800 characters).",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-]
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.Pow: operator.pow, ast.USub: operator.neg, ast.Mod: operator.mod}
 
 
-def calculator(expression: str) -> str:
+def evaluate(expression: str) -> str:
     def ev(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return node.value
@@ -99,19 +98,27 @@ def calculator(expression: str) -> str:
         return f"error: {exc}"
 
 
-def read_file(path: str) -> str:
+def repository_file(path: str) -> str:
     target = (REPO / str(path)).resolve()
     if REPO not in target.parents or not target.is_file():
         return f"error: no file {path!r} in the repository"
     return target.read_text(errors="replace")[:800]
 
 
-def run_tool(name: str, arguments: dict) -> str:
-    if name == "calculator":
-        return calculator(arguments.get("expression", ""))
-    if name == "read_file":
-        return read_file(arguments.get("path", ""))
-    return f"error: no tool {name!r}"
+@function_tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression such as 12 * (3 + 4)."""
+    result = evaluate(expression)
+    print(f"      tool calculator({json.dumps({'expression': expression})}) -> {result[:60]!r}")
+    return result
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a text file of the repository by its relative path (first 800 characters)."""
+    result = repository_file(path)
+    print(f"      tool read_file({json.dumps({'path': path})}) -> {result[:60]!r}")
+    return result
 
 
 # -- setting up the home -------------------------------------------------------------------
@@ -135,7 +142,31 @@ def skill_text(name: str) -> str:
     return text.split("---", 2)[2].strip() if text.startswith("---") else text
 
 
-# -- the agent loop through the gateway ------------------------------------------------------
+# -- the agents through the gateway ----------------------------------------------------------
+
+class Exchanges:
+    """Every chat request an ``AsyncOpenAI`` client of this script sends: its body, the reply's
+    headers and body, and the seconds from sending it to the reply's last byte."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.label: dict = {}
+        self._sent_at: dict[int, float] = {}
+
+    def client(self, base_url: str, api_key: str) -> AsyncOpenAI:
+        hooks = {"request": [self._sent], "response": [self._received]}
+        http = httpx.AsyncClient(event_hooks=hooks, trust_env=False, timeout=600)
+        return AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, http_client=http)
+
+    async def _sent(self, request: httpx.Request) -> None:
+        self._sent_at[id(request)] = time.perf_counter()
+
+    async def _received(self, response: httpx.Response) -> None:
+        await response.aread()
+        seconds = time.perf_counter() - self._sent_at.pop(id(response.request))
+        self.records.append({**self.label, "request": json.loads(response.request.content), "seconds": seconds,
+                             "headers": response.headers, "reply": response.json() if response.is_success else None})
+
 
 def placed_skills(headers) -> list[tuple[str, int]]:
     """``x-skillgraft-skills``: ``name@turn`` for each skill in the prompt."""
@@ -146,43 +177,71 @@ def placed_skills(headers) -> list[tuple[str, int]]:
     return out
 
 
-def gateway_turn(client: OpenAI, messages: list, log: list, team: str, turn: int) -> str:
-    """One user turn: call the model, run the tools it calls, until it answers; a model that
-    still calls a tool on its last step is answered by that tool's last result."""
-    result = ""
-    for step in range(MAX_STEPS):
-        started = time.perf_counter()
-        raw = client.chat.completions.with_raw_response.create(
-            model=MODEL, messages=messages, tools=TOOLS, tool_choice="auto", max_tokens=MAX_TOKENS, temperature=0)
-        seconds = time.perf_counter() - started
-        reply = raw.parse()
-        note = (reply.model_extra or {}).get("skillgraft") or {}
-        message = reply.choices[0].message
-        log.append({"team": team, "turn": turn, "step": step, "messages": json.loads(json.dumps(messages)),
-                    "seconds": seconds, "prompt_tokens": reply.usage.prompt_tokens,
+def last_tool_result(data: RunErrorHandlerInput) -> str:
+    """The answer of a run that still called a tool on its last model call: that tool's result."""
+    outputs = [item.output for item in data.run_data.new_items if item.type == "tool_call_output_item"]
+    return f"(the tool said) {outputs[-1]}" if outputs else "(no answer: the model kept calling tools)"
+
+
+def check_usage(usage: Usage, records: list) -> None:
+    """The SDK's usage of a run agrees with what the server reported for the requests it sent."""
+    reported = (len(records), sum(r["reply"]["usage"]["prompt_tokens"] for r in records),
+                sum(r["reply"]["usage"]["completion_tokens"] for r in records))
+    if (usage.requests, usage.input_tokens, usage.output_tokens) != reported:
+        raise RuntimeError(f"the SDK counted {usage}, the server reported (requests, prompt, completion) {reported}")
+
+
+def team_agent(team: str, system: str, client: AsyncOpenAI) -> Agent:
+    return Agent(name=f"{team} assistant", instructions=system, tools=[calculator, read_file],
+                 model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+                 model_settings=ModelSettings(max_tokens=MAX_TOKENS, temperature=0, tool_choice="auto"))
+
+
+async def run_teams(gateway_url: str, team_keys: dict, n_turns: int, exchanges: Exchanges) -> list:
+    """Each team's agent over its turns, the teams taking turns as on a shared gateway; one log
+    entry per model call, with what the gateway reported about it."""
+    clients = {team: exchanges.client(f"{gateway_url}/v1", key) for team, key in team_keys.items()}
+    agents = {team: team_agent(team, spec["system"], clients[team]) for team, spec in TEAMS.items()}
+    chats: dict[str, list] = {team: [] for team in TEAMS}
+    try:
+        for turn in range(n_turns):
+            for team, spec in TEAMS.items():
+                question = spec["turns"][turn]
+                chats[team].append({"role": "user", "content": question})
+                print(f"  [{team}] turn {turn + 1}: {question}", flush=True)
+                exchanges.label = {"team": team, "turn": turn}
+                first = len(exchanges.records)
+                try:
+                    result = await Runner.run(agents[team], chats[team], max_turns=MAX_STEPS,
+                                              error_handlers={"max_turns": last_tool_result})
+                    answer = str(result.final_output or "")
+                    check_usage(result.context_wrapper.usage, exchanges.records[first:])
+                except ModelBehaviorError:  # the SDK refuses a reply cut at max_tokens before any text or call
+                    if exchanges.records[-1]["reply"]["choices"][0]["finish_reason"] != "length":
+                        raise
+                    answer = "(no answer: the reply ran out of tokens before any text or tool call)"
+                chats[team].append({"role": "assistant", "content": answer})
+                last = exchanges.records[-1]
+                print(f"      {(last['reply'].get('skillgraft') or {}).get('decision')}, skills "
+                      f"{[f'{n}@{t}' for n, t in placed_skills(last['headers'])]}: "
+                      f"{' '.join(answer.split())[:90]!r}", flush=True)
+    finally:
+        for client in clients.values():
+            await client.close()
+    log = []
+    for record in exchanges.records:
+        note = record["reply"].get("skillgraft") or {}
+        step = sum(1 for e in log if (e["team"], e["turn"]) == (record["team"], record["turn"]))
+        log.append({"team": record["team"], "turn": record["turn"], "step": step, "request": record["request"],
+                    "seconds": record["seconds"], "prompt_tokens": record["reply"]["usage"]["prompt_tokens"],
                     "cache_n": int(note.get("cache_n") or 0), "decision": note.get("decision"),
-                    "skills": placed_skills(raw.headers)})
-        if not message.tool_calls:
-            return message.content or ""
-        if step == MAX_STEPS - 1:
-            return f"(the tool said) {result}" if result else "(no answer: the model kept calling tools)"
-        messages.append({"role": "assistant", "content": message.content or "", "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in message.tool_calls]})
-        for call in message.tool_calls:
-            try:
-                arguments = json.loads(call.function.arguments or "{}")
-            except ValueError:
-                arguments = {}
-            result = run_tool(call.function.name, arguments)
-            print(f"      tool {call.function.name}({json.dumps(arguments)}) -> {result[:60]!r}")
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-    return result
+                    "skills": placed_skills(record["headers"])})
+    return log
 
 
 # -- the same requests to a plain llama-server -------------------------------------------------
 
-def plain_chat(messages: list, skills: list[tuple[str, int]]) -> list[dict]:
+def plain_chat(messages: list, tools: list, skills: list[tuple[str, int]]) -> list[dict]:
     """The request as plain chat turns: the tools described at the end of the system prompt as
     the gateway describes them, calls and results written back as the gateway writes them, and
     each placed skill's text pasted as a system turn just before the user turn it entered at."""
@@ -197,7 +256,7 @@ def plain_chat(messages: list, skills: list[tuple[str, int]]) -> list[dict]:
             turns.append(("user", tool_result_turn(names.get(m["tool_call_id"], "tool"), m["content"])))
         else:
             turns.append((m["role"], m["content"] or ""))
-    turns = output_format(TOOLS, "auto").lead(turns)
+    turns = output_format(tools, "auto").lead(turns)
     out, user_index = [], 0
     for role, content in turns:
         if role == "user" and not content.startswith("Tool "):
@@ -209,23 +268,24 @@ def plain_chat(messages: list, skills: list[tuple[str, int]]) -> list[dict]:
     return out
 
 
-def replay_plain(log: list) -> None:
-    grammar = output_format(TOOLS, "auto").grammar
+async def replay_plain(log: list) -> None:
+    """Each logged request, in order, to a plain llama-server through an ``AsyncOpenAI`` client."""
     engine = LlamaServerEngine(MODEL, n_slots=1)
+    exchanges = Exchanges()
+    client = exchanges.client(f"{engine.url}/v1", engine._api_key)
     try:
-        headers = {"Authorization": f"Bearer {engine._api_key}"}
-        with httpx.Client(base_url=engine.url, timeout=600, trust_env=False, headers=headers) as http:
-            for entry in log:
-                body = {"messages": plain_chat(entry["messages"], entry["skills"]), "max_tokens": MAX_TOKENS,
-                        "temperature": 0, "cache_prompt": True, "grammar": grammar}
-                started = time.perf_counter()
-                response = http.post("/v1/chat/completions", json=body)
-                entry["plain_seconds"] = time.perf_counter() - started
-                response.raise_for_status()
-                reply = response.json()
-                entry["plain_prompt_tokens"] = reply["usage"]["prompt_tokens"]
-                entry["plain_cache_n"] = int((reply.get("timings") or {}).get("cache_n", 0))
+        for entry in log:
+            request = entry["request"]
+            await client.chat.completions.create(
+                model=MODEL, messages=plain_chat(request["messages"], request["tools"], entry["skills"]),
+                max_tokens=request["max_tokens"], temperature=request["temperature"],
+                extra_body={"cache_prompt": True, "grammar": output_format(request["tools"], "auto").grammar})
+            record = exchanges.records[-1]
+            entry["plain_seconds"] = record["seconds"]
+            entry["plain_prompt_tokens"] = record["reply"]["usage"]["prompt_tokens"]
+            entry["plain_cache_n"] = int((record["reply"].get("timings") or {}).get("cache_n", 0))
     finally:
+        await client.close()
         engine.close()
 
 
@@ -253,30 +313,18 @@ def main() -> None:
             f.writelines(f"{team} {key}\n" for team, key in team_keys.items())
         print(f"  key file  mode {oct(keys.stat().st_mode & 0o777)}, one key per team", flush=True)
 
-        print("\n== the teams talk to the gateway (tools: calculator, read_file) ==", flush=True)
+        print("\n== each team's Agents SDK agent talks to the gateway (tools: calculator, read_file) ==", flush=True)
+        set_tracing_disabled(True)  # the SDK would otherwise export traces to OpenAI's servers
         gateway = GatewayProcess(home, servers=1, model=None, log_path=Path(tmp) / "gateway.log",
                                  extra_args=["--keys", str(keys)])
-        log: list = []
         try:
-            clients = {team: OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, timeout=600)
-                       for team, key in team_keys.items()}
-            chats = {team: [{"role": "system", "content": spec["system"]}] for team, spec in TEAMS.items()}
-            for turn in range(n_turns):
-                for team, spec in TEAMS.items():  # the teams take turns, as on a shared gateway
-                    question = spec["turns"][turn]
-                    chats[team].append({"role": "user", "content": question})
-                    print(f"  [{team}] turn {turn + 1}: {question}", flush=True)
-                    answer = gateway_turn(clients[team], chats[team], log, team, turn)
-                    chats[team].append({"role": "assistant", "content": answer})
-                    last = log[-1]
-                    print(f"      {last['decision']}, skills {[f'{n}@{t}' for n, t in last['skills']]}: "
-                          f"{' '.join(answer.split())[:90]!r}", flush=True)
+            log = asyncio.run(run_teams(gateway.url, team_keys, n_turns, Exchanges()))
         finally:
             gateway.stop()
 
         print("\n== the same requests to a plain llama-server, skill text pasted ==", flush=True)
         print("  (the gateway's llama-servers take only its private key: a plain one is started, same binary and model)")
-        replay_plain(log)
+        asyncio.run(replay_plain(log))
 
     print("\n== per request: the gateway with the memory vs plain llama-server with the skill pasted ==")
     print(f"  {'team':9} {'turn':>4} {'step':>4} {'decision':8} {'skills placed':34} "
