@@ -31,6 +31,14 @@ def test_onnx_and_sentence_transformers_give_the_same_vectors(tmp_path, monkeypa
     assert float(np.abs(np.stack(single) - fast).max()) < 1e-5
 
 
+def test_a_bulk_on_two_threads_gives_each_text_its_vector_alone():
+    embedder = Embedder(runtime="onnx")
+    texts = [f"step {n}: " + "check the migration and its index " * (n % 9) for n in range(70)] + TEXTS
+    bulk = embedder.encode_bulk(texts, workers=2)
+    single = np.stack([embedder.encode([t])[0] for t in texts])
+    assert bulk.shape == single.shape and float(np.abs(bulk - single).max()) < 1e-5
+
+
 def test_a_damaged_export_is_made_again(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLGRAFT_CACHE_DIR", str(tmp_path))
     first = Embedder(runtime="onnx").encode(["hello"])

@@ -45,8 +45,8 @@ def import_skills(ctx, paths, prune, keys, expires, verbose, model, as_json) -> 
     A folder imported before and unchanged is left alone; a changed one becomes a new
     version (the default; the earlier ones are kept), and so does one imported again under
     another --keys. A folder that cannot be imported is skipped with the reason, and nothing
-    of it is stored. An import runs no model. Progress counts skills: drawn on a terminal,
-    else a line on stderr every 50 skills or 5 seconds.
+    of it is stored. An import runs no model. Progress counts skills (a long skill by fractions,
+    as its keys are embedded): drawn on a terminal, else a line on stderr every 50 skills or 5 seconds.
     """
     memory = open_memory(ctx, model)
     with Activity("import skills", "finding skills", unit="skills", every=IMPORT_LINE_EVERY,

@@ -18,7 +18,10 @@ A folder that cannot be imported is skipped with its reason and leaves nothing b
 blocks captured for it are removed, and what was stored before is untouched. Stored skills
 whose folder under the given paths has vanished are reported, and removed only with
 ``prune=True``. Progress is counted in skills, their total known once the paths are scanned
-(before the first is read). An import runs no model: the window that bounds a part is the
+(before the first is read); within a skill it moves by fractions as its keys are embedded
+(:mod:`.skill_keys`: each distinct text once, those the skill's blocks hold already not at all,
+the rest in batches on the encoder's bulk threads). A version's new blocks take their keys in
+one transaction. An import runs no model: the window that bounds a part is the
 engine's when one is loaded, else the one its settings give. Mixed into :class:`~skillgraft.memory.SkillMemory`.
 """
 
@@ -39,6 +42,7 @@ from ..core.window_fit import part_chars
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from ..store.ledger import LedgerEvent
 from .expiry import expiry_of
+from .skill_keys import embed_part_keys
 from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
 from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
 
@@ -106,7 +110,7 @@ class SkillImports:
         if progress:
             progress(0, total)
         for done, folder_path in enumerate(scan.folders, 1):
-            self._import_path(folder_path, taken, report, origin, keys)
+            self._import_path(folder_path, taken, report, origin, keys, _within(progress, done - 1, total))
             if progress:
                 progress(done, total)
         if origin is None:
@@ -122,6 +126,7 @@ class SkillImports:
 
     def _import_path(
         self, folder_path: Path, taken: dict, report: SkillImportReport, origin: Optional[str], keys: Optional[str],
+        keyed=None,
     ) -> None:
         """One folder found: read, checked against the names taken so far, imported or skipped."""
         try:
@@ -136,12 +141,12 @@ class SkillImports:
             return
         taken[folder.name] = str(folder_path)
         try:
-            self._import_one(folder, report, origin, keys)
+            self._import_one(folder, report, origin, keys, keyed)
         except SkillgraftError as exc:
             report.skipped.append({"folder": str(folder_path), "name": folder.name, "reason": str(exc)})
 
     def _import_one(self, folder: SkillFolder, report: SkillImportReport, origin: Optional[str],
-                    keys: Optional[str]) -> None:
+                    keys: Optional[str], keyed=None) -> None:
         versions = self._versions_of(folder.name)
         if keys is None:
             default = [row for row in versions if row["version"] == self.store.skill_default(folder.name)] if versions else []
@@ -155,7 +160,7 @@ class SkillImports:
         most = part_chars(self._window())
         plan = plan_parts(folder, lambda text: len(text) <= most, examples, near_misses, keys, notes=warnings)
         version = self.store.next_skill_version(folder.name)  # never a removed version's number
-        stored = self._store_version(folder, version, plan, warnings, origin, keys)
+        stored = self._store_version(folder, version, plan, warnings, origin, keys, keyed)
         report.imported.append(stored)
 
     def _window(self) -> int:
@@ -166,8 +171,9 @@ class SkillImports:
         return (self.settings or engine_settings()).n_ctx
 
     def _versions_of(self, name: str) -> list[dict]:
-        if name in self.store.skill_names():
-            return self.store.skill_versions(name)
+        versions = self.store.skill_versions(name)
+        if versions:
+            return versions
         try:
             block = self.store.get(name)
         except BlockNotFoundError:
@@ -178,27 +184,23 @@ class SkillImports:
 
     def _store_version(
         self, folder: SkillFolder, version: int, plan: list[PlannedPart], warnings: list, origin: Optional[str], keys: str,
+        keyed=None,
     ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
-        key_rows = []
-        for part in plan:  # every part embedded before anything is stored: a failing embedder stores nothing
-            key_rows.append(self.router.key_rows(part.keys))
+        key_rows = embed_part_keys(self.router, folder.name, plan, keyed)  # before anything is stored
         created: list[str] = []
-        parts = []
-        reused = 0
-        made: dict = {}  # this version's parts by text: two equal parts are one block
+        held: dict = {}  # this version's parts by text (two equal parts are one block): a block held, or a new one's name
+        for number, part in enumerate(plan):
+            if part.text not in held:
+                held[part.text] = self._part_block(folder.name, version, number, part)
+        reused = len(plan) - sum(isinstance(name, str) for name in held.values())
         try:
-            for number, part in enumerate(plan):
-                if part.text in made:
-                    block, new = made[part.text], False
-                else:
-                    block, new = self._part_block(folder.name, version, number, part, folder.description)
-                    made[part.text] = block
+            fresh = [(text, name, folder.description) for text, name in held.items() if isinstance(name, str)]
+            for (text, _, _), (block, new) in zip(fresh, self.store.put_texts(fresh)):  # one transaction
+                held[text] = block
                 if new:
                     created.append(block.id)
-                else:
-                    reused += 1
-                parts.append((number, block, part))
+            parts = [(number, held[part.text], part) for number, part in enumerate(plan)]
             record = {**skill_record(folder, warnings), "keys": keys}
             self.store.add_skill_version(
                 folder.name, version, folder=origin or str(folder.root.resolve()), manifest_sha256=folder.manifest_sha256,
@@ -219,29 +221,29 @@ class SkillImports:
         wanted: dict[str, list] = {}
         for (_, block, _), rows in zip(parts, key_rows):
             wanted.setdefault(block.id, []).extend(rows)
+        fresh = {block_id: rows for block_id, rows in wanted.items() if block_id in created and rows}
+        if fresh:
+            self.store.add_routing_keys_of(fresh)  # one transaction for the new blocks' keys
         for block_id, rows in wanted.items():
             if block_id in created:
-                if rows:
-                    self.store.add_routing_keys(block_id, rows)
                 continue
             held = {(k["kind"], k["text"]) for k in self.store.routing_keys(block_id) if k["kind"] in IMPORT_KEY_KINDS}
             if held != {(r["kind"], r["text"]) for r in rows}:
                 self.store.replace_routing_keys(block_id, IMPORT_KEY_KINDS, rows)
 
-    def _part_block(self, skill: str, version: int, number: int, part: PlannedPart, description: str):
-        """``(block, created)``: a block of this skill holding this very text, or a new text block."""
+    def _part_block(self, skill: str, version: int, number: int, part: PlannedPart):
+        """A block of this skill holding this very text, or the name a new text block of it takes."""
         same = self._text_block(part.text)
         if same is not None:
             if self.store.skill_of_block(same.id) == skill:
-                return same, False
+                return same
             raise SkillFolderError(skill, f"part {number + 1} is already stored as block {same.id} ({same.name!r})")
         name = part_name(skill, part)
         if self._block_named(name):
             name = f"{name}@v{version}"
         if self._block_named(name):
             raise SkillFolderError(skill, f"the block name {name!r} is taken")
-        block, _ = self.store.put_text(part.text, name=name, description=description)
-        return block, True
+        return name
 
     def _text_block(self, text: str):
         """The stored text block of ``text``, if any."""
@@ -260,10 +262,9 @@ class SkillImports:
 
     def _vanished(self, paths, found: set, report: SkillImportReport, prune: bool) -> None:
         roots = [os.path.realpath(Path(p).expanduser()) for p in paths]
-        for name in self.store.skill_names():
+        for name, row in self.store.skill_defaults().items():  # one read, however many skills
             if name in found:
                 continue
-            row = self.store.skill_version(name)
             where = row["folder"] or ""
             inside = any(where == root or where.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
             if inside and not os.path.isfile(os.path.join(where, SKILL_FILE)):
@@ -272,6 +273,18 @@ class SkillImports:
                     self.remove_skill(name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
+
+
+def _within(progress, done: int, total: int):
+    """``progress`` within skill ``done + 1`` of ``total``: its share of keys embedded moves the
+    count by fractions (two decimals), so a long skill shows progress as its parts are keyed."""
+    if progress is None:
+        return None
+
+    def keyed(embedded: int, keys: int) -> None:
+        if 0 < embedded < keys:
+            progress(round(done + embedded / keys, 2), total)
+    return keyed
 
 
 def part_name(skill: str, part: PlannedPart) -> str:

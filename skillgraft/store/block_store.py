@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .backends import catalog_url, open_block_storage, open_catalog_backend
-from ..core.blocks import Block, BlockKind, block_id_for, text_block, tokens_sha256
+from ..core.blocks import Block, BlockKind, block_id_for, tokens_sha256
 from .catalog import utc_now
 from ..errors import BlockIntegrityError, ConflictError, InputError, StoreError
 from ..core.fingerprint import RuntimeFingerprint
@@ -186,27 +186,6 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
             **(solution or {}),
         )
         return self.deposit(block, state.payload, state.fingerprint)
-
-    def put_text(self, source: str, *, name: str, description: str = "") -> tuple[Block, bool]:
-        """Store a text block of ``source`` (a skill's part: no state, its cells are made on first
-        use); return ``(block, created)``. The same text is stored once."""
-        self._require_writable(f"store the text block {name!r}")
-        if not name or not name.strip():
-            raise InputError("a block needs a non-empty name")
-        if not source.strip() or "\x00" in source:
-            raise InputError(f"text block {name!r} needs non-empty text without NUL bytes")
-        block = text_block(source, name=name.strip(), description=description, created_at=utc_now())
-        with self.catalog.write() as conn:
-            existing = self._rows("id = ?", [block.id])
-            if existing:
-                return existing[0], False
-            clash = self._rows("name = ?", [block.name])
-            if clash:
-                raise StoreError(f"the name {block.name!r} is taken by block {clash[0].id}: remove it first")
-            row = block.to_row()
-            conn.execute(f"INSERT INTO blocks ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
-                         list(row.values()))
-        return block, True
 
     def deposit(self, block: Block, payload: bytes, fingerprint: RuntimeFingerprint) -> tuple[Block, bool]:
         """Write a block's payload and row crash-safely; return ``(block, created)``.

@@ -59,6 +59,15 @@ class SkillRecords:
                 return row
         raise SkillNotFoundError(name, version)
 
+    def skill_key_vectors(self, name: str, embedder: str) -> dict[str, bytes]:
+        """The stored vector of each routing key text of skill ``name``'s blocks (any version)
+        that ``embedder`` made."""
+        rows = self._select(
+            "SELECT k.text, k.vector FROM routing_keys k JOIN skill_blocks b ON b.block_id = k.block_id"
+            " WHERE b.name = ? AND k.embedder = ?", [name, embedder],
+        )
+        return {row["text"]: bytes(row["vector"]) for row in rows if row["vector"] is not None}
+
     def skill_parts(self, name: str, version: int) -> list[dict]:
         return [
             {**row, "version": int(row["version"]), "part": int(row["part"])}
@@ -128,17 +137,18 @@ class SkillRecords:
         return {row["block_id"]: (row["role"], int(row["part"]), row["title"]) for row in rows}
 
     def skill_defaults(self) -> dict[str, dict]:
-        """``{name: {version, description, created_at, blocks}}``: the default version of every
+        """``{name: {version, description, created_at, folder, blocks}}``: the default version of every
         skill, by name, with the block ids of its parts in order (one read, however many skills)."""
         rows = self._select(
-            "SELECT v.name, v.version, v.description, v.created_at, b.block_id FROM skills s"
+            "SELECT v.name, v.version, v.description, v.created_at, v.folder, b.block_id FROM skills s"
             " JOIN skill_versions v ON v.name = s.name AND v.version = s.default_version"
             " LEFT JOIN skill_blocks b ON b.name = v.name AND b.version = v.version ORDER BY v.name, b.part"
         )
         found: dict[str, dict] = {}
         for row in rows:
             entry = found.setdefault(row["name"], {"version": int(row["version"]), "description": row["description"],
-                                                   "created_at": row["created_at"] or "", "blocks": []})
+                                                   "created_at": row["created_at"] or "", "folder": row["folder"],
+                                                   "blocks": []})
             if row["block_id"] is not None:
                 entry["blocks"].append(row["block_id"])
         return found

@@ -215,22 +215,18 @@ def test_update_rereads_the_folder_with_its_frontmatter(fake_memory, tmp_path):
         fake_memory.get(p.block_id).source.startswith("Skill: pdf\nDescription: Split") for p in skill.parts)
 
 
-def test_a_failing_store_write_leaves_nothing_behind_and_keeps_what_was_stored(fake_memory, tmp_path, monkeypatch):
+@pytest.mark.parametrize("write", ["put_texts", "add_skill_version"])
+def test_a_failing_store_write_leaves_nothing_behind_and_keeps_what_was_stored(fake_memory, tmp_path, monkeypatch, write):
     folder = pdf_skill(tmp_path)
     fake_memory.import_skills(folder)
     before = {b.id for b in fake_memory.list()}
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\nMore text.\n")
     (folder / "references" / "forms.md").write_text(FORMS + "\nMore forms.\n")
-    calls = []
-    real = fake_memory.store.put_text
 
-    def failing(text, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise StoreError("the disk is full")
-        return real(text, **kwargs)
+    def failing(*args, **kwargs):  # the blocks' write, or the version's after the blocks were written
+        raise StoreError("the disk is full")
 
-    monkeypatch.setattr(fake_memory.store, "put_text", failing)
+    monkeypatch.setattr(fake_memory.store, write, failing)
     report = fake_memory.import_skills(folder)
     assert report.imported == [] and "the disk is full" in report.skipped[0]["reason"]
     assert {b.id for b in fake_memory.list()} == before and fake_memory.skill("pdf").versions == [1]
