@@ -49,45 +49,12 @@ def bench_needles(
     settings = engine_settings(n_ctx=window)
     with tempfile.TemporaryDirectory(prefix="skillgraft-needles-") as home, SkillMemory(home, model=model, settings=settings) as memory:
         memory.store.cache_bytes = 256 << 20
-        engine = memory.engine
         started = time.perf_counter()
-        rss = []
-        for i in range(blocks):
-            sentences = [CORPUS[j] for j in rng.permutation(len(CORPUS))]
-            text = f"Section {i}. " + " ".join(sentences)
-            while len(engine.tokenize(text)) < block_tokens - 40:
-                text += " " + " ".join(CORPUS[j] for j in rng.permutation(len(CORPUS)))
-            budget = block_tokens - 60
-            body = engine.detokenize(engine.tokenize(text, add_bos=False)[:budget])
-            keys = [f"section {i}"]
-            if i in planted:
-                fact, _, _ = planted[i]
-                cut = body.rfind(". ", 0, int(len(body) * float(rng.uniform(0.2, 0.8)))) + 2
-                body = body[:cut] + fact + " " + body[cut:]
-                keys.append(fact)
-            memory.add_manual(f"section-{i}", body, examples=keys)
-            if progress:
-                progress(i + 1, blocks + len(NEEDLES))
+        _add_sections(memory, rng, planted, blocks, block_tokens, progress)
         build_s = time.perf_counter() - started
         total_tokens = sum(b.n_tokens for b in memory.store.blocks())
         disk_bytes = sum(p.stat().st_size for p in (memory.store.blocks_dir).iterdir())
-        rows = []
-        for n, (depth, (fact, question, answer)) in enumerate(sorted(planted.items()), 1):
-            result = memory.generate(question, max_tokens=24, gate=False)
-            rows.append({
-                "depth_block": depth,
-                "question": question,
-                "expected": answer,
-                "routed_to": result.recall.block.name if result.recall.block else None,
-                "routed_right": bool(result.recall.block and result.recall.block.name == f"section-{depth}"),
-                "found": answer.lower() in result.text.lower(),
-                "answer": result.text,
-                "graft_s": result.timings.graft_s,
-                "load_s": result.timings.load_s,
-            })
-            rss.append(_rss_mb())
-            if progress:
-                progress(blocks + n, blocks + len(NEEDLES))
+        rows, rss = _ask_needles(memory, planted, blocks, progress)
         # Touch every block once more: memory must stay bounded by the LRU cache, not the store.
         for block in memory.store.blocks():
             memory.engine.restore(memory.store.load_state(block).state, block.id, verify_hash=False)
@@ -109,3 +76,52 @@ def bench_needles(
         "machine": machine(),
         "rows": rows,
     }
+
+
+def _add_sections(memory, rng, planted: dict, blocks: int, block_tokens: int, progress: Progress) -> None:
+    """Store ``blocks`` manuals of shuffled prose, a needle's fact planted in those at its depth
+    (and among that manual's routing examples)."""
+    for i in range(blocks):
+        body = _section_body(memory.engine, rng, i, block_tokens)
+        keys = [f"section {i}"]
+        if i in planted:
+            fact, _, _ = planted[i]
+            cut = body.rfind(". ", 0, int(len(body) * float(rng.uniform(0.2, 0.8)))) + 2
+            body = body[:cut] + fact + " " + body[cut:]
+            keys.append(fact)
+        memory.add_manual(f"section-{i}", body, examples=keys)
+        if progress:
+            progress(i + 1, blocks + len(NEEDLES))
+
+
+def _section_body(engine, rng, i: int, block_tokens: int) -> str:
+    """Section ``i``'s prose: the corpus shuffled until it fills the block, cut to leave room for a fact."""
+    sentences = [CORPUS[j] for j in rng.permutation(len(CORPUS))]
+    text = f"Section {i}. " + " ".join(sentences)
+    while len(engine.tokenize(text)) < block_tokens - 40:
+        text += " " + " ".join(CORPUS[j] for j in rng.permutation(len(CORPUS)))
+    budget = block_tokens - 60
+    return engine.detokenize(engine.tokenize(text, add_bos=False)[:budget])
+
+
+def _ask_needles(memory, planted: dict, blocks: int, progress: Progress) -> tuple[list[dict], list[float]]:
+    """Each needle's question answered from the store, deepest last: a row each, and the resident
+    memory (MB) after each."""
+    rows, rss = [], []
+    for n, (depth, (fact, question, answer)) in enumerate(sorted(planted.items()), 1):
+        result = memory.generate(question, max_tokens=24, gate=False)
+        rows.append({
+            "depth_block": depth,
+            "question": question,
+            "expected": answer,
+            "routed_to": result.recall.block.name if result.recall.block else None,
+            "routed_right": bool(result.recall.block and result.recall.block.name == f"section-{depth}"),
+            "found": answer.lower() in result.text.lower(),
+            "answer": result.text,
+            "graft_s": result.timings.graft_s,
+            "load_s": result.timings.load_s,
+        })
+        rss.append(_rss_mb())
+        if progress:
+            progress(blocks + n, blocks + len(NEEDLES))
+    return rows, rss
