@@ -31,6 +31,8 @@ def _label_sizes(axis, sizes) -> None:
 def plot_report(report: dict, path: Path) -> Path:
     """Draw the report of one benchmark kind into ``path``."""
     plt = _pyplot()
+    if report["kind"] == "growth":
+        return plot_growth(report, path, plt)
     figure, axis = plt.subplots(figsize=(7, 4.2))
     kind = report["kind"]
     draw = _DRAWINGS.get(kind)
@@ -127,3 +129,32 @@ def _draw_serve(axis, report: dict) -> None:
 
 _DRAWINGS = {"graft": _draw_graft, "paging": _draw_paging, "server": _draw_server, "route": _draw_route,
              "positions": _draw_positions, "needles": _draw_needles, "serve": _draw_serve}
+
+
+def plot_growth(report: dict, path: Path, plt) -> Path:
+    """Four panels over the catalog's size: import rate, route p50 and p99, memory, disk."""
+    rows = report["rows"]
+    sizes = [r["skills"] for r in rows]
+    figure, axes = plt.subplots(2, 2, figsize=(9, 6.4))
+    panels = [
+        (axes[0][0], [("import_s_per_skill", "import"), ("reimport_s_per_skill", "re-import, unchanged")], 1,
+         "seconds a skill"),
+        (axes[0][1], [("route_p50_ms", "route p50"), ("route_p99_ms", "route p99")], 1, "milliseconds"),
+        (axes[1][0], [("peak_rss_bytes", "peak resident memory")], 1 << 20, "MiB"),
+        (axes[1][1], [("disk_bytes", "store on disk")], 1 << 20, "MiB"),
+    ]
+    for axis, series, scale, unit in panels:
+        for key, label in series:
+            axis.plot(sizes, [(r[key] or 0) / scale for r in rows], marker="o", label=label)
+        axis.set(xscale="log", xlabel="skills in the catalog", ylabel=unit)
+        axis.set_ylim(bottom=0)
+        _label_sizes(axis, sizes)
+        axis.legend()
+        axis.grid(True, alpha=0.3)
+    figure.suptitle("skillgraft bench growth")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -25,7 +25,7 @@ def _skills_effect_option(ctx, param, value):
 
 @click.command()
 @click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent",
-                                                 "placement", "skills-effect"]))
+                                                 "placement", "skills-effect", "growth"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -72,7 +72,7 @@ def _skills_effect_option(ctx, param, value):
 @click.option("--limit", type=click.IntRange(1, 100_000), help="The catalog's first N skills only (route); the first N skills asked about (agent --skills).")
 @click.option("--scale", default=None,
               help="Comma-separated skill counts (route, with --catalog): route times over the catalog grown "
-                   "to each with copies of its skills.")
+                   "to each with copies of its skills; growth: the sizes measured (default 100,1000,10000).")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw the result into this PNG file.")
 @kv_type_option
 @json_option
@@ -92,6 +92,8 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
     openai clients, optionally with a llama-server killed mid-load) or agent (time to first
     token of agent requests: the gateway grafting the routed manual against plain llama-server
     with its prompt cache and the manual pasted into the prompt, over five scenarios) or
+    growth (import rate, route p50 and p99, memory and disk over a catalog grown to each
+    `--scale` size, real skills first, then copies; `--skills` are imported at each size, timed) or
     placement (the shapes agents send: tools in the tools parameter, a first sighting, the same
     skill again, a multi-topic conversation, manuals added with add_manual; against plain
     llama-server with its defaults, the skill pasted) or skills-effect (BFCL function-calling tasks, their function documents as skills: pass rate by
@@ -124,6 +126,17 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             report = bench_route_catalog(query_file, FakeEngine(n_ctx=FAKE_N_CTX), catalog=catalog, skills=skill_root,
                                          limit=limit, embedder=(ctx.obj or {}).get("embedder"),
                                          scale=_int_list(scale) if scale else (), progress=progress)
+        elif kind == "growth":
+            from ..bench.growth import DEFAULT_SIZES, bench_growth
+
+            if not (skill_root and catalog and query_file):
+                raise click.BadParameter("growth needs --skills (the probe), --catalog and --queries")
+            from ..bench.route_catalog import FAKE_N_CTX
+            from ..testing import FakeEngine
+
+            report = bench_growth(skill_root, catalog, query_file, FakeEngine(n_ctx=FAKE_N_CTX),
+                                  sizes=_int_list(scale) if scale else DEFAULT_SIZES,
+                                  embedder=(ctx.obj or {}).get("embedder"), progress=progress)
         elif kind == "route":
             report = benchmarks.bench_route(_int_list(keys), progress=progress, embedder=(ctx.obj or {}).get("embedder"))
         elif kind == "server":
