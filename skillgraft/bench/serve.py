@@ -66,17 +66,20 @@ class Outcome:
 
 
 class GatewayProcess:
-    """``skillgraft serve`` in a subprocess on a free loopback port, stopped by its PID."""
+    """``skillgraft serve`` in a subprocess on a free loopback port, stopped by its PID; ``env``
+    adds variables to its environment."""
 
     def __init__(
-        self, home: Path, *, servers: int, model: Optional[str], log_path: Path, extra_args: Sequence[str] = ()
+        self, home: Path, *, servers: int, model: Optional[str], log_path: Path, extra_args: Sequence[str] = (),
+        env: Optional[dict] = None,
     ) -> None:
         argv = [sys.executable, "-m", "skillgraft", "serve", "--home", str(home), "--port", "0", "--servers", str(servers)]
         if model:
             argv += ["--model", model]
         argv += list(extra_args)
         self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
+                                        env={**os.environ, **env} if env else None)
         line = self._ready_line()
         self.url, self.server_pids = line["url"], line["servers"]
 

@@ -25,7 +25,7 @@ def _skills_effect_option(ctx, param, value):
 
 @click.command()
 @click.argument("kind", type=click.Choice(["graft", "paging", "positions", "route", "needles", "server", "serve", "agent",
-                                                 "placement", "skills-effect", "growth"]))
+                                                 "placement", "skills-effect", "load", "growth"]))
 @model_option
 @click.option("--tokens", default="256,1024,2048,4096,8192", show_default=True, help="Block sizes (graft, paging).")
 @click.option("--keys", default="1000,10000,100000", show_default=True, help="Index sizes (route).")
@@ -38,7 +38,8 @@ def _skills_effect_option(ctx, param, value):
 @click.option("--requests", default=8, show_default=True, type=click.IntRange(1, 10_000), help="Requests per client (serve).")
 @click.option("--servers", default=2, show_default=True, type=click.IntRange(1, 16), help="llama-servers in the pool (serve).")
 @click.option("--kill", is_flag=True, help="SIGKILL a llama-server a third of the way through the load (serve).")
-@click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent).")
+@click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes (agent); short "
+                                             "prompts, one slot, two agents of two turns (load).")
 @click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more (agent).")
 @click.option("--peer-cache-mib", default=0, show_default=True, type=click.IntRange(0, 1 << 20),
               help="The peer llama-server's host prompt cache (--cache-ram); 8192 is llama-server's default (agent).")
@@ -46,7 +47,13 @@ def _skills_effect_option(ctx, param, value):
               help="Stock the manuals as captured blocks leading the chat, not as text (agent).")
 @click.option("--in-process", "in_process", is_flag=True,
               help="The agent through SkillMemory in this process against llama-cpp-python's Llama (agent).")
-@click.option("--models", default=None, help="Comma-separated models, each measured in turn (skills-effect; default --model).")
+@click.option("--models", default=None,
+              help="Comma-separated models, each measured in turn (skills-effect, load; default --model).")
+@click.option("--slots", "slot_counts", default=None, help="Comma-separated slot counts K [default: 1,2] (load).")
+@click.option("--agents", "agent_counts", default=None,
+              help="Comma-separated agent counts N, for every K [default: K, 2K and 4K] (load).")
+@click.option("--turns", default=None, type=click.IntRange(1, 20), help="Turns of each agent [default: 3] (load).")
+@click.option("--namespaces", is_flag=True, help="Also the gateway with two namespaces, agents alternating (load).")
 @click.option("--categories", default="simple_python,multiple,parallel,parallel_multiple", show_default=True,
               help="BFCL categories, also live_simple, live_multiple, live_parallel, live_parallel_multiple, "
                    "irrelevance, live_irrelevance (skills-effect).")
@@ -78,8 +85,9 @@ def _skills_effect_option(ctx, param, value):
 @json_option
 @click.pass_context
 def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, clients, requests, servers, kill, quick,
-          two_slots, peer_cache_mib, captured, in_process, models, categories, per_category, max_tokens, catalog,
-          skill_root, query_file, limit, scale, plot, kv_type, as_json) -> None:
+          two_slots, peer_cache_mib, captured, in_process, models, slot_counts, agent_counts, turns, namespaces,
+          categories, per_category, max_tokens, catalog, skill_root, query_file, limit, scale, plot, kv_type,
+          as_json) -> None:
     """Cost and exactness benchmarks, measured side by side in one run (median of repeats).
 
     KIND is graft (prefill vs restore vs the native floor vs llama-cpp-python),
@@ -98,9 +106,11 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
     skill again, a multi-topic conversation, manuals added with add_manual; against plain
     llama-server with its defaults, the skill pasted) or skills-effect (BFCL function-calling tasks, their function documents as skills: pass rate by
     BFCL's checker with no skill, the needed document pasted, the memory's routed graft, the
-    model choosing from a listing, and every document pasted). `--kv-type` measures graft and paging under that KV cache type.
+    model choosing from a listing, and every document pasted) or load (N agents at once, streamed,
+    through a gateway of K slots against llama-server -np K: requests and tokens a second, time
+    to first token p50/p95, errors). `--kv-type` measures graft and paging under that KV cache type.
     """
-    if plot and kind in ("agent", "placement", "skills-effect"):
+    if plot and kind in ("agent", "placement", "skills-effect", "load"):
         raise click.BadParameter(f"the {kind} benchmark draws no plot", param_hint="--plot")
     if kv_type and kind not in ("graft", "paging"):
         raise click.BadParameter(f"the {kind} benchmark runs under the default KV cache type; "
@@ -172,6 +182,15 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
             from ..bench.placement import bench_placement
 
             report = bench_placement(model, progress=progress)
+        elif kind == "load":
+            from ..bench.load import bench_load
+
+            chosen = [m.strip() for m in (models or model).split(",") if m.strip()]
+            quick_slots = (1,) if quick else (1, 2)
+            report = bench_load(chosen, slots=_int_list(slot_counts) if slot_counts else quick_slots,
+                                agents_=_int_list(agent_counts) if agent_counts else ((2,) if quick else None),
+                                turns=turns or (2 if quick else 3), namespaces=namespaces, quick=quick,
+                                progress=progress)
         elif kind == "agent":
             from ..bench.agent import bench_agent
 
@@ -183,7 +202,8 @@ def bench(ctx, kind, model, tokens, keys, repeats, samples, blocks, no_peers, cl
         from ..bench.plots import plot_report
 
         report["plot"] = str(plot_report(report, plot))
-    renders = {"agent": _render_agent, "placement": _render_agent, "skills-effect": _render_skills_effect}
+    renders = {"agent": _render_agent, "placement": _render_agent, "skills-effect": _render_skills_effect,
+               "load": _render_load}
     emit(report, as_json, renders.get(kind, _render_bench))
 
 
@@ -213,6 +233,22 @@ def _render_skills_effect(report: dict) -> str:
     lines += [f"routed != pasted: {t['model']} {t['task_id']}: {t['why']}"
               for t in report["exactness"]["tasks"] if not t["identical"]]
     lines += [f"worse than no skill: {w['model']} {w['task_id']} under {w['condition']}" for w in report["worse"]]
+    return "\n".join(lines)
+
+
+def _render_load(report: dict) -> str:
+    """The load benchmark: per model, K and N, each system's throughput, TTFT and errors; then the ratios."""
+    num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+    lines = [f"{'model':20} {'K':>2} {'N':>3} {'system':26} {'req/s':>7} {'tok/s':>7} {'ttft p50':>8} {'ttft p95':>8} "
+             f"{'wall s':>7} {'errors':>6}"]
+    lines += [f"{r['model']:20} {r['slots']:>2} {r['agents']:>3} {r['system']:26} {num(r['requests_per_s'], '.3f'):>7} "
+              f"{num(r['tokens_per_s'], '.2f'):>7} {num(r['ttft_p50_s'], '.3f'):>8} {num(r['ttft_p95_s'], '.3f'):>8} "
+              f"{r['wall_s']:>7.2f} {r['errors']:>6}" + "".join(f"\n    {m}" for m in r["error_messages"])
+              for r in report["rows"]]
+    lines += [f"{c['model']} K={c['slots']} N={c['agents']}: {c['system']} / {c['against']}: req/s "
+              f"{num(c['requests_per_s_ratio'], '.3f')}, ttft p50 {num(c['ttft_p50_ratio'], '.3f')}, p95 "
+              f"{num(c['ttft_p95_ratio'], '.3f')}{'' if c['met'] else '  (below the bar)'}" for c in report["comparisons"]]
+    lines.append(f"load average before {report['load_average_before']}, after {report['load_average_after']}")
     return "\n".join(lines)
 
 
