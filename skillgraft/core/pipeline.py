@@ -108,8 +108,12 @@ class AnswerPipeline:
             except InputError as exc:
                 return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
             return self._fitting(Prompt((*routed.tokens[:keep], *after), keep, grafted=True), chat, options)
-        tokens, mark = placed_tokens(self.engine, plan, chat, places, examples=recall.examples)
-        return self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
+        for shown in range(len(recall.examples), -1, -1):  # worked examples that do not fit go, nearest kept
+            tokens, mark = placed_tokens(self.engine, plan, chat, places, examples=recall.examples[:shown])
+            prompt = self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
+            if prompt.grafted:
+                break
+        return prompt
 
     def _unrouted(self, plan: AnswerPlan, options: AnswerOptions, reason: str = "") -> Prompt:
         """The plain prompt: the chat with the skills it held before this turn, less the routed

@@ -249,11 +249,15 @@ class BlockStore(CatalogReads, CatalogEdits, RoutingEdits, LedgerReads, SkillRec
         return None
 
     def remove(self, ref: str) -> Block:
-        """Delete a block's row and routing keys, and its payload unless another row shares it."""
+        """Delete a block's row and routing keys (a solution's: the experience keys it gave its
+        skills too, :mod:`skillgraft.routing.experience`), and its payload unless another row shares it."""
         self._require_writable(f"remove {ref!r}")
         block = self.get(ref)
         with self.catalog.write() as conn:
             conn.execute("DELETE FROM routing_keys WHERE block_id = ?", (block.id,))
+            if block.kind == "solution":  # a verified question is no evidence once its solution is gone
+                conn.execute("DELETE FROM routing_keys WHERE kind = 'experience' AND created_by = ?",
+                             (f"solution:{block.id}",))
             conn.execute("DELETE FROM blocks WHERE id = ?", (block.id,))
             shared = conn.execute("SELECT 1 FROM blocks WHERE sha256 = ? LIMIT 1", (block.sha256,)).fetchone()
             if not shared and not block.text_only and SHA256_HEX.fullmatch(block.sha256):
