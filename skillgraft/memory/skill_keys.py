@@ -2,13 +2,13 @@
 
 A version's parts route by texts (:mod:`.skill_plan`), many of them shared: the skill's name and
 description are keys of every body part. Each distinct text is embedded once. A text that a block
-of the same skill already holds under the same embedder keeps its stored vector: the encoder is
-deterministic (a text's vector does not depend on the batch it is encoded in:
-:meth:`~skillgraft.routing.embedder.Embedder.encode_bulk`), so a changed skill's unchanged keys cost
-no encoding. The rest go to the encoder together, sorted by length (few pad) in chunks of
-:data:`CHUNK` texts, so a long skill reports progress as its keys are embedded, and a failing
-encoder stores nothing (every key is embedded before any block is written). The rows are the ones
-:meth:`~skillgraft.routing.router.Router.key_rows` makes, in the same order.
+of the same skill already holds under the same embedder, as a key an import wrote (not a
+correction's), keeps its stored vector: a text's vector does not depend on the batch it is
+encoded in (:meth:`~skillgraft.routing.embedder.Embedder.encode_bulk`), so a changed skill's
+unchanged keys cost no encoding. The rest go to the encoder together, sorted by length (few pad)
+in chunks of :data:`CHUNK` texts, so a long skill reports progress as its keys are embedded, and
+a failing encoder stores nothing (every key is embedded before any block is written). The rows
+are the ones :meth:`~skillgraft.routing.router.Router.key_rows` makes, in the same order.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..routing.embedder import Embedder
+from .skill_plan import IMPORT_KEY_KINDS
 
 CHUNK = 128  # texts sent to the encoder at a time: a skill's progress moves each chunk
 
@@ -62,4 +63,5 @@ def _stored_vectors(store, skill: str, embedder: str) -> dict[str, bytes]:
     dimension = record.get("dimension") if record and record.get("name") == embedder else None
     if not isinstance(dimension, int):
         return {}
-    return {text: v for text, v in store.skill_key_vectors(skill, embedder).items() if len(v) == 4 * dimension}
+    held = store.skill_key_vectors(skill, embedder, IMPORT_KEY_KINDS)  # what an import wrote: its texts' encodings
+    return {text: v for text, v in held.items() if len(v) == 4 * dimension}

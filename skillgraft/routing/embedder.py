@@ -1,5 +1,6 @@
 """The local text embedders: MiniLM (the default), MPNet or a sentence-transformers folder,
-on ONNX Runtime (:data:`ONNX_THREADS` thread, never spinning) or sentence-transformers.
+on ONNX Runtime (:data:`ONNX_THREADS` thread, never spinning; an import's bulk of keys runs its
+batches on :data:`BULK_WORKERS` threads at once) or sentence-transformers.
 
 Both runtimes compute the same vectors from the same weights (mean-pooled last hidden state,
 unit length; measured: equal to 1e-7), so vectors stored by one are used by the other and

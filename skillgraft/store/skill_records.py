@@ -21,13 +21,20 @@ import json
 from typing import Iterable, Optional
 
 from ..errors import SkillNotFoundError, StoreError
-from .catalog import utc_now
+from .catalog import migration, utc_now
 from .protocols import Catalog
 
 __all__ = ["SkillRecords"]
 
 _BUMP = "UPDATE catalog_state SET version = version + 1 WHERE id = 1"
 _LAST_VERSION = "skill.last_version:"  # a setting per skill name: the highest version it was ever given
+
+
+@migration
+def m023_index_skill_file_addresses(db) -> None:
+    """Find a file's bytes by their address without reading every skill's files (an import asks
+    for each file it stores: a scan made a catalog's imports slower as it grew)."""
+    db.execute("CREATE INDEX idx_skill_files_sha256 ON skill_files (sha256)")
 
 
 class SkillRecords:
@@ -59,12 +66,14 @@ class SkillRecords:
                 return row
         raise SkillNotFoundError(name, version)
 
-    def skill_key_vectors(self, name: str, embedder: str) -> dict[str, bytes]:
+    def skill_key_vectors(self, name: str, embedder: str, kinds: Iterable[str]) -> dict[str, bytes]:
         """The stored vector of each routing key text of skill ``name``'s blocks (any version)
-        that ``embedder`` made."""
+        that ``embedder`` made, of the key kinds ``kinds``."""
+        kinds = sorted(set(kinds))
         rows = self._select(
             "SELECT k.text, k.vector FROM routing_keys k JOIN skill_blocks b ON b.block_id = k.block_id"
-            " WHERE b.name = ? AND k.embedder = ?", [name, embedder],
+            f" WHERE b.name = ? AND k.embedder = ? AND k.kind IN ({', '.join('?' for _ in kinds)})",
+            [name, embedder, *kinds],
         )
         return {row["text"]: bytes(row["vector"]) for row in rows if row["vector"] is not None}
 
