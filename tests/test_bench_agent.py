@@ -16,7 +16,7 @@ def test_plot_is_refused_before_anything_runs(runner):
     from skillgraft.cli.main import cli
 
     result = runner.invoke(cli, ["bench", "agent", "--quick", "--plot", "agent.png"])
-    assert result.exit_code == 2 and "draws no plot" in result.output
+    assert result.exit_code == 2 and "No such option '--plot'" in result.output
 
 
 @pytest.mark.slow

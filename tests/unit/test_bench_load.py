@@ -140,7 +140,7 @@ def test_sizes_default_to_k_2k_and_4k():
 
 
 def test_the_table_shows_each_row_its_errors_and_the_ratios():
-    from skillgraft.cli.bench import _render_load
+    from skillgraft.cli.bench_render import _render_load
 
     row = {**_row(2.0, 1.5), "wall_s": 12.0, "error_messages": ["HTTP 503: busy"], "errors": 1, "ttft_p95_s": None}
     text = _render_load({"rows": [row], "comparisons": [compare(_row(2.0, 1.0), _row(2.0, 1.5, system="llama-server"))],
