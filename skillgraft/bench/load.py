@@ -203,11 +203,21 @@ def plan_sizes(slots: Sequence[int], agents_: Optional[Sequence[int]]) -> list[t
     return [(k, n) for k in slots for n in (agents_ or (k, 2 * k, 4 * k))]
 
 
+def _probe(model: str, workdir: Path) -> tuple[bool, str]:
+    """Whether ``model``'s llama-server drops the ``tools`` parameter, and its build."""
+    from .placement import drops_tools
+
+    probe = PlainLlamaServer(model, 1, workdir)
+    try:
+        return drops_tools(probe), probe.build
+    finally:
+        probe.stop()
+
+
 def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Optional[Sequence[int]] = None,
                turns: int = 3, namespaces: bool = False, quick: bool = False, progress: Progress = None) -> dict:
     """The load benchmark (module docstring). Returns ``{"rows", "comparisons", ...}``."""
     from ..config import engine_settings
-    from .placement import drops_tools
 
     started, load_before = time.perf_counter(), os.getloadavg()
     skills, sizes = manuals(quick), plan_sizes(slots, agents_)
@@ -217,11 +227,7 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
     finished = False
     try:  # on a failure the folder stays, with the servers' logs
         for model in models:
-            probe = PlainLlamaServer(model, 1, workdir)
-            try:
-                dropped[model], builds[model] = drops_tools(probe), probe.build
-            finally:
-                probe.stop()
+            dropped[model], builds[model] = _probe(model, workdir)
             kinds = [GATEWAY, LLAMA] + [TOOLS_PASTED] * dropped[model] + [TENANTS] * namespaces
             total = len(models) * len(kinds) * sum(n * (1 + turns) for _, n in sizes)
 
@@ -242,8 +248,8 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
                         warm, records, wall = run_load(system, script, skills, tick, 2.0 if quick else SETTLE_S)
                     finally:
                         system.stop()
-                    if isinstance(system, PlainLlamaServer):
-                        flags[LLAMA] = system.argv[1:]
+                    if isinstance(system, PlainLlamaServer):  # its flags, the model by name, the port left out
+                        flags[LLAMA] = ["-m", model, *system.argv[7:]]
                     labels = dict(model=model, system=kind, slots=k, agents=n, turns=turns)
                     measured[kind] = load_row(records, wall, **labels,
                                               warm_up_errors=sum(r["error"] is not None for r in warm))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
@@ -70,6 +71,20 @@ MAX_EXAMPLES = MAX_KEYS_PER_BLOCK - 3  # room is left for a block's name, descri
 RANKED_KEPT = 8
 # A conversation's earlier user turns are routed again with each turn: their vectors are kept.
 QUERY_VECTORS_KEPT = 256
+
+@dataclass
+class _CatalogRead:
+    """What :meth:`Router.index` read of the catalog in one snapshot (``index`` None: to build)."""
+
+    version: object
+    blocks: dict
+    roles: dict
+    texts: list
+    index: Optional[KeyIndex]
+    negatives: list
+    near: list
+    rows: list
+
 
 class Router:
     """Routes queries to blocks of one store."""
@@ -142,6 +157,14 @@ class Router:
         if self._index is not None and version == self._version:
             return self._index
         self.check_encoder()
+        read = self._read_catalog()
+        if read.index is None:
+            self._build(read)
+        self._adopt(read)
+        return read.index
+
+    def _read_catalog(self) -> "_CatalogRead":
+        """The catalog's routable blocks and their keys, in one snapshot; the cached index when current."""
         with self.store.snapshot():
             version = self.store.catalog_version()
             blocks = {b.id: b for b in self.store.blocks(include_quarantined=False)}
@@ -158,34 +181,42 @@ class Router:
             rows = [] if index is not None else [
                 dict(r) for r in self.store.routing_keys() if r["block_id"] in blocks or r["kind"] == "negative"
             ]
-        if index is None:
-            version = self._repair_vectors(rows, version)
-            negatives = [r["vector"] for r in rows if r["kind"] == "negative"]
-            near = [(r["block_id"], r["vector"]) for r in rows if r["kind"] == NEAR_MISS and r["block_id"] in blocks]
-            rows = [r for r in rows if r["block_id"] in blocks and r["kind"] != NEAR_MISS]
-            dimension = (self._record or {}).get("dimension")
-            searched = [r for r in rows if self._searched(r)]
-            part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
-            leads = [r for r in rows if r["kind"] in LEAD_KINDS and r["block_id"] in self._groups]
-            vectors = key_matrix(searched, dimension)
-            alone = [r["block_id"] not in self._groups or r["kind"] in ALONE_KINDS for r in searched]
-            index = KeyIndex(np.ascontiguousarray(vectors), [r["block_id"] for r in searched], alone=alone,
-                             part_vectors=key_matrix(part_rows, dimension), part_block_ids=[r["block_id"] for r in part_rows],
-                             lead_vectors=key_matrix(leads, dimension), lead_block_ids=[r["block_id"] for r in leads])
-            try:
-                if version is not None and not self.store.read_only:
-                    index.save(self.cache_dir, version, self.embedder.name)
-            except OSError as exc:  # a read-only store still routes
-                logger.debug("cannot write the index cache: %s", exc)
+        return _CatalogRead(version, blocks, roles, texts, index, negatives, near, rows)
+
+    def _build(self, read: "_CatalogRead") -> None:
+        """Build ``read``'s index from its keys (their vectors repaired first) and cache it."""
+        blocks = read.blocks
+        read.version = self._repair_vectors(read.rows, read.version)
+        read.negatives = [r["vector"] for r in read.rows if r["kind"] == "negative"]
+        read.near = [(r["block_id"], r["vector"]) for r in read.rows if r["kind"] == NEAR_MISS and r["block_id"] in blocks]
+        rows = [r for r in read.rows if r["block_id"] in blocks and r["kind"] != NEAR_MISS]
+        dimension = (self._record or {}).get("dimension")
+        searched = [r for r in rows if self._searched(r)]
+        part_rows = [r for r in rows if r["kind"] in PART_KINDS and r["block_id"] in self._groups]
+        leads = [r for r in rows if r["kind"] in LEAD_KINDS and r["block_id"] in self._groups]
+        alone = [r["block_id"] not in self._groups or r["kind"] in ALONE_KINDS for r in searched]
+        read.index = KeyIndex(np.ascontiguousarray(key_matrix(searched, dimension)), [r["block_id"] for r in searched],
+                              alone=alone, part_vectors=key_matrix(part_rows, dimension),
+                              part_block_ids=[r["block_id"] for r in part_rows],
+                              lead_vectors=key_matrix(leads, dimension), lead_block_ids=[r["block_id"] for r in leads])
+        try:
+            if read.version is not None and not self.store.read_only:
+                read.index.save(self.cache_dir, read.version, self.embedder.name)
+        except OSError as exc:  # a read-only store still routes
+            logger.debug("cannot write the index cache: %s", exc)
+
+    def _adopt(self, read: "_CatalogRead") -> None:
+        """Route over ``read`` from now on: its index, negatives, near misses, lexical index and lookups."""
+        index, blocks, negatives = read.index, read.blocks, read.negatives
         length = index.centroids.shape[1] * 4 if index.size else (len(negatives[0]) if negatives else None)
         negatives = [v for v in negatives if usable_vector(v, length)]
         self._negatives = (
             np.frombuffer(b"".join(negatives), dtype=np.float32).reshape(len(negatives), -1)
             if negatives else np.zeros((0, index.centroids.shape[1]), np.float32)
         )
-        self._near_misses = NearMisses.build(index, self._groups, near)
-        self._roles = roles
-        self._lexical = LexicalIndex.build(lexical_documents(texts, self._groups))
+        self._near_misses = NearMisses.build(index, self._groups, read.near)
+        self._roles = read.roles
+        self._lexical = LexicalIndex.build(lexical_documents(read.texts, self._groups))
         self._lexical_position = {owner: i for i, owner in enumerate(self._lexical.owners)}
         self._members = {}
         for position, block_id in enumerate(index.blocks):
@@ -198,8 +229,8 @@ class Router:
         self._parts = {}
         for row, block_id in enumerate(index.part_block_ids):
             self._parts.setdefault(block_id, []).append(row)
-        self._index, self._blocks, self._version, self._expires = index, blocks, version, self.store.deadlines(blocks.values())
-        return index
+        self._index, self._blocks, self._version = index, blocks, read.version
+        self._expires = self.store.deadlines(blocks.values())
 
     def _searched(self, row: dict) -> bool:
         """Whether a key is one of its entry's searched keys: a skill is found by its own words
