@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
 from .blocks import Block
-from .questions import normalize_question
+from .questions import is_its_question
 from ..errors import InputError
 from .states import TokenStep
 
@@ -89,7 +89,7 @@ def graft_verdict(block: Block, text: str, confident: Confidence, *, enforce: bo
     enforced and the first tokens are not confident; ``reason`` says which.
     """
     verdict = GateVerdict(**asdict(confident))
-    own_question = bool(query) and block.question_key == normalize_question(query)
+    own_question = is_its_question(block, query)
     if block.kind == "solution" and not own_question and repeats_answer(text, block.answer, query):
         return replace(verdict, fell_back=True, reason=(
             f"near miss: the grafted answer repeats the stored answer {block.answer!r} of another question "

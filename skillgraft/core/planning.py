@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
 from ..errors import InputError, StoreError
 from .answer import AnswerPlan, check_chat, user_turn_indices
-from .questions import normalize_question
+from .questions import is_its_question
 from .recall import Recall, SkillPlace
 from .timings import Timings
 from .tools import OutputFormat
@@ -90,7 +90,7 @@ def near_miss(recall: Recall, query: str) -> Recall:
     block = recall.block
     if recall.near_miss or recall.decision != "graft" or block.kind != "solution":
         return recall
-    if block.question_key == normalize_question(query):
+    if is_its_question(block, query):
         return recall
     reason = (
         f"{recall.reason}; near miss: block {block.name!r} is the verified solution of another "

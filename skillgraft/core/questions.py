@@ -61,3 +61,9 @@ def normalize_question(text: str) -> str:
 
 def question_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def is_its_question(block, query: str) -> bool:
+    """Whether ``query`` is the very question verified solution ``block`` answers (its key):
+    the near-miss rule's one test, that only then may its stored answer be given."""
+    return bool(query) and block.question_key is not None and block.question_key == normalize_question(query)
