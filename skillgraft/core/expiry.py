@@ -12,14 +12,16 @@ writes, so stamps compare as text in time order.
 
 from __future__ import annotations
 
+import math
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Optional, Union
 
 from ..errors import ExpiryError
 
-__all__ = ["EARLIEST", "MAX_AHEAD", "Deadlines", "Expiry", "expired", "expiry_stamp", "expiry_time", "seconds_of"]
+__all__ = ["EARLIEST", "MAX_AHEAD", "Deadlines", "Expiry", "Hidden", "expired", "expiry_stamp", "expiry_time", "seconds_of"]
 
 Expiry = Union[datetime, timedelta, str]
 EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)  # before it an expiry is a mistake, not a wish
@@ -95,7 +97,7 @@ def expired(stamp: Optional[str], now: Optional[float] = None) -> bool:
 
 
 class Deadlines:
-    """The expiries of named entries (say, a router's skills and blocks), as Unix seconds."""
+    """The expiries of named entries (blocks by id, imported skills by name), as Unix seconds."""
 
     def __init__(self, stamps: dict[str, Optional[str]]) -> None:
         self.seconds = {name: seconds_of(stamp) for name, stamp in stamps.items() if stamp is not None}
@@ -104,3 +106,27 @@ class Deadlines:
         """The entries whose expiry has passed at ``now`` (the clock's by default): cheap, no catalog read."""
         now = time.time() if now is None else now
         return frozenset(name for name, seconds in self.seconds.items() if seconds <= now)
+
+    def hidden(self, now: Optional[float] = None) -> "Hidden":
+        """What these expiries hide at ``now`` (the clock's by default)."""
+        return Hidden(self.passed(now))
+
+    def next_after(self, now: float) -> float:
+        """When the next of these expiries passes after ``now`` (Unix seconds; infinity: none)."""
+        return min((seconds for seconds in self.seconds.values() if seconds > now), default=math.inf)
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """What expiry hides at one moment: the visibility rule every reader asks (the router, the
+    memory's listings and forced grafts, the states a server may continue, the inspector).
+
+    A block is hidden once its own expiry has passed, and a part of an imported skill once the
+    skill's has (a part carries no expiry of its own). Hidden is not deleted: it is kept until
+    removed, and may be changed or removed meanwhile."""
+
+    passed: frozenset  # the block ids and skill names whose expiry has passed
+
+    def hides(self, block_id: str, skill: Optional[str] = None) -> bool:
+        """Whether block ``block_id`` (a part of imported skill ``skill``, if any) is hidden."""
+        return block_id in self.passed or (skill is not None and skill in self.passed)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..core.blocks import Block
-from ..core.expiry import expired
 from ..errors import InputError, SkillgraftError
 from ..store.ledger import BlockUse
 
@@ -123,22 +122,23 @@ def _skill_row(name: str, entry: dict, held: list, uses: dict, is_expired: bool)
 def skill_rows(store: "BlockStore") -> list[SkillRow]:
     """One row per skill of ``store`` (quarantined ones too), in the catalog's order."""
     uses = store.block_uses()
-    gone = store.deadlines(()).passed()  # the skills past their expiry
+    blocks = store.blocks()
+    hidden = store.deadlines(blocks).hidden()  # what expiry hides: shown, marked expired
     skill_of = store.skill_routing()[0]
     defaults = store.skill_defaults()
     rows: list[SkillRow] = []
     held: dict[str, list] = {}
-    for block in store.blocks():
+    for block in blocks:
         name = skill_of.get(block.id)
         if name is None or name not in defaults:
-            rows.append(_block_row(block, uses.get(block.id), expired(block.expires_at)))
+            rows.append(_block_row(block, uses.get(block.id), hidden.hides(block.id)))
             continue
         if name not in held:
             held[name] = []
             rows.append(name)  # its place: where its first block is
         held[name].append(block)
     return [row if isinstance(row, SkillRow) else
-            _skill_row(row, defaults[row], held[row], uses, row in gone or any(expired(b.expires_at) for b in held[row]))
+            _skill_row(row, defaults[row], held[row], uses, any(hidden.hides(b.id, row) for b in held[row]))
             for row in rows]
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from ..core.blocks import Block
-from ..core.expiry import Expiry, expired, expiry_stamp, expiry_time
+from ..core.expiry import Deadlines, Expiry, Hidden, expired, expiry_stamp, expiry_time
 from ..errors import ExpiredError, InputError, SharedBaseError
 
 
@@ -79,30 +79,31 @@ class Expiring:
 
     def live(self, block: Block) -> Block:
         """``block`` itself, or :class:`ExpiredError` when it (or the skill it is part of) expired."""
-        if expired(block.expires_at):
-            raise ExpiredError(block.name, block.expires_at)
-        hidden = self.hidden_skills()
-        if hidden:
-            store = self.store_of(block)
-            skill = store.skill_of_block(block.id)
-            if skill in hidden:
-                raise ExpiredError(skill, store.skill_expiries()[skill])
+        store = self.store_of(block)
+        skill = store.skill_of_block(block.id)
+        if self._hidden([block]).hides(block.id, skill):
+            raise (ExpiredError(block.name, block.expires_at) if expired(block.expires_at)
+                   else ExpiredError(skill, store.skill_expiries()[skill]))
         return block
 
     def hidden_skills(self) -> set[str]:
         """The imported skills (of this memory and the base it reads) whose expiry has passed."""
-        now = time.time()
-        return {name for store in self._stores() for name, stamp in store.skill_expiries().items()
-                if expired(stamp, now)}
+        skills = {name for store in self._stores() for name in store.skill_expiries()}
+        return set(self._hidden([]).passed & skills)
+
+    def _hidden(self, blocks: list[Block]) -> Hidden:
+        """What expiry hides now of ``blocks`` and of the skills of this memory and its base."""
+        stamps = {name: stamp for store in self._stores() for name, stamp in store.skill_expiries().items()}
+        return Deadlines({**stamps, **{block.id: block.expires_at for block in blocks}}).hidden(time.time())
 
     def _visible(self, blocks: list[Block]) -> list[Block]:
         """``blocks`` less those expired, and less the parts of the expired skills."""
         if not blocks:
             return blocks
-        now = time.time()
-        hidden = self.hidden_skills()
-        return [b for b in blocks if not expired(b.expires_at, now)
-                and (not hidden or self.store_of(b).skill_of_block(b.id) not in hidden)]
+        hidden = self._hidden(blocks)
+        if not hidden.passed:
+            return blocks
+        return [b for b in blocks if not hidden.hides(b.id, self.store_of(b).skill_of_block(b.id))]
 
 
 def record_of(block: Block) -> ExpiryRecord:

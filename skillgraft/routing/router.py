@@ -290,7 +290,7 @@ class Router:
         vectors = self._encode_queries(queries)
         found = index.nearest_blocks(vectors, lambda block_id: self._groups.get(block_id, block_id), CENTROID_CANDIDATES)
         negative_sims = (vectors @ self._negatives.T).max(axis=1) if len(self._negatives) else np.full(len(vectors), -1.0)
-        kept_out, gone = self._near_misses.blocked(vectors), self._expires.passed()
+        kept_out, gone = self._near_misses.blocked(vectors), self._expires.hidden()
         generic_sims = self._generic.nearness(vectors) if self._groups else np.full(len(vectors), -1.0)
         results = []
         for row, query in enumerate(queries):
@@ -310,7 +310,7 @@ class Router:
                 b = index.blocks[position]
                 nearest[b] = float(near)
                 owner = self._groups.get(b, b)
-                if owner in kept_out[row] or owner in gone:
+                if owner in kept_out[row] or gone.hides(b, self._groups.get(b)):
                     continue
                 lexical = coverage[self._lexical_position[owner]] if owner in self._lexical_position else 0.0
                 scored[b] = float(dense) + LEXICAL_WEIGHT * float(lexical)

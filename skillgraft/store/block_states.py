@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..core.blocks import tokens_from_bytes
-from ..core.expiry import seconds_of
+from ..core.expiry import Deadlines
 from ..core.states import KVState
 from ..errors import BlockIntegrityError, BlockNotFoundError, SkillgraftError
 from ..kv.prefix_keys import BLOCK_SCOPE, state_key
@@ -181,20 +181,12 @@ class BlockStates:
         soonest, left_out = math.inf, []
         try:
             for store in self.stores:
-                hidden, next_skill = _expired_skills(store, now)
-                soonest = min(soonest, next_skill)
-                skills = store.skill_routing()[0] if hidden else {}
-                for row in store.state_rows(self.fingerprint_id):
-                    problem = row_problem(row)
-                    if problem is not None:
-                        left_out.append(f"{str(row.get('id'))[:40]!r}: {problem}")
-                        continue
-                    expires = seconds_of(row.get("expires_at"))
-                    if expires is not None:
-                        if expires <= now:
-                            continue
-                        soonest = min(soonest, expires)
-                    if skills.get(row["id"]) in hidden:
+                rows = [row for row in store.state_rows(self.fingerprint_id) if not _left_out(row, left_out)]
+                deadlines = Deadlines({**store.skill_expiries(), **{row["id"]: row.get("expires_at") for row in rows}})
+                hidden, soonest = deadlines.hidden(now), min(soonest, deadlines.next_after(now))
+                skills = store.skill_routing()[0] if hidden.passed else {}
+                for row in rows:
+                    if hidden.hides(row["id"], skills.get(row["id"])):
                         continue
                     tokens = tokens_from_bytes(bytes(row["tokens"]))
                     entries.setdefault(state_key(self.fingerprint_id, tokens, BLOCK_SCOPE),
@@ -218,16 +210,9 @@ class BlockStates:
                            str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
 
 
-def _expired_skills(store, now: float) -> tuple[set[str], float]:
-    """The imported skills of ``store`` whose expiry has passed at ``now``, and when the next
-    one expires (Unix seconds; infinity: none)."""
-    hidden, soonest = set(), math.inf
-    for name, stamp in store.skill_expiries().items():
-        seconds = seconds_of(stamp)
-        if seconds is None:
-            continue
-        if seconds <= now:
-            hidden.add(name)
-        else:
-            soonest = min(soonest, seconds)
-    return hidden, soonest
+def _left_out(row, left_out: list) -> bool:
+    """Whether catalog ``row`` cannot be listed (why, added to ``left_out``)."""
+    problem = row_problem(row)
+    if problem is not None:
+        left_out.append(f"{str(row.get('id'))[:40]!r}: {problem}")
+    return problem is not None
