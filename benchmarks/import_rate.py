@@ -61,6 +61,8 @@ def _queries(path) -> list[str]:
     data = json.loads(Path(path).read_text())
     found = []
     for value in data.values():
+        if not isinstance(value, (dict, list)):
+            continue  # a note
         for half in (value.values() if isinstance(value, dict) else [value]):
             found += [item["query"] if isinstance(item, dict) else item[0] if isinstance(item, list) else item
                       for item in half]
