@@ -122,7 +122,7 @@ class LoadGateway:
         n_ctx = str(slots * engine_settings().n_ctx)
         self.process = GatewayProcess(home, servers=1, model=model, log_path=workdir / f"{home.name}.log",
                                       extra_args=args, env={"SKILLGRAFT_N_CTX": n_ctx})
-        self.url, self.build = self.process.url, ""
+        self.url = self.process.url
         try:
             for key in self.keys.values() or [None]:
                 with httpx.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S, trust_env=False,
