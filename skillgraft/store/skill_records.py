@@ -69,13 +69,13 @@ class SkillRecords:
     def skill_key_vectors(self, name: str, embedder: str, kinds: Iterable[str]) -> dict[str, bytes]:
         """The stored vector of each routing key text of skill ``name``'s blocks (any version)
         that ``embedder`` made, of the key kinds ``kinds``."""
-        kinds = sorted(set(kinds))
-        rows = self._select(
-            "SELECT k.text, k.vector FROM routing_keys k JOIN skill_blocks b ON b.block_id = k.block_id"
-            f" WHERE b.name = ? AND k.embedder = ? AND k.kind IN ({', '.join('?' for _ in kinds)})",
-            [name, embedder, *kinds],
+        kinds = set(kinds)
+        rows = self._select(  # by the skill's blocks (an embedder's keys are all of them: filtered here)
+            "SELECT text, vector, embedder, kind FROM routing_keys"
+            " WHERE block_id IN (SELECT block_id FROM skill_blocks WHERE name = ?)", [name],
         )
-        return {row["text"]: bytes(row["vector"]) for row in rows if row["vector"] is not None}
+        return {row["text"]: bytes(row["vector"]) for row in rows
+                if row["vector"] is not None and row["embedder"] == embedder and row["kind"] in kinds}
 
     def skill_parts(self, name: str, version: int) -> list[dict]:
         return [
