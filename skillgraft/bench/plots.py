@@ -43,12 +43,7 @@ def plot_report(report: dict, path: Path) -> Path:
     if axis.get_legend_handles_labels()[0]:
         axis.legend()
     axis.grid(True, alpha=0.3)
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _saved(figure, path)
 
 
 def _seconds_by_size(axis, sizes) -> None:
@@ -152,6 +147,13 @@ def plot_growth(report: dict, path: Path, plt) -> Path:
         axis.legend()
         axis.grid(True, alpha=0.3)
     figure.suptitle("skillgraft bench growth")
+    return _saved(figure, path)
+
+
+def _saved(figure, path) -> Path:
+    """``figure`` laid out, written to ``path`` (its folder made) and closed."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
