@@ -18,8 +18,6 @@ Run: .venv/bin/python examples/langchain_skills_agent.py [--quick]
 from __future__ import annotations
 
 import argparse
-import ast
-import operator
 import shutil
 import tempfile
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelCallLimitMiddleware
 from langchain_core.tools import tool
+from arithmetic import evaluate  # examples/arithmetic.py
 from skillgraft import SkillMemory
 
 from langchain_skillgraft import ChatSkillGraft, SkillGraftMiddleware
@@ -47,26 +46,12 @@ QUESTIONS = [
 QUICK = [0, 3, 4]  # a skill, an abstain, the same skill again
 MAX_TOKENS = 48
 MODEL_CALLS = 2  # per question: a tool call, then an answer from its result
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.USub: operator.neg, ast.Mod: operator.mod}
 
 
 @tool
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression such as 12 * (3 + 4)."""
-    def ev(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ValueError("not arithmetic")
-
-    try:
-        return str(ev(ast.parse(expression, mode="eval").body))
-    except (ValueError, SyntaxError, ZeroDivisionError, TypeError) as exc:
-        return f"error: {exc}"
+    return evaluate(expression)
 
 
 @tool

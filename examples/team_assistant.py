@@ -25,10 +25,8 @@ Run: .venv/bin/python examples/team_assistant.py [--quick]   (make server first)
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import json
-import operator
 import os
 import secrets
 import shutil
@@ -44,6 +42,7 @@ from agents import (Agent, ModelBehaviorError, ModelSettings, OpenAIChatCompleti
                     Usage, function_tool, set_tracing_disabled)
 from openai import AsyncOpenAI
 
+from arithmetic import evaluate  # examples/arithmetic.py
 from skillgraft.bench.serve import GatewayProcess
 from skillgraft.core.tools import output_format, tool_calls_turn, tool_result_turn
 from skillgraft.server.engine import LlamaServerEngine
@@ -77,25 +76,6 @@ TEAMS = {
         ],
     },
 }
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.Pow: operator.pow, ast.USub: operator.neg, ast.Mod: operator.mod}
-
-
-def evaluate(expression: str) -> str:
-    def ev(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ValueError("not arithmetic")
-
-    try:
-        return str(ev(ast.parse(str(expression), mode="eval").body))
-    except (ValueError, SyntaxError, ZeroDivisionError, TypeError) as exc:
-        return f"error: {exc}"
 
 
 def repository_file(path: str) -> str:
