@@ -79,22 +79,27 @@ class Expiring:
 
     def live(self, block: Block) -> Block:
         """``block`` itself, or :class:`ExpiredError` when it (or the skill it is part of) expired."""
+        hidden = self._hidden([block])
+        if not hidden.passed:
+            return block
         store = self.store_of(block)
         skill = store.skill_of_block(block.id)
-        if self._hidden([block]).hides(block.id, skill):
-            raise (ExpiredError(block.name, block.expires_at) if expired(block.expires_at)
+        if hidden.hides(block.id, skill):
+            raise (ExpiredError(block.name, block.expires_at) if block.id in hidden.passed
                    else ExpiredError(skill, store.skill_expiries()[skill]))
         return block
 
     def hidden_skills(self) -> set[str]:
         """The imported skills (of this memory and the base it reads) whose expiry has passed."""
-        skills = {name for store in self._stores() for name in store.skill_expiries()}
-        return set(self._hidden([]).passed & skills)
+        return set(Deadlines(self._skill_stamps()).passed())
+
+    def _skill_stamps(self) -> dict[str, str]:
+        """The expiries of the imported skills of this memory and the base it reads, by name."""
+        return {name: stamp for store in self._stores() for name, stamp in store.skill_expiries().items()}
 
     def _hidden(self, blocks: list[Block]) -> Hidden:
         """What expiry hides now of ``blocks`` and of the skills of this memory and its base."""
-        stamps = {name: stamp for store in self._stores() for name, stamp in store.skill_expiries().items()}
-        return Deadlines({**stamps, **{block.id: block.expires_at for block in blocks}}).hidden(time.time())
+        return Deadlines({**self._skill_stamps(), **{block.id: block.expires_at for block in blocks}}).hidden()
 
     def _visible(self, blocks: list[Block]) -> list[Block]:
         """``blocks`` less those expired, and less the parts of the expired skills."""
