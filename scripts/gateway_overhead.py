@@ -20,7 +20,7 @@ manuals = {AGENT_MANUAL: texts.manuals[AGENT_MANUAL]}
 questions = texts.agent_questions
 with tempfile.TemporaryDirectory() as home:
     ours = GatewaySystem(Path(home), MODEL, manuals, settle=texts.settle_threshold)
-    theirs = LlamaServerSystem(MODEL, manuals, cache_mib=8192)
+    theirs = LlamaServerSystem(MODEL, manuals)
     seconds = {ours.name: [], theirs.name: []}
     try:
         for system in (ours, theirs):

@@ -1,6 +1,6 @@
 """``skillgraft bench agent``: time to first token of agent requests, skillgraft against llama-server.
 
-Both systems run the same model with the same llama-server binary and pinned flags, one slot,
+Both systems run the same model and llama-server binary, one slot, the same context and threads,
 one token per request (``max_tokens`` 1, so a request's time is its prefill), greedy, one
 request at a time. Both are up throughout and take turns, segment by segment (a scenario, or one
 round or restart of it), the one going first alternating, so a machine that drifts slower or
@@ -11,7 +11,8 @@ never runs beside the other's timed requests. Within a segment requests go back 
 - ``skillgraft``: ``skillgraft serve`` over a fresh store holding the manuals. The app sends its
   system prompt and chat; the gateway grafts the routed manual in front of them and continues
   what the slot, a derived prefix state or the block already holds.
-- ``llama-server``: the binary alone, its prompt cache on (``cache_prompt``): the slot keeps the
+- ``llama-server``: the binary alone as users run it, its own defaults otherwise
+  (:mod:`.plain_server`: host prompt cache on, flash attention ``auto``): the slot keeps the
   longest common prefix of the last prompt. The routed manual is pasted as a second system
   message after the app's system prompt (retrieval-augmented prompting), so the app's prefix
   stays at the front of the slot.
@@ -178,30 +179,34 @@ class GatewaySystem:
 
 
 class LlamaServerSystem:
-    """A llama-server started with skillgraft's pinned flags, asked over its OpenAI-style chat API;
-    ``cache_mib`` > 0 turns its host-memory prompt cache on (llama-server's default is 8192)."""
+    """Plain llama-server as users run it (:class:`~.plain_server.PlainLlamaServer`: its own
+    defaults), asked over its OpenAI-style chat API, the manual pasted after the app's prompt;
+    ``cache_mib`` sets its host prompt cache (``None``: its default, 8192 MiB; 0 turns it off)."""
 
     name = "llama-server"
 
-    def __init__(self, model: str, manuals: dict, slots: int = 1, cache_mib: int = 0) -> None:
+    def __init__(self, model: str, manuals: dict, slots: int = 1, cache_mib: Optional[int] = None) -> None:
         self.model, self.manuals, self.cache_mib = model, manuals, cache_mib
+        self.workdir = Path(tempfile.mkdtemp(prefix="skillgraft-llama-server-"))
         self.starts: list[float] = []
         self._open(slots)
 
     def _open(self, slots: int) -> None:
-        from ..server.engine import LlamaServerEngine
+        from .plain_server import PlainLlamaServer
 
         started = time.perf_counter()
-        self.engine = LlamaServerEngine(self.model, n_slots=slots, prompt_cache_mib=self.cache_mib)
-        self._connect()
+        self.server = PlainLlamaServer(self.model, slots, self.workdir, cache_mib=self.cache_mib)
         self.starts.append(time.perf_counter() - started)
 
-    def _connect(self) -> None:
-        import httpx
+    @property
+    def client(self):
+        return self.server.client
 
-        # A started server has a random key of its own (LLAMA_API_KEY), sent as a bearer token.
-        headers = {"Authorization": f"Bearer {self.engine._api_key}"}
-        self.client = httpx.Client(base_url=self.engine.url, timeout=REQUEST_TIMEOUT_S, trust_env=False, headers=headers)
+    def count_tokens(self, text: str) -> int:
+        """The tokens of ``text`` by the model's own tokenizer, no template or special tokens."""
+        reply = _answer(self.client.post("/tokenize", json={"content": text, "add_special": False,
+                                                            "parse_special": False}), "llama-server")
+        return len(reply["tokens"])
 
     def ask(self, system: str, turns: list, manual: str) -> dict:
         messages = [{"role": "system", "content": system}, {"role": "system", "content": self.manuals[manual][0]}, *turns]
@@ -215,19 +220,17 @@ class LlamaServerSystem:
                 "reused_from": "slot" if cache_n else "", "decision": "pasted", "block": manual}
 
     def restart(self) -> None:
-        self.client.close()
         started = time.perf_counter()
-        self.engine.restart()
-        self._connect()
+        self.server.restart()
         self.starts.append(time.perf_counter() - started)
 
     def reopen(self, slots: int, manuals: dict) -> None:
-        self.stop()
+        self.server.stop()
         self._open(slots)
 
     def stop(self) -> None:
-        self.client.close()
-        self.engine.close()
+        self.server.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _scenarios(system, texts: Texts, repeats: int, record: Callable[[dict], None], two_slots: bool) -> Iterator[str]:
@@ -272,7 +275,7 @@ def requests_per_system(repeats: int, two_slots: bool = False, quick: bool = Fal
 
 
 def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progress = None, quick: bool = False,
-                two_slots: bool = False, peer_cache_mib: int = 0, captured: bool = False) -> dict:
+                two_slots: bool = False, peer_cache_mib: Optional[int] = None, captured: bool = False) -> dict:
     """Time to first token per request, skillgraft against llama-server (module docstring);
     ``repeats`` restarts are measured (median kept); ``quick``: the first lines of each text and
     one restart; ``two_slots``: three apps again on two slots; ``captured``: the manuals captured
@@ -296,8 +299,8 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
             try:
                 take_turns([(_scenarios(gateway, texts, repeats, record, two_slots), 2.0 if quick else SETTLE_S),
                             (_scenarios(server, texts, repeats, record, two_slots), 0.0)])
-                sizes = _sizes(server.engine, texts)
-                build = server.engine.server.build
+                sizes = _sizes(server.count_tokens, texts)
+                build, peer_flags = server.server.build, server.server.flags
             finally:
                 server.stop()
         finally:
@@ -314,7 +317,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     settings = engine_settings()
     report = _report(records, repeats)
     report.update(kind="agent", model=model, quick=quick, repeats=repeats, two_slots=two_slots, server_build=build,
-                  peer_cache_mib=peer_cache_mib, captured=captured,
+                  peer_cache_mib=peer_cache_mib, llama_server_flags=peer_flags, captured=captured,
                   n_threads=settings.n_threads, n_ctx=settings.n_ctx, max_tokens=MAX_TOKENS, prompt_tokens=sizes,
                   setup=setup, wall_s=round(time.perf_counter() - started, 2), requests=records, layout={
                       "skillgraft": ("the app's system prompt and chat; the gateway grafts the routed manual in front"
@@ -333,9 +336,8 @@ def _add_stages(records: list[dict], stages: list[dict]) -> None:
         row["gateway_recall_s"], row["gateway_total_s"] = timings.get("recall_s"), timings.get("total_s")
 
 
-def _sizes(engine, texts: Texts) -> dict:
-    """The token counts of the texts (the model's own tokenizer, no template)."""
-    count = lambda text: len(engine.tokenize(text, add_bos=False, special=False))  # noqa: E731
+def _sizes(count: Callable[[str], int], texts: Texts) -> dict:
+    """The token counts of the texts (``count``: the model's own tokenizer, no template)."""
     return {"agent": count(texts.agent), "apps": [count(prompt) for prompt, _, _ in texts.apps],
             "manuals": {name: count(text) for name, (text, _) in texts.manuals.items()}}
 

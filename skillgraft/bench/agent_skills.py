@@ -102,7 +102,7 @@ def _segments(system, agent: str, plan: dict, record: Callable[[dict], None]) ->
 
 
 def bench_agent_skills(skills: Union[str, Path], query_file: Union[str, Path], model: Optional[str] = None,
-                       progress: Progress = None, peer_cache_mib: int = 8192, limit: Optional[int] = None) -> dict:
+                       progress: Progress = None, peer_cache_mib: Optional[int] = None, limit: Optional[int] = None) -> dict:
     """Time to first token of the agent over real skills, skillgraft against llama-server (module
     docstring); ``limit``: the first N skills (by name) of the query file only."""
     from ..config import default_model, engine_settings

@@ -30,16 +30,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..core.progress import Progress
-from ..errors import ServerError
 from .load_rows import compare, load_row, stream_chat
 from .load_script import Agent, agents, chat, manuals
+from .plain_server import PlainLlamaServer
 
-__all__ = ["bench_load", "PlainLlamaServer"]
+__all__ = ["bench_load"]
 
 MAX_TOKENS = 16
 SETTLE_S = 4.0  # idle after the warm-up, on every system: the gateway keeps what it captured
 REQUEST_TIMEOUT_S = 900.0
-START_TIMEOUT_S = 300.0
 GATEWAY = "skillgraft"
 TENANTS = "skillgraft, 2 namespaces"
 LLAMA = "llama-server"
@@ -47,53 +46,22 @@ TOOLS_PASTED = "llama-server, tools pasted"
 TEAMS = ("team-a", "team-b")
 
 
-class PlainLlamaServer:
-    """llama-server as users run it: ``-np slots``, the context and threads given, its defaults
-    otherwise; a random API key, on loopback."""
+class LoadLlamaServer:
+    """A :class:`~.plain_server.PlainLlamaServer` of ``slots`` slots as the load's system: each
+    skill pasted, with ``tools_pasted`` the tools' text too."""
 
-    name = LLAMA
+    paste = True
 
     def __init__(self, model: str, slots: int, workdir: Path, *, tools_pasted: bool = False) -> None:
-        import httpx
-
-        from ..config import engine_settings
-        from ..engine.models import resolve_model
-        from ..server.build import binary_version, find_server
-        from ..server.process import ServerProcess, free_port
-
-        settings = engine_settings()
-        binary, (_, path) = find_server(), resolve_model(model)
-        self.build, self.tools_pasted, self.paste = binary_version(binary), tools_pasted, True
-        self.name, self.model = (TOOLS_PASTED if tools_pasted else LLAMA), None
-        port, key = free_port(), secrets.token_urlsafe(24)
-        self.argv = [str(binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
-                     "-c", str(slots * settings.n_ctx), "-t", str(settings.n_threads), "-tb", str(settings.n_threads),
-                     "-ngl", str(settings.n_gpu_layers)]
-        self.process = ServerProcess(self.argv, workdir / f"llama-server-{port}.log")
-        self.process.start(env={"LLAMA_API_KEY": key})
-        self.url, self.headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
-        self.client = httpx.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S, trust_env=False, headers=self.headers)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if not self.process.alive:
-                break
-            try:
-                if self.client.get("/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise ServerError(f"llama-server did not start:\n{self.process.log_tail()}")
+        self.server = PlainLlamaServer(model, slots, workdir)
+        self.name, self.model, self.tools_pasted = (TOOLS_PASTED if tools_pasted else LLAMA), None, tools_pasted
+        self.client, self.build = self.server.client, self.server.build
 
     def client_for(self, agent: Agent):
-        import httpx
-
-        return httpx.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S, trust_env=False, headers=self.headers)
+        return self.server.new_client()
 
     def stop(self) -> None:
-        self.client.close()
-        self.process.stop()
+        self.server.stop()
 
 
 class LoadGateway:
@@ -207,7 +175,7 @@ def _probe(model: str, workdir: Path) -> tuple[bool, str]:
     """Whether ``model``'s llama-server drops the ``tools`` parameter, and its build."""
     from .placement import drops_tools
 
-    probe = PlainLlamaServer(model, 1, workdir)
+    probe = LoadLlamaServer(model, 1, workdir)
     try:
         return drops_tools(probe), probe.build
     finally:
@@ -243,13 +211,13 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
                 for kind in order:
                     system = (LoadGateway(model, k, workdir, skills, namespaces=kind == TENANTS)
                               if kind in (GATEWAY, TENANTS) else
-                              PlainLlamaServer(model, k, workdir, tools_pasted=kind == TOOLS_PASTED))
+                              LoadLlamaServer(model, k, workdir, tools_pasted=kind == TOOLS_PASTED))
                     try:
                         warm, records, wall = run_load(system, script, skills, tick, 2.0 if quick else SETTLE_S)
                     finally:
                         system.stop()
-                    if isinstance(system, PlainLlamaServer):  # its flags, the model by name, the port left out
-                        flags[LLAMA] = ["-m", model, *system.argv[7:]]
+                    if isinstance(system, LoadLlamaServer):  # its flags, the model by name, the port left out
+                        flags[LLAMA] = ["-m", model, *system.server.flags]
                     labels = dict(model=model, system=kind, slots=k, agents=n, turns=turns)
                     measured[kind] = load_row(records, wall, **labels,
                                               warm_up_errors=sum(r["error"] is not None for r in warm))

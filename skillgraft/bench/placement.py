@@ -180,10 +180,10 @@ def bench_placement(model: Optional[str] = None, progress: Progress = None) -> d
     workdir = Path(tempfile.mkdtemp(prefix="skillgraft-bench-placement-"))
     servers: list = []
     try:
-        servers.append(LlamaServerSystem(model, manuals, cache_mib=8192))
+        servers.append(LlamaServerSystem(model, manuals))
         peers = [_Asker(servers[0], manuals, tools)]
         if drops_tools(servers[0]):  # the same work beside it: the tools pasted where the gateway places them
-            servers.append(LlamaServerSystem(model, manuals, cache_mib=8192))
+            servers.append(LlamaServerSystem(model, manuals))
             peers.append(_Asker(servers[1], manuals, tools, tools_pasted=True))
         records, record = recorder((1 + len(peers)) * requests_per_system(), progress)
         for captured in (False, True):
@@ -198,14 +198,14 @@ def bench_placement(model: Optional[str] = None, progress: Progress = None) -> d
                             *((_scenarios(peer, prompt, record, captured=captured), 0.0) for peer in peers)])
             finally:
                 gateway.stop()
-        build = servers[0].engine.server.build
+        build, peer_flags = servers[0].server.build, servers[0].server.flags
     finally:
         for server in servers:
             server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     settings = engine_settings()
     return {"kind": "placement", "model": model, "server_build": build, "n_threads": settings.n_threads,
-            "n_ctx": settings.n_ctx, "max_tokens": MAX_TOKENS, "peer_cache_mib": 8192,
+            "n_ctx": settings.n_ctx, "max_tokens": MAX_TOKENS, "llama_server_flags": peer_flags,
             "tools_dropped_by_llama_server": len(peers) > 1, "rows": _rows(records), "requests": records, "wall_s": round(time.perf_counter() - started, 2)}
 
 

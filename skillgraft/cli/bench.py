@@ -213,8 +213,8 @@ def serve(model, clients, requests, servers, kill, plot, as_json) -> None:
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100), help="Restarts measured.")
 @click.option("--quick", is_flag=True, help="Short prompts and one restart, a couple of minutes.")
 @click.option("--two-slots", is_flag=True, help="Also three apps on one server of two slots, a few minutes more.")
-@click.option("--peer-cache-mib", default=0, show_default=True, type=click.IntRange(0, 1 << 20),
-              help="The peer llama-server's host prompt cache (--cache-ram); 8192 is llama-server's default.")
+@click.option("--peer-cache-mib", type=click.IntRange(0, 1 << 20),
+              help="The peer llama-server's host prompt cache (--cache-ram); left out, its default (8192); 0 turns it off.")
 @click.option("--captured-manuals", "captured", is_flag=True,
               help="Stock the manuals as captured blocks leading the chat, not as text.")
 @click.option("--in-process", "in_process", is_flag=True,
