@@ -57,6 +57,23 @@ def test_verify_q8_0_through_llama_server(runner, model):
     assert report["negative_control"]["sha_equal"] == 0
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("model", MODELS)
+def test_flash_attention_on_is_exact_through_llama_server(runner, model, monkeypatch):
+    from tests.test_gateway import _require_server
+
+    _require_server()
+    monkeypatch.setenv("SKILLGRAFT_FLASH_ATTN", "on")
+    result = runner.invoke(cli, ["verify", "--engine", "server", "--model", model, "--samples", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sha_equal"] == 2 and report["argmax_mismatch"] == 0 and report["round_trip_equal"]
+    assert report["in_process"]["capture_bytes_equal"] == 2  # the server's blocks are the engine's, both with it on
+    argv = report["server"]["argv"]
+    assert argv[argv.index("-fa") + 1] == "on" and report["fingerprint"]["flash_attn"] is True
+    assert report["fingerprint"]["type_v"] == "f16" and report["negative_control"]["sha_equal"] == 0
+
+
 def test_a_block_of_one_kv_type_is_refused_by_a_runtime_of_the_other(smollm2):
     from skillgraft.engine.llama import Engine
 

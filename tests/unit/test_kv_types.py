@@ -50,6 +50,20 @@ def test_the_environment_chooses_the_kv_type_and_an_argument_wins(monkeypatch):
         engine_settings()
 
 
+def test_the_environment_turns_flash_attention_on_or_off(monkeypatch):
+    assert engine_settings().flash_attn is False
+    monkeypatch.setenv("SKILLGRAFT_FLASH_ATTN", "on")
+    assert engine_settings().flash_attn is True
+    assert engine_settings(flash_attn=False).flash_attn is False  # an argument wins
+    monkeypatch.setenv("SKILLGRAFT_FLASH_ATTN", "auto")
+    with pytest.raises(ConfigError, match="SKILLGRAFT_FLASH_ATTN must be on or off, got 'auto'"):
+        engine_settings()
+    monkeypatch.setenv("SKILLGRAFT_FLASH_ATTN", "off")
+    monkeypatch.setenv("SKILLGRAFT_KV_TYPE", "q8_0")  # a quantized V cache needs it on: said, not overridden
+    with pytest.raises(ConfigError, match="q8_0 V cache needs flash_attn=True"):
+        engine_settings()
+
+
 def test_a_block_of_another_kv_type_is_refused_naming_the_types():
     f16 = RuntimeFingerprint.model_validate(F16)
     q8_0 = RuntimeFingerprint.model_validate({**F16, **kv_type_settings("q8_0")})
