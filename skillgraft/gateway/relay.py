@@ -2,7 +2,8 @@
 JSON answer; either way a client that goes away gives its slot back at once.
 
 The gateway's events come from a generator that holds a slot lease while it runs.
-:class:`EventPump` pulls it one event at a time in worker threads and closes it (which
+:class:`EventPump` pulls it one event at a time in worker threads (a gathered answer all in one)
+and closes it (which
 returns the lease and closes the stream to llama-server, so the server stops) the moment the
 answer is done, fails, or its client disconnects: when an event is being pulled then, closing
 waits for that one event (a token), never for the rest of the answer.
@@ -66,15 +67,17 @@ class EventPump:
             finally:
                 self.release()
 
-    async def gather(self, departure: "Departure") -> list[object]:
-        """Every event, unless the client disconnects first (``departure`` watches for it):
-        then :class:`ClientGone`."""
+    def _pull_all(self) -> list[object]:
         events: list[object] = []
-        while True:
-            event = await departure.race(self.next())
-            if event is END:
-                return events
+        while (event := self._pull()) is not END:
             events.append(event)
+        return events
+
+    async def gather(self, departure: "Departure") -> list[object]:
+        """Every event, pulled in one worker thread (one hop an answer, not one a token), unless
+        the client disconnects first (``departure`` watches for it): then :class:`ClientGone`,
+        and closing the pump stops the pull at its next event."""
+        return await departure.race(run_in_threadpool(self._pull_all))
 
 
 class Departure:
