@@ -91,7 +91,7 @@ def kv_type_settings(kv_type: Optional[str]) -> dict:
 
 # SKILLGRAFT_FLASH_ATTN's values. Off by default: on 2 cores it prefills a long prompt 7-25 % faster
 # and a short continuation 5-20 % slower than off (docs/benchmarks.md, "flash attention").
-FLASH_ATTN_VALUES = {"on": True, "off": False}
+_FLASH_ATTN_VALUES = {"on": True, "off": False}
 
 # Engine settings an environment variable may give (every door reads them: CLI, gateway, MCP, API).
 SETTINGS_ENV = {"SKILLGRAFT_THREADS": "n_threads", "SKILLGRAFT_N_CTX": "n_ctx", "SKILLGRAFT_N_GPU_LAYERS": "n_gpu_layers"}
@@ -113,9 +113,9 @@ def engine_settings(**overrides) -> EngineSettings:
     values.update(kv_type_settings(kv_type or None))
     flash = os.environ.get("SKILLGRAFT_FLASH_ATTN")
     if flash:
-        if flash not in FLASH_ATTN_VALUES:
+        if flash not in _FLASH_ATTN_VALUES:
             raise ConfigError(f"SKILLGRAFT_FLASH_ATTN must be on or off, got {flash!r}")
-        values["flash_attn"] = FLASH_ATTN_VALUES[flash]
+        values["flash_attn"] = _FLASH_ATTN_VALUES[flash]
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return EngineSettings(**values)
