@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from skillgraft.kv.prefixes import MIN_TAIL
 from tests.conftest import GIT_MANUAL
 from tests.required import need
 from tests.test_gateway import _require_server
@@ -48,6 +49,12 @@ def test_an_idle_gateway_keeps_the_agents_prefix_and_a_restart_restores_it(tmp_p
         while not states() and time.monotonic() < deadline:  # idle: the pending prefix reaches the disk
             time.sleep(0.1)
         assert len(states()) == 1
+        again = [client.chat.completions.create(model=name, max_tokens=8, temperature=0, messages=[
+            {"role": "system", "content": AGENT}, {"role": "user", "content": QUESTIONS[2]}]) for _ in range(2)]
+        for reply in again:  # the same prompt sent again: all of it reused but the last few tokens, not prefilled
+            note = reply.model_extra["skillgraft"]
+            assert note["reused_from"] == "slot" and note["cache_n"] == reply.usage.prompt_tokens - MIN_TAIL
+        assert again[0].choices[0].message.content == again[1].choices[0].message.content
     finally:
         assert gateway.stop() == 0
     restarted = GatewayProcess(home, servers=1, model=model, log_path=tmp_path / "restarted.log")

@@ -105,11 +105,13 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
     kept). Ties go to what needs no restore, then to the derived state.
 
     What the context held or a derived state leaves at least :data:`MIN_TAIL` tokens to
-    evaluate (the block, as the graft without reuse, only the last). A context that cannot
-    keep fewer cells than it holds (a llama-server slot keeps the longest common prefix) says
-    what it may hold at most (``held_at_most``): it is reused only when even that leaves the
-    tail. ``capture_at`` is kept when no derived state that long is at hand: the caller saves
-    the prefix once the answer is made."""
+    evaluate (the block, as the graft without reuse, only the last). A context that keeps the
+    longest common prefix of what it holds (a llama-server slot) says what it may hold at most
+    (``held_at_most``); where even that leaves the tail, it is reused as it is, else the first
+    cells it surely holds, up to the tail, are reused and the backend first cuts its cells to
+    them (:meth:`~skillgraft.server.slot.SlotBackend.evaluate`: the same prompt sent again).
+    ``capture_at`` is kept when no derived state that long is at hand: the caller saves the
+    prefix once the answer is made."""
     whole = len(prompt) - 1  # the last prompt token is evaluated for its logits
     limit = len(prompt) - MIN_TAIL
     options: list[Reuse] = []
@@ -118,8 +120,8 @@ def choose_reuse(prompt: Sequence[int], *, held: Optional[Sequence[int]] = None,
         most = cells if held_at_most is None else min(common_prefix(held_at_most, prompt), whole)
         if most <= limit:
             options.append(Reuse("slot", cells))
-        elif held_at_most is None:
-            options.append(Reuse("slot", max(limit, 0)))
+        elif min(cells, limit) > 0:
+            options.append(Reuse("slot", min(cells, limit)))
     if derived is not None and derived.n_tokens <= limit and common_prefix(derived.tokens, prompt) == derived.n_tokens:
         options.append(Reuse("derived", derived.n_tokens, derived))
     if block is not None:

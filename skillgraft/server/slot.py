@@ -26,7 +26,7 @@ from ..engine.state_cut import cut_sequence_state
 from ..kv.backend import EngineCells
 from ..kv.prefixes import MIN_TAIL, Reuse
 from ..protocols import ChatText
-from .records import StreamChunk, reusable_cells
+from .records import StreamChunk, check_reuse, reusable_cells
 from .slot_files import SlotFile
 
 __all__ = ["SlotBackend"]
@@ -60,6 +60,8 @@ class SlotServer(Protocol):
 
     def stream_request(self, request: dict, expected, deadline: Optional[Deadline] = None) -> Iterator[StreamChunk]: ...
 
+    def complete(self, tokens: Sequence[int], *, slot: Optional[int]) -> object: ...
+
 
 class SlotBackend(EngineCells):
     """Slot ``slot`` of ``engine`` as a :class:`~skillgraft.kv.backend.KVBackend`."""
@@ -83,12 +85,27 @@ class SlotBackend(EngineCells):
             engine.restore(reuse.state, block_id if reuse.source == "block" else "", slot=slot, verify_hash=False)
         surely, maybe = engine.held_tokens(slot), engine.held_tokens(slot, maybe=True)
         lo, hi = self._bounds(surely, maybe, prompt) if surely is not None else (0, 0)
+        if reuse.source == "slot" and surely is not None and hi > len(prompt) - MIN_TAIL:
+            lo = hi = self._cut(prompt, reuse.cells)
         if surely is None or (not reuse.source and hi > len(prompt) - MIN_TAIL):
             engine.cells_going(slot, 0)  # evaluated afresh: the slot keeps nothing
             self._cache_prompt, self._expected = False, None
             return
         engine.cells_going(slot, lo)  # what it holds beyond the reused cells goes
         self._cache_prompt, self._expected = True, (block_id or "a prompt", slot, (lo, hi), len(prompt))
+
+    def _cut(self, prompt: list[int], cells: int) -> int:
+        """Make the slot keep only the first ``cells`` tokens of ``prompt``, which it holds and
+        more (llama-server keeps the longest common prefix and is never told to keep less): one
+        completion of those tokens and one other, which it keeps them for and evaluates alone,
+        at its own position; the prompt then reuses exactly ``cells`` and evaluates the rest,
+        :data:`MIN_TAIL` tokens at least. Returns ``cells``; :class:`SlotReuseError` if the
+        server kept otherwise."""
+        cut = [*prompt[:cells], 1 if prompt[cells] == 0 else 0]
+        completion = self.engine.complete(cut, slot=self.slot)
+        check_reuse("a prompt sent again", self.slot, completion.cache_n, completion.prompt_n, cells, len(cut))
+        self.engine.note_held(self.slot, [*cut, *completion.tokens], surely=len(cut))
+        return cells
 
     @staticmethod
     def _bounds(surely: list[int], maybe: Optional[list[int]], prompt: list[int]) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import pytest
 from skillgraft import AnswerOptions
 from skillgraft.kv.context import KEEPER
 from skillgraft.kv.prefixes import PrefixCache
-from skillgraft.kv.prefixes import MIN_TAIL, choose_reuse, common_prefix
+from skillgraft.kv.prefixes import MIN_TAIL, Reuse, choose_reuse, common_prefix
 from skillgraft.memory import SkillMemory
 from skillgraft.store.derived_states import DerivedStates, Record
 from skillgraft.testing import FakeEmbedder, FakeEngine
@@ -52,8 +52,10 @@ def test_common_prefix_and_the_longest_reuse_wins():
     assert choose_reuse(prompt, held=list(range(10, 70)), block=(block, 50)).cells == 60
     # What a context held leaves MIN_TAIL tokens to evaluate in one batch ...
     assert choose_reuse(prompt, held=prompt).cells == len(prompt) - MIN_TAIL
-    # ... and a context that cannot keep fewer cells than it shares is not reused then.
-    assert choose_reuse(prompt, held=prompt[:10], held_at_most=prompt).source == ""
+    # ... and a context that keeps the longest prefix it shares (a llama-server slot) is reused
+    # for what it surely holds, up to the tail: its backend cuts its cells to that first.
+    assert choose_reuse(prompt, held=prompt[:10], held_at_most=prompt) == Reuse("slot", 10)
+    assert choose_reuse(prompt, held=prompt, held_at_most=prompt) == Reuse("slot", len(prompt) - MIN_TAIL)
     assert choose_reuse(prompt, held=list(range(10, 40)), held_at_most=list(range(10, 41))).cells == 30
     assert choose_reuse(prompt, held=[99]).source == ""
     long = list(range(10, 250))
