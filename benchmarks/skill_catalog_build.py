@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from skillgraft.core.skill_folder import read_skill_folder
+from skillgraft.skills.folder import read_skill_folder
 from skillgraft.errors import SkillFolderError
 
 HEADINGS = 40

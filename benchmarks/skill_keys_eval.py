@@ -44,9 +44,9 @@ from pathlib import Path
 from reports import write_report
 
 from skillgraft.memory import SkillMemory
-from skillgraft.memory.skill_evals import EVAL_QUERIES, is_held_out, read_eval_queries
+from skillgraft.skills.trigger_evals import EVAL_QUERIES, is_held_out, read_eval_queries
 from skillgraft.routing.embedder import Embedder
-from skillgraft.memory.skill_plan import KEY_POLICIES
+from skillgraft.skills.plan import KEY_POLICIES
 from skillgraft.routing.near_misses import NEAR_MISS
 from skillgraft.routing.router import DEFAULT_THRESHOLD, THRESHOLD_SETTING
 from skillgraft.testing import FakeEngine

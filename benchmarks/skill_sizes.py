@@ -22,12 +22,12 @@ from reports import write_report
 
 from skillgraft.config import EngineSettings, kv_type_settings
 from skillgraft.core.chat_layout import block_tokens
-from skillgraft.core.skill_folder import read_skill_folder
-from skillgraft.core.skill_scan import scan_for_skills
+from skillgraft.skills.folder import read_skill_folder
+from skillgraft.skills.scan import scan_for_skills
 from skillgraft.engine.llama import Engine
 from skillgraft.memory.deposits import QUERY_ROOM_TOKENS
-from skillgraft.memory.skill_evals import EVAL_QUERIES, training_examples
-from skillgraft.memory.skill_plan import plan_parts
+from skillgraft.skills.trigger_evals import EVAL_QUERIES, training_examples
+from skillgraft.skills.plan import plan_parts
 
 # (model, KV cache type); kv_type_settings turns flash attention on for q8_0, which llama.cpp
 # needs to quantize the V cache

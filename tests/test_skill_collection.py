@@ -15,7 +15,7 @@ import pytest
 
 from skillgraft.core.answer import AnswerOptions
 from skillgraft.memory import SkillMemory
-from skillgraft.memory.skill_import import part_chars
+from skillgraft.skills.importing import part_chars
 from skillgraft.testing import FakeEngine
 
 COLLECTION = Path(__file__).resolve().parent / "data" / "agent_skills"

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Optional, Union
 from ..core.blocks import solution_text, tokens_sha256
 from .reader import Row, payload
 from ..core.chat_layout import block_tokens
-from ..errors import BundleError, ContextOverflowError, SkillgraftError
-from ..core.window_fit import block_overflow
 from ..core.questions import normalize_question
+from ..errors import BundleError, ContextOverflowError, SkillgraftError
 from ..routing.router import clean_query
+from ..skills.window_fit import block_overflow
 from ..verify.verifiers import make_verifier
 
 if TYPE_CHECKING:

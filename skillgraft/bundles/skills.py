@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Optional
 
-from ..core.skill_folder import MAX_FILES, MAX_SKILL_BYTES
-from ..core.skill_frontmatter import MAX_NAME_CHARS, USABLE_NAME
 from ..errors import BundleError
-from ..memory.skill_import import recorded_policy
-from ..memory.skill_plan import EARLIER_KEY_POLICY, KEY_POLICIES
+from ..skills.folder import MAX_FILES, MAX_SKILL_BYTES
+from ..skills.frontmatter import MAX_NAME_CHARS, USABLE_NAME
+from ..skills.importing import recorded_policy
+from ..skills.plan import EARLIER_KEY_POLICY, KEY_POLICIES
 from .reader import SKILL_FILE_NAME, _chunks, _expiry, _read_member
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ..errors import BlockNotFoundError, SkillgraftError
-from ..memory.skill_plan import IMPORT_KEY_KINDS
+from ..skills.plan import IMPORT_KEY_KINDS
 
 __all__ = ["ImportUndo"]
 

@@ -61,7 +61,7 @@ def add_manual(ctx, name, file, examples, description, split, expires, model, as
             block = memory.add_manual(name, text, examples=list(examples), description=description, progress=progress,
                                       expires=expires)
         except ContextOverflowError as exc:
-            from ..core.manual_split import with_split_hint
+            from ..skills.manual_split import with_split_hint
 
             how = f"`skillgraft add-manual {name} FILE --split` stores one block per heading (a line starting with #)"
             raise with_split_hint(exc, how) from None
@@ -71,9 +71,9 @@ def add_manual(ctx, name, file, examples, description, split, expires, model, as
 def _add_split_manual(ctx, name: str, text: str, description: str, model, as_json: bool) -> None:
     """``add-manual --split``: every part is planned (and must fit) before the first capture."""
     from ..core.chat_layout import block_tokens
-    from ..core.manual_split import split_manual
+    from ..skills.manual_split import split_manual
     from ..errors import NameTakenError
-    from ..core.window_fit import block_room
+    from ..skills.window_fit import block_room
 
     memory = open_memory(ctx, model)
     with Activity(f"capture {name}", f"loading {memory.model}, then splitting", unit="part") as progress:

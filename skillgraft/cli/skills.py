@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..core.skill_frontmatter import FOLDER_MISMATCH
-from ..memory.skill_plan import DEFAULT_KEY_POLICY, KEY_POLICIES
+from ..skills.frontmatter import FOLDER_MISMATCH
+from ..skills.plan import DEFAULT_KEY_POLICY, KEY_POLICIES
 from .common import (
     Activity, SkillgraftGroup, derived_option, emit, expires_option, json_option, model_option, open_memory,
     read_text_file,
@@ -15,7 +15,7 @@ from .common import (
 from .blocks import skill_change_hint
 
 IMPORT_LINE_EVERY, IMPORT_LINE_S = 50, 5.0  # off a terminal, an import's progress line: each 50 skills or 5 s
-EVAL_TOKENS = 128  # skillgraft.memory.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
+EVAL_TOKENS = 128  # skillgraft.skills.answer_evals.DEFAULT_EVAL_TOKENS (the memory is imported when a command runs)
 
 
 @click.group("skills", cls=SkillgraftGroup)

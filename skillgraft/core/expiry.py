@@ -21,7 +21,7 @@ from typing import Optional, Union
 
 from ..errors import ExpiryError
 
-__all__ = ["EARLIEST", "MAX_AHEAD", "Deadlines", "Expiry", "Hidden", "expired", "expiry_stamp", "expiry_time", "seconds_of"]
+__all__ = ["EARLIEST", "MAX_AHEAD", "Deadlines", "Expiry", "Hidden", "expired", "expiry_of", "expiry_stamp", "expiry_time", "seconds_of"]
 
 Expiry = Union[datetime, timedelta, str]
 EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)  # before it an expiry is a mistake, not a wish
@@ -77,6 +77,11 @@ def expiry_stamp(when: Optional[datetime]) -> Optional[str]:
     if when is None:
         return None
     return when.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def expiry_of(value: Optional[Expiry]) -> Optional[str]:
+    """The stamp the catalog stores for an expiry a caller gave (None: none)."""
+    return None if value is None else expiry_stamp(expiry_time(value))
 
 
 def seconds_of(stamp: Optional[str]) -> Optional[float]:

@@ -1,6 +1,6 @@
 """Captures a client asked for, made in the background: a manual deposited with
 ``"capture": true`` is stored as text first (the request returns then), and its KV state is
-made by a warm (:class:`~skillgraft.memory.skill_warm.WarmJob`) that takes a slot of the
+made by a warm (:class:`~skillgraft.skills.warm.WarmJob`) that takes a slot of the
 gateway's gate, then its memory lock, one part at a time (:class:`SlotThenLock`: the order a chat
 takes them in, which records its answer under that lock while it holds its slot), so chats go in
 between; the warms of ``/v1/skillgraft/warms`` take their turns the same way. A capture

@@ -87,7 +87,7 @@ def _unix(stamp: str) -> int:
 
 
 def version_object(record) -> dict:
-    """A skill version (a :class:`~skillgraft.memory.skills.SkillRecord`) as OpenAI's ``skill.version``."""
+    """A skill version (a :class:`~skillgraft.skills.versions.SkillRecord`) as OpenAI's ``skill.version``."""
     return {"id": version_id(record.name, record.version), "object": "skill.version", "skill_id": skill_id(record.name),
             "name": record.name, "description": record.description, "version": str(record.version),
             "created_at": _unix(record.created_at)}

@@ -14,8 +14,8 @@ import tempfile
 import uuid
 from typing import Optional
 
-from ..core.skill_frontmatter import parse_skill_md
 from ..errors import SkillFolderError, SkillNotFoundError, SkillUploadError
+from ..skills.frontmatter import parse_skill_md
 from .uploads import SkillUpload, write_upload
 
 
@@ -32,7 +32,7 @@ class SkillShelf:
             return self.gateway.memory.skill_names(include_expired=include_expired)
 
     def skill(self, name: str, version: Optional[int] = None):
-        """The :class:`~skillgraft.memory.skills.SkillRecord` of a version (the default by default)."""
+        """The :class:`~skillgraft.skills.versions.SkillRecord` of a version (the default by default)."""
         with self.gateway.memory_lock:
             return self.gateway.memory.skill(name, version)
 

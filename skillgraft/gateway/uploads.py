@@ -24,8 +24,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..core.skill_folder import MAX_DEPTH, SKILL_FILE
 from ..errors import SkillUploadError
+from ..skills.folder import MAX_DEPTH, SKILL_FILE
 
 MAX_UPLOAD_FILES = 500                # files of one upload (OpenAI's own bound)
 MAX_FILE_BYTES = 2 << 20              # one file, unpacked

@@ -3,7 +3,7 @@
 ``POST /v1/skillgraft/warms`` with ``{"skills": [NAME, ...], "app": APP}`` (``app`` optional: a
 prefix stored with ``skillgraft apps add``) starts capturing, in the background, the KV state
 each part of those skills gets on its first use behind that app's prompt
-(:meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills_in_background` over the memory of the
+(:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills_in_background` over the memory of the
 request's namespace); 202 with the warm. One warm runs at a time in a namespace (409 while one
 runs). ``GET /v1/skillgraft/warms/{id}`` follows it: ``status`` (``running``, ``stopped``,
 ``done`` or ``failed``), ``done`` and ``total`` parts, and once it ended its ``report`` (or
@@ -31,9 +31,9 @@ from typing import Annotated, Optional
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.skill_frontmatter import MAX_NAME_CHARS
 from ..errors import AppNotFoundError, SkillgraftError
 from ..memory import WarmJob
+from ..skills.frontmatter import MAX_NAME_CHARS
 from .access import WARM_ROOT, ApiError
 from .captures import SlotThenLock
 from .door import Door, door_of, tenant_of

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.blocks import Block
 from ..errors import BlockNotFoundError
-from ..memory.skill_evals import SkillTriggerScore, score_triggers, skill_eval_queries
+from ..skills.trigger_evals import SkillTriggerScore, score_triggers, skill_eval_queries
 from ..store.ledger import BlockUse, LedgerRow
 
 if TYPE_CHECKING:

@@ -28,13 +28,13 @@ from pydantic import BaseModel
 
 from ..core.answer import AnswerNote
 from ..core.blocks import Block
-from ..core.manual_split import with_split_hint
 from ..core.skill_text import SkillRecall, SkillText, recall_text, skill_text
+from ..deposit_policy import DepositPolicy, DepositRate
 from ..errors import ConflictError, ContextOverflowError, SkillgraftError, VerificationError
 from ..memory import SkillMemory
 from ..routing.feedback import FeedbackResult, give_feedback
+from ..skills.manual_split import with_split_hint
 from ..verify.verifiers import withheld_refusal
-from ..deposit_policy import DepositPolicy, DepositRate
 
 INSTRUCTIONS = (
     "A verified memory of skills. Call recall before answering a question in one of the skills listed "

@@ -22,7 +22,7 @@ TTL_MS = 60_000
 
 
 def skill_entry(record) -> dict:
-    """A :class:`~skillgraft.memory.skills.SkillRecord` as the extension's ``Skill`` entry."""
+    """A :class:`~skillgraft.skills.versions.SkillRecord` as the extension's ``Skill`` entry."""
     base = f"skill://{record.name}"
     return {
         "uri": f"{base}/SKILL.md",

@@ -1,5 +1,5 @@
 """Apps' own prefixes by name: an app's system prompt, stored in the memory's catalog so that
-skills are warmed behind it (:meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills` with
+skills are warmed behind it (:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills` with
 ``app=``) exactly as that app's chats will use them. :class:`AppPrefixVerbs` is mixed into
 :class:`~skillgraft.memory.SkillMemory`.
 
@@ -7,7 +7,7 @@ An app's prefix is its leading system turn (:func:`~skillgraft.core.chat_layout.
 places a skill after it); a chat's tools are described at the end of that turn
 (:meth:`~skillgraft.core.tools.OutputFormat.lead`), so a skill warmed behind the prompt alone
 serves that app's chats without tools; with tools it is captured on first use. Names follow the skill name rules
-(:func:`~skillgraft.core.skill_frontmatter.name_problem`).
+(:func:`~skillgraft.skills.frontmatter.name_problem`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from ..core.chat_layout import with_system
-from ..core.skill_frontmatter import name_problem
 from ..errors import InputError
+from ..skills.frontmatter import name_problem
 
 __all__ = ["AppPrefix", "AppPrefixVerbs", "MAX_APP_PREFIX_CHARS"]
 

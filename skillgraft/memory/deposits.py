@@ -11,19 +11,18 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
+from ..core import telemetry
 from ..core.blocks import Block, solution_text
 from ..core.chat_layout import block_tokens
-from ..core import telemetry
-from ..core.expiry import Expiry
+from ..core.expiry import Expiry, expiry_of
 from ..core.questions import normalize_question, question_sha256
 from ..core.sha import ID_LIKE
 from ..core.text_checks import MAX_QUERY_CHARS, clean_query, require_text
-from ..core.window_fit import QUERY_ROOM_TOKENS, block_room
 from ..errors import BlockNotFoundError, ConflictError, ContextOverflowError, DuplicateBlockError, InputError, NameTakenError
 from ..routing.router import MAX_EXAMPLES, manual_key_texts, name_key
-from ..verify.verifiers import make_verifier
+from ..skills.window_fit import QUERY_ROOM_TOKENS, block_room
 from ..store.ledger import LedgerEvent
-from .expiry import expiry_of
+from ..verify.verifiers import make_verifier
 from .route_names import require_routable
 
 # A block must leave this many tokens of the context free for the question and the answer.

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from ..core.blocks import Block
-from ..core.expiry import Deadlines, Expiry, Hidden, expired, expiry_stamp, expiry_time
+from ..core.expiry import Deadlines, Expiry, Hidden, expired, expiry_of
 from ..errors import ExpiredError, InputError, SharedBaseError
 
 
@@ -32,11 +32,6 @@ class ExpiryRecord:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def expiry_of(value: Optional[Expiry]) -> Optional[str]:
-    """The stamp the catalog stores for an expiry a caller gave (None: none)."""
-    return None if value is None else expiry_stamp(expiry_time(value))
 
 
 class Expiring:

@@ -19,36 +19,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings, default_home, default_model
+from ..core import telemetry
 from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.chat_layout import with_system
 from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
 from ..core.gate import calibrate_threshold, confidence, gate_policy
-from ..core import telemetry
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY, chat_recall, near_miss, plan_answer
-from ..kv.prefixes import PrefixCache
 from ..core.questions import normalize_question, question_sha256
 from ..core.recall import Recall
 from ..core.text_checks import clean_query
 from ..core.timings import Timings
 from ..core.tools import OutputFormat
 from ..errors import InputError
+from ..kv.prefixes import PrefixCache
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
-from .answer_evals import AnswerEvals
-from .deposits import Deposits
-from .learning import Learning
-from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
-from .planning_view import PlanningView
-from .skill_evals import SkillEvals
-from .skill_import import SkillImports
-from .skills import SkillVerbs
-from .store_verbs import StoreVerbs
+from ..skills.answer_evals import AnswerEvals
+from ..skills.importing import SkillImports
+from ..skills.trigger_evals import SkillEvals
+from ..skills.versions import SkillVerbs
 from ..store.block_states import BlockStates
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
 from ..store.shared_derived import open_derived_states
+from .app_prefixes import AppPrefixVerbs
+from .deposits import Deposits
+from .learning import Learning
+from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
+from .planning_view import PlanningView
+from .store_verbs import StoreVerbs
 from .upkeep import Upkeep
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
+class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other

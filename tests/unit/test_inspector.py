@@ -248,7 +248,7 @@ def test_a_block_of_an_imported_skill_shows_the_skill_its_frontmatter_parts_and_
 def test_an_imported_skills_page_shows_its_trigger_scores_as_skills_eval_gives_them(fake_memory, tmp_path):
     import json
 
-    from skillgraft.memory.skill_evals import is_held_out
+    from skillgraft.skills.trigger_evals import is_held_out
     from tests.unit.skill_folders import git_skill, pdf_skill
 
     asks = [f"squash git commits with interactive rebase {w}" for w in ("now", "today", "please", "quickly", "again",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillgraft.core.manual_split import ManualPart, split_by_headings, split_manual, with_split_hint
+from skillgraft.skills.manual_split import ManualPart, split_by_headings, split_manual, with_split_hint
 from skillgraft.errors import ContextOverflowError, InputError
 
 MANUAL = """Intro: what this guide covers.

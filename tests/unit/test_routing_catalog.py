@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from skillgraft.core.skill_folder import read_skill_folder
+from skillgraft.skills.folder import read_skill_folder
 from skillgraft.errors import InputError
 from skillgraft.routing.lexical import LexicalIndex, terms
 from skillgraft.routing.parts import REFERENCE_MARGIN, PartCandidate, choose_part, is_instructional

@@ -10,7 +10,7 @@ import pytest
 
 from skillgraft.cli.main import cli
 from skillgraft.errors import InputError, SkillNotFoundError
-from skillgraft.memory.eval_cases import (
+from skillgraft.skills.eval_cases import (
     EVALS_JSON, MAX_ASSERTIONS, MAX_EVALS, MAX_EVALS_BYTES, MAX_PROMPT_CHARS, Check, file_reference, read_evals,
 )
 
@@ -215,7 +215,7 @@ def test_a_malformed_evals_file_is_reported_with_no_answer_made(tmp_path, fake_m
 def test_the_cli_reports_triggers_and_answers(runner, home, tmp_path, monkeypatch, eval_memory):
     from skillgraft.cli import skills as skills_cli
     from skillgraft.memory import SkillMemory
-    from skillgraft.memory.answer_evals import DEFAULT_EVAL_TOKENS
+    from skillgraft.skills.answer_evals import DEFAULT_EVAL_TOKENS
 
     assert skills_cli.EVAL_TOKENS == DEFAULT_EVAL_TOKENS
     engine, embedder = eval_memory.engine, eval_memory.router.embedder
@@ -248,7 +248,7 @@ def test_the_docs_state_the_current_caps():
     from pathlib import Path
 
     from skillgraft.core import safe_pattern
-    from skillgraft.memory import eval_cases
+    from skillgraft.skills import eval_cases
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "skills.md").read_text(encoding="utf-8")
     assert f"over {safe_pattern.MAX_PATTERN_CHARS} characters" in text

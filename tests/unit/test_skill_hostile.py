@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from skillgraft.core.skill_folder import MAX_FILES, MAX_SKILL_MD_BYTES, read_skill_folder
-from skillgraft.core.skill_scan import scan_for_skills
+from skillgraft.skills.folder import MAX_FILES, MAX_SKILL_MD_BYTES, read_skill_folder
+from skillgraft.skills.scan import scan_for_skills
 from skillgraft.errors import SkillFolderError
 
 from .skill_folders import git_skill, pdf_skill, write_skill

@@ -164,7 +164,7 @@ def test_export_writes_the_folder_back_byte_for_byte(fake_memory, tmp_path):
 
 
 def test_an_export_lists_what_the_reference_validator_refuses_and_keeps_it(fake_memory, tmp_path):
-    from skillgraft.core.skill_frontmatter import spec_problems
+    from skillgraft.skills.frontmatter import spec_problems
 
     pdf_skill(tmp_path / "in")  # carries x-unknown-field
     git_skill(tmp_path / "in", folder="squash-folder")  # a name that is not its folder's
@@ -282,7 +282,7 @@ def test_a_skills_text_serves_another_runtime_unchanged(tmp_path):
 
 
 def _queries(candidates, held_out: bool) -> list[str]:
-    from skillgraft.memory.skill_evals import is_held_out
+    from skillgraft.skills.trigger_evals import is_held_out
 
     return [q for q in candidates if is_held_out(q) == held_out]
 

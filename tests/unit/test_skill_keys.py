@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from skillgraft.memory import skill_keys
+from skillgraft.skills import keys as skill_keys
 from skillgraft.routing.embedder import length_batches
 
 from .skill_folders import FORMS, pdf_skill, write_skill

@@ -9,8 +9,8 @@ import pytest
 from skillgraft.bundles.transfer import export_bundle, import_bundle
 from skillgraft.errors import InputError
 from skillgraft.memory import SkillMemory
-from skillgraft.memory.skill_evals import MAX_TRAINING_QUERIES, is_held_out
-from skillgraft.memory.skill_plan import DEFAULT_KEY_POLICY
+from skillgraft.skills.trigger_evals import MAX_TRAINING_QUERIES, is_held_out
+from skillgraft.skills.plan import DEFAULT_KEY_POLICY
 from skillgraft.routing.near_misses import NEAR_MISS
 from skillgraft.testing import FakeEmbedder, FakeEngine
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SkillFolderError
-from .sha import ID_LIKE
+from ..core.sha import ID_LIKE
 
 MAX_FRONTMATTER_BYTES = 64 << 10
 FOLDER_MISMATCH = "differs from its folder"  # the words of the warning of a name that is not its folder's

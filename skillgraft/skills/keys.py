@@ -1,6 +1,6 @@
 """The routing keys of a skill version, embedded at once: :func:`embed_part_keys`.
 
-A version's parts route by texts (:mod:`.skill_plan`), many of them shared: the skill's name and
+A version's parts route by texts (:mod:`.plan`), many of them shared: the skill's name and
 description are keys of every body part. Each distinct text is embedded once. A text that a block
 of the same skill already holds under the same embedder, as a key an import wrote (not a
 correction's), keeps its stored vector: a text's vector does not depend on the batch it is
@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..routing.embedder import Embedder
-from .skill_plan import IMPORT_KEY_KINDS
+from .plan import IMPORT_KEY_KINDS
 
 CHUNK = 128  # texts sent to the encoder at a time: a skill's progress moves each chunk
 

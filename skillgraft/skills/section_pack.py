@@ -1,6 +1,6 @@
 """Packing a long Markdown text into as few parts as fit one block each.
 
-The text is cut into sections at its headings (:func:`~skillgraft.core.manual_split.split_by_headings`,
+The text is cut into sections at its headings (:func:`~skillgraft.skills.manual_split.split_by_headings`,
 which knows fenced code), each knowing its heading path (``Forms > Checkboxes``). Sections are
 packed in order into parts while the part still fits; a section that is a heading alone is
 never a part of its own (it goes with what follows it). A section too long for one part is cut

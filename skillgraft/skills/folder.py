@@ -3,7 +3,7 @@ the files beside it, as untrusted input.
 
 :func:`read_skill_folder` walks the folder without following a link, reads at most
 :data:`MAX_FILES` regular files and :data:`MAX_SKILL_BYTES` in all, and returns a
-:class:`SkillFolder`: the frontmatter (:mod:`.skill_frontmatter`), the body, the manifest of
+:class:`SkillFolder`: the frontmatter (:mod:`.frontmatter`), the body, the manifest of
 its files (relative path, size, SHA-256) with their bytes, the text resources one level deep
 (``references/*.md`` and the like), the scripts and assets (listed, never run) and the
 warnings. What makes the skill unusable is a :class:`~skillgraft.errors.SkillFolderError`
@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from ..errors import SkillFolderError
-from .skill_frontmatter import Frontmatter, parse_skill_md
+from .frontmatter import Frontmatter, parse_skill_md
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_MD_BYTES = 1 << 20          # a SKILL.md of 1 MiB is some 250k tokens: far past any window

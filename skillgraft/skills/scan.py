@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .skill_folder import SKILL_FILE, SKIPPED_DIRS
+from .folder import SKILL_FILE, SKIPPED_DIRS
 
 MAX_SCAN_DEPTH = 6
 MAX_SCAN_DIRS = 2_000

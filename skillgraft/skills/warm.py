@@ -1,5 +1,5 @@
 """Warming skills: capturing ahead of time the KV state each part of a skill would get on its
-first use (:meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills`), part by part, in the
+first use (:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills`), part by part, in the
 caller's thread or in one of its own (:class:`WarmJob`).
 
 A part whose state is kept already is skipped, so a warm that was stopped or interrupted goes
@@ -79,7 +79,7 @@ class ManualPart:
 
 def warm_parts(memory, names: Sequence[str], system: Optional[str], progress: Progress = None, *,
                hold=nullcontext, stop: Optional[threading.Event] = None) -> SkillWarmReport:
-    """See :meth:`~skillgraft.memory.skills.SkillVerbs.warm_skills`; each part is warmed
+    """See :meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills`; each part is warmed
     inside ``hold()``, and none once ``stop`` is set."""
     chat, parts = warm_plan(memory, names, system)
     return run_warm(memory, chat, parts, progress, hold, stop)

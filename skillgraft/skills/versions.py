@@ -1,6 +1,6 @@
 """An imported skill as one thing above its blocks: records, update, remove, default version,
 export and change detection. :class:`SkillVerbs` is mixed into
-:class:`~skillgraft.memory.SkillMemory`, with :class:`~.skill_import.SkillImports`."""
+:class:`~skillgraft.memory.SkillMemory`, with :class:`~.importing.SkillImports`."""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ from typing import Optional, Sequence, Union
 
 from ..core.chat_layout import block_size
 from ..core.expiry import expired
-from ..core.skill_folder import manifest_sha256, read_skill_folder, SkillFile
-from ..core.skill_frontmatter import spec_problems
 from ..errors import BlockNotFoundError, InputError, SkillFolderError
-from .app_prefixes import AppPrefixVerbs
-from .skill_cache import SkillCache
-from .skill_import import SkillImportReport, recorded_policy
-from .skill_plan import EARLIER_KEY_POLICY
-from .skill_warm import SkillWarmReport, WarmJob, start_warm, warm_parts
+from .cache import SkillCache
+from .folder import manifest_sha256, read_skill_folder, SkillFile
+from .frontmatter import spec_problems
+from .importing import SkillImportReport, recorded_policy
+from .plan import EARLIER_KEY_POLICY
+from .warm import SkillWarmReport, WarmJob, start_warm, warm_parts
 
 
 @dataclass(frozen=True)
@@ -94,10 +93,10 @@ class SkillExport:
         return asdict(self)
 
 
-class SkillVerbs(SkillCache, AppPrefixVerbs):
+class SkillVerbs(SkillCache):
     """``skills``, ``skill``, ``update_skill``, ``remove_skill``, ``set_default_skill_version``,
-    ``export_skill``, ``skill_contents``, ``skill_changes``, the warms, (:class:`SkillCache`)
-    the pins and (:class:`AppPrefixVerbs`) the app prefixes of a memory."""
+    ``export_skill``, ``skill_contents``, ``skill_changes``, the warms and (:class:`SkillCache`)
+    the pins of a memory."""
 
     def skill_names(self, *, include_expired: bool = False) -> list[str]:
         """The names of the imported skills, sorted; those past their expiry only with

@@ -1,7 +1,7 @@
 """What an imported skill's blocks hold and how they are routed: the key policy in one place.
 
 A skill becomes parts: its body packed into as few blocks as fit the window
-(:func:`~skillgraft.core.section_pack.pack_sections`), then each text resource one level deep
+(:func:`~skillgraft.skills.section_pack.pack_sections`), then each text resource one level deep
 (``references/*.md`` …) packed the same way. Every block's text starts with a prefix naming
 the skill, its description and the part's heading path (or resource path), so a block grafted
 alone still says what it is.
@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Callable, Optional
 
-from ..core.section_pack import heading_paths, pack_sections
-from ..core.skill_folder import SkillFolder
 from ..errors import InputError
 from ..routing.near_misses import NEAR_MISS
 from ..routing.parts import is_instructional
 from ..routing.ranking import lead_sentence
 from ..routing.router import manual_key_texts, name_key
+from .folder import SkillFolder
+from .section_pack import heading_paths, pack_sections
 
 MAX_SKILL_PARTS = 96           # parts of one skill version, body and resources together (text: no KV until used)
 RESOURCE_SENTENCE_KEYS = 4

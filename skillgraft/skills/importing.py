@@ -1,10 +1,10 @@
 """Importing Agent Skills folders into a memory: :meth:`SkillImports.import_skills`.
 
-For each skill folder found (:func:`~skillgraft.core.skill_scan.scan_for_skills`, the first
+For each skill folder found (:func:`~skillgraft.skills.scan.scan_for_skills`, the first
 root winning a name collision, with a warning): read it as untrusted input
-(:func:`~skillgraft.core.skill_folder.read_skill_folder`); a folder whose manifest equals a
+(:func:`~skillgraft.skills.folder.read_skill_folder`); a folder whose manifest equals a
 stored version's is unchanged (importing again is a no-op); otherwise plan its parts
-(:mod:`.skill_plan`, under the key policy asked for, else the one the skill's default version
+(:mod:`.plan`, under the key policy asked for, else the one the skill's default version
 records, else the default), embed their keys, store each part as a text block (no model runs:
 its KV cells are made where it is first used, after the app's own prompt — see
 :func:`~skillgraft.core.chat_layout.skill_prompt`; a part whose text a version of the same
@@ -19,7 +19,7 @@ blocks captured for it are removed, and what was stored before is untouched. Sto
 whose folder under the given paths has vanished are reported, and removed only with
 ``prune=True``. Progress is counted in skills, their total known once the paths are scanned
 (before the first is read); within a skill it moves by fractions as its keys are embedded
-(:mod:`.skill_keys`: each distinct text once, those the skill's blocks hold already not at all,
+(:mod:`.keys`: each distinct text once, those the skill's blocks hold already not at all,
 the rest in batches on the encoder's bulk threads). A version's new blocks take their keys in
 one transaction. An import runs no model: the window that bounds a part is the
 engine's when one is loaded, else the one its settings give. Mixed into :class:`~skillgraft.memory.SkillMemory`.
@@ -33,18 +33,17 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..config import engine_settings
-from ..core.blocks import block_id_for, text_sha256
 from ..core import telemetry
-from ..core.expiry import Expiry
-from ..core.skill_folder import SKILL_FILE, SkillFolder, read_skill_folder
-from ..core.skill_scan import scan_for_skills
-from ..core.window_fit import part_chars
+from ..core.blocks import block_id_for, text_sha256
+from ..core.expiry import Expiry, expiry_of
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from ..store.ledger import LedgerEvent
-from .expiry import expiry_of
-from .skill_keys import embed_part_keys
-from .skill_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
-from .skill_plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
+from .folder import SKILL_FILE, SkillFolder, read_skill_folder
+from .keys import embed_part_keys
+from .plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
+from .scan import scan_for_skills
+from .trigger_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
+from .window_fit import part_chars
 
 MAX_EVAL_EXAMPLES = MAX_TRAINING_QUERIES
 
@@ -86,8 +85,8 @@ class SkillImports:
     ) -> SkillImportReport:
         """Import the skill folders at or under ``paths``; see the module's docstring.
 
-        ``keys`` is the key policy of the body's parts (:data:`~.skill_plan.KEY_POLICIES`);
-        None keeps each skill's recorded one (a new skill gets :data:`~.skill_plan.DEFAULT_KEY_POLICY`).
+        ``keys`` is the key policy of the body's parts (:data:`~.plan.KEY_POLICIES`);
+        None keeps each skill's recorded one (a new skill gets :data:`~.plan.DEFAULT_KEY_POLICY`).
         ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
         temp folder): such a skill is not compared with a folder on disk, nor updated from one.
         ``expires`` (:mod:`skillgraft.core.expiry`) is set on every skill imported or found unchanged."""
@@ -307,7 +306,7 @@ def skill_record(folder: SkillFolder, warnings: list) -> dict:
 
 def eval_examples(folder: SkillFolder, warnings: list) -> tuple[list[str], list[str]]:
     """``(examples, near misses)``: the training part's positive and negative queries of the
-    folder's ``eval_queries.json`` (:mod:`.skill_evals`)."""
+    folder's ``eval_queries.json`` (:mod:`.trigger_evals`)."""
     return training_queries(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)
 
 
