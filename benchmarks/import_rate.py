@@ -40,10 +40,10 @@ def run_once(roots: list, queries: list) -> dict:
             with SkillMemory(Path(work) / f"home{number}") as memory:
                 memory.router.embedder.encode(["warm-up"])
                 started = time.perf_counter()
-                report = memory.import_skills([root])
+                report = memory.skills.import_folders([root])
                 first = time.perf_counter() - started
                 started = time.perf_counter()
-                again = memory.import_skills([root])
+                again = memory.skills.import_folders([root])
                 second = time.perf_counter() - started
                 routes = {}
                 for query in requests:

@@ -4,7 +4,7 @@ Imports every skill folder under ROOT (blocks captured by the fake engine: routi
 depend on the language model, only the split does; the fake's tokens are bytes, so its window
 is ``--n-ctx`` bytes, by default 16,384, about what 4,096 tokens of a real model hold for
 English prose at ~4 bytes a token) under each key policy of the importer
-(``SkillMemory.import_skills(..., keys=...)``; the same blocks each time, a new version of each
+(``memory.skills.import_folders(..., keys=...)``; the same blocks each time, a new version of each
 skill with that policy's keys), then routes the queries with the real encoder:
 
 - ``description``: each body part keeps only the skill's name and description;
@@ -84,13 +84,13 @@ def evaluate(memory: SkillMemory, queries, disabled: set, guarded: set) -> dict:
     top1 = right = 0
     for query, skill in in_scope:
         recall = memory.route(query)
-        top1 += bool(recall.candidates) and memory.skill_of(recall.candidates[0][0]) == skill
-        right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
+        top1 += bool(recall.candidates) and memory.skills.of_block(recall.candidates[0][0]) == skill
+        right += recall.decision == "graft" and memory.skills.of_block(recall.block_id) == skill
     abstained = sum(memory.route(q).decision == "abstain" for q in out)
     disabled_abstained = sum(memory.route(q).decision == "abstain" for q in to_disabled)
-    to_guarded = [(memory.skill_of(r.block_id), s) for r, s in ((memory.route(q), s) for q, s in queries)
-                  if r.decision == "graft" and memory.skill_of(r.block_id) in guarded]
-    scores = memory.eval_skills()
+    to_guarded = [(memory.skills.of_block(r.block_id), s) for r, s in ((memory.route(q), s) for q, s in queries)
+                  if r.decision == "graft" and memory.skills.of_block(r.block_id) in guarded]
+    scores = memory.skills.eval_triggers()
     trigger = {k: sum(getattr(x, k) for x in scores) for k in ("positives", "negatives", "true_positives", "false_positives")}
     triggered = trigger["true_positives"] + trigger["false_positives"]
     trigger["precision"] = round(trigger["true_positives"] / triggered, 4) if triggered else None
@@ -110,7 +110,7 @@ def evaluate(memory: SkillMemory, queries, disabled: set, guarded: set) -> dict:
 
 def describe(memory: SkillMemory, report, args, parser):
     """The collection's facts, the queries, the calibration's training half and the skills never offered."""
-    skills = memory.skills()
+    skills = memory.skills.list()
     disabled = {s.name for s in skills if not s.model_invocable}
     trigger = eval_queries(memory)
     if args.queries:
@@ -148,13 +148,13 @@ def main(argv=None) -> int:
     for policy in POLICIES:
         with tempfile.TemporaryDirectory() as home, SkillMemory(home, engine=FakeEngine(n_ctx=args.n_ctx),
                                                                  embedder=Embedder()) as memory:
-            report = memory.import_skills(args.root, keys=policy)
+            report = memory.skills.import_folders(args.root, keys=policy)
             if not results:
                 results, queries, train_in, train_out, disabled = describe(memory, report, args, parser)
             stored = {b.id: [dict(k) for k in memory.store.routing_keys(b.id) if k["kind"] in SWITCHED] for b in memory.list()}
             results.setdefault("near_misses", sum(r["kind"] == NEAR_MISS for rows in stored.values() for r in rows))
             results.setdefault("examples", sum(r["kind"] == "example" for rows in stored.values() for r in rows))
-            guarded = {memory.skill_of(b) for b, rows in stored.items() if any(r["kind"] == NEAR_MISS for r in rows)}
+            guarded = {memory.skills.of_block(b) for b, rows in stored.items() if any(r["kind"] == NEAR_MISS for r in rows)}
             results.setdefault("with_near_misses", sorted(guarded))
             for with_examples in (True, False):
                 for with_near_misses in (True, False):

@@ -102,7 +102,7 @@ def main() -> None:
             shutil.copytree(SKILLS / name, folder / name)
         print("loading the embedded model and the embedder ...", flush=True)
         with SkillMemory(Path(tmp) / "home") as memory:
-            report = memory.import_skills([folder])
+            report = memory.skills.import_folders([folder])
             print(f"imported {len(report.imported)} skills: {', '.join(s.name for s in report.imported)}\n", flush=True)
             tools = [calculator, read_file]
 

@@ -98,7 +98,7 @@ def doors(request, tmp_path_factory, embedder):
     skills = home.parent / "skills" / "pdf-merging"
     skills.mkdir(parents=True)
     (skills / "SKILL.md").write_text(PDF_SKILL)
-    assert memory.import_skills(skills.parent).imported
+    assert memory.skills.import_folders(skills.parent).imported
     gateway = GatewayProcess(home, servers=1, model=name, log_path=home.parent / "gateway.log",
                              extra_args=["--gate", "enforce"])
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)

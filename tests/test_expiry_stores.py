@@ -25,7 +25,7 @@ def _open(home: Path, catalog) -> SkillMemory:
 
 def _hidden_after_expiry(tmp_path: Path, catalog) -> None:
     with _open(tmp_path / "a", catalog) as a:
-        a.import_skills([git_skill(tmp_path / "skills")], expires="30d")
+        a.skills.import_folders([git_skill(tmp_path / "skills")], expires="30d")
         a.add_manual("sourdough", MANUAL, expires="2030-01-01")
         solution = a.add_solution("What is 17 * 23?", "391", verifier="exact", expected="391")
         catalog_of = a.store.catalog
@@ -45,7 +45,7 @@ def _hidden_after_expiry(tmp_path: Path, catalog) -> None:
     with _open(tmp_path / ("b" if catalog else "a"), catalog) as b:  # another host of a shared catalog
         assert b.route(QUERY).decision == "abstain"
         assert b.recall("what is 17*23").decision != "exact"
-        assert [x.name for x in b.list()] == ["sourdough"] and b.skills() == []
+        assert [x.name for x in b.list()] == ["sourdough"] and b.skills.list() == []
         assert b.get("sourdough").expires_at == "2030-01-01T00:00:00.000+00:00"
         assert {r.name: r.expired for r in b.expiries()} == {"git-squash": True, solution.name: True, "sourdough": False}
         with pytest.raises(ExpiredError):

@@ -15,10 +15,10 @@ def test_requests_reach_their_skill_and_small_talk_abstains(tmp_path, embedder):
     assert len(rows) == len(PICKED)
     write_skill_folders(rows, tmp_path / "skills")
     with SkillMemory(tmp_path / "home", engine=FakeEngine(n_ctx=16_384), embedder=embedder) as memory:
-        memory.import_skills(tmp_path / "skills")
+        memory.skills.import_folders(tmp_path / "skills")
         routed = memory.route("test my local web app in a browser with playwright")
-        assert routed.decision == "graft" and memory.skill_of(routed.block_id) == "webapp-testing"
+        assert routed.decision == "graft" and memory.skills.of_block(routed.block_id) == "webapp-testing"
         routed = memory.route("make an animated gif for slack")
-        assert routed.decision == "graft" and memory.skill_of(routed.block_id) == "slack-gif-creator"
+        assert routed.decision == "graft" and memory.skills.of_block(routed.block_id) == "slack-gif-creator"
         for query in ("hi, how are you today?", "what's the capital of australia"):
             assert memory.route(query).decision == "abstain", query

@@ -177,10 +177,10 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
     with SkillMemory(tmp_path / "local", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as local:
         manual = local.add_manual("git-squash", MANUAL, examples=["squash commits"])
         solution = local.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
-        local.import_skills([pdf_skill(tmp_path / "skills")], expires="30d")  # stored as text
+        local.skills.import_folders([pdf_skill(tmp_path / "skills")], expires="30d")  # stored as text
         local.store.set_skill_pin("pdf", True)
         local.add_app("coder", "You are a coding agent.")
-        skill_files, skill_blocks = local.skill("pdf").files, {b.id for b in local.store.blocks()} - {manual.id, solution.id}
+        skill_files, skill_blocks = local.skills.get("pdf").files, {b.id for b in local.store.blocks()} - {manual.id, solution.id}
     out = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                               "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                               "--to-blocks", shared["blocks"], "--json"])
@@ -189,7 +189,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
     with host(tmp_path, "b", shared) as b:
         assert {blk.id for blk in b.store.blocks()} == {manual.id, solution.id} | skill_blocks
         assert b.route("squash commits").block_id == manual.id
-        assert b.skill_names() == ["pdf"] and b.skill("pdf").files == skill_files and b.skill("pdf").expires_at
+        assert b.skills.names() == ["pdf"] and b.skills.get("pdf").files == skill_files and b.skills.get("pdf").expires_at
         assert b.store.pinned_skills() == ["pdf"] and [app.name for app in b.apps()] == ["coder"]
         assert b.check()["ok"]
     back = runner.invoke(cli, ["--home", str(tmp_path / "b"), "--catalog", shared["catalog"], "--blocks",
@@ -199,7 +199,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         for original in (manual, solution):
             assert (tmp_path / "back" / "blocks" / original.file_name).read_bytes() == \
                 (tmp_path / "local" / "blocks" / original.file_name).read_bytes()
-        assert copy.check()["ok"] and copy.skill("pdf").files == skill_files
+        assert copy.check()["ok"] and copy.skills.get("pdf").files == skill_files
     again = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                                 "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                                 "--to-blocks", shared["blocks"], "--json"])
@@ -346,14 +346,14 @@ def test_an_imported_skill_is_one_thing_on_every_host(tmp_path, shared):
 
     folder = pdf_skill(tmp_path / "skills")
     with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
-        report = a.import_skills(folder)
+        report = a.skills.import_folders(folder)
         assert [s.name for s in report.imported] == ["pdf"]
-        skill = b.skill("pdf")
+        skill = b.skills.get("pdf")
         assert [p.role for p in skill.parts] == ["section", "resource"] and skill.frontmatter["license"] == "Apache-2.0"
-        assert b.skill_of(b.route("merge pdf files with PdfWriter").block_id) == "pdf"
-        out = b.export_skill("pdf", tmp_path / "out")
+        assert b.skills.of_block(b.route("merge pdf files with PdfWriter").block_id) == "pdf"
+        out = b.skills.export("pdf", tmp_path / "out")
         assert all((tmp_path / "out" / "pdf" / p).read_bytes() == (folder / p).read_bytes() for p in out.files)
-        assert a.import_skills(folder).unchanged and b.remove_skill("pdf") and a.skills() == []
+        assert a.skills.import_folders(folder).unchanged and b.skills.remove("pdf") and a.skills.list() == []
 
 
 def test_skill_versions_share_their_files_in_the_postgresql_catalog(tmp_path, shared):
@@ -365,16 +365,16 @@ def test_skill_versions_share_their_files_in_the_postgresql_catalog(tmp_path, sh
         return int(memory.store.catalog.query("SELECT COALESCE(SUM(LENGTH(data)), 0) AS n FROM skill_files")[0]["n"])
 
     with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
-        a.import_skills(write_skill(tmp_path / "v1", "ledger", "The ledger.", "# Ledger\n\nOne entry a line.\n",
+        a.skills.import_folders(write_skill(tmp_path / "v1", "ledger", "The ledger.", "# Ledger\n\nOne entry a line.\n",
                                     files={"assets/model.bin": blob}))
         before = stored(a)
         second = write_skill(tmp_path / "v2", "ledger", "The ledger.", "# Ledger\n\nOne signed entry a line.\n",
                              files={"assets/model.bin": blob})
-        assert [s.version for s in b.import_skills(second).imported] == [2]
+        assert [s.version for s in b.skills.import_folders(second).imported] == [2]
         assert stored(a) - before == len((second / "SKILL.md").read_bytes())  # the changed file alone
-        b.remove_skill("ledger", 1)  # the version holding the shared bytes
-        assert dict(a.skill_contents("ledger", 2)[1])["assets/model.bin"] == blob
-        a.remove_skill("ledger")
+        b.skills.remove("ledger", 1)  # the version holding the shared bytes
+        assert dict(a.skills.contents("ledger", 2)[1])["assets/model.bin"] == blob
+        a.skills.remove("ledger")
         assert stored(b) == 0
 
 
@@ -542,15 +542,15 @@ def test_an_apps_prefix_is_one_for_every_host_of_its_namespace(tmp_path, shared)
         pass
     with host(tmp_path, "a", shared, namespace="team-a") as a:
         a.add_app("coder", prompt)
-        a.import_skills(pdf_skill(tmp_path / "skills"))
+        a.skills.import_folders(pdf_skill(tmp_path / "skills"))
     with host(tmp_path, "b", shared, namespace="team-a") as a_on_b, host(tmp_path, "b", shared) as base_on_b:
         assert [(app.name, app.system) for app in a_on_b.apps()] == [("coder", prompt)]
         with pytest.raises(AppTakenError):
             a_on_b.add_app("coder", "Another prompt.")
         assert base_on_b.apps() == []
         with pytest.raises(AppNotFoundError):
-            base_on_b.warm_skills(["pdf"], app="coder")
-        report = a_on_b.warm_skills(["pdf"], app="coder")
+            base_on_b.skills.warm(["pdf"], app="coder")
+        report = a_on_b.skills.warm(["pdf"], app="coder")
         assert report.warmed and not report.left_out
         a_on_b.remove_app("coder")
     with host(tmp_path, "a", shared, namespace="team-a") as a:

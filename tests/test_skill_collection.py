@@ -38,7 +38,7 @@ def import_copy(tmp_path, embedder):
     skills = tmp_path / "skills"
     shutil.copytree(COLLECTION, skills)
     memory = SkillMemory(tmp_path / "store", engine=FakeEngine(n_ctx=N_CTX), embedder=embedder)
-    return memory, skills, memory.import_skills(skills)
+    return memory, skills, memory.skills.import_folders(skills)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_every_skill_is_stored_the_long_ones_split_their_references_child_blocks
     most = part_chars(memory.engine.n_ctx)
     split = set()
     for name, folder in expected.items():
-        skill = memory.skill(name)
+        skill = memory.skills.get(name)
         sections = [p for p in skill.parts if p.role == "section"]
         if len(sections) > 1:
             split.add(name)
@@ -73,24 +73,24 @@ def test_every_skill_is_stored_the_long_ones_split_their_references_child_blocks
     assert split >= LONG
     for name in LONG:  # every word of the body kept, in order, across its blocks
         body = (expected[name] / "SKILL.md").read_text(encoding="utf-8").split("---\n", 2)[2]
-        parts = [memory.get(p.block_id).source.split("\n\n", 1)[1] for p in memory.skill(name).parts if p.role == "section"]
+        parts = [memory.get(p.block_id).source.split("\n\n", 1)[1] for p in memory.skills.get(name).parts if p.role == "section"]
         assert "".join(body.split()) == "".join("".join(parts).split())
 
 
 def test_each_skill_is_reached_by_its_description_but_one_that_opts_out_never(imported):
     memory, _, _ = imported
     held_out = json.loads(HELD_OUT.read_text())
-    for skill in memory.skills():
+    for skill in memory.skills.list():
         recall = memory.route(skill.description)
         if skill.model_invocable:
-            assert recall.decision == "graft" and memory.skill_of(recall.block_id) == skill.name
-    assert [s.name for s in memory.skills() if not s.model_invocable] == ["release-notes"]
+            assert recall.decision == "graft" and memory.skills.of_block(recall.block_id) == skill.name
+    assert [s.name for s in memory.skills.list() if not s.model_invocable] == ["release-notes"]
     asked = [item["query"] for item in held_out["in_scope"] if item["skill"] == "release-notes"]
-    asked.append(memory.skill("release-notes").description)
+    asked.append(memory.skills.get("release-notes").description)
     for query in asked:
-        assert all(memory.skill_of(b) != "release-notes" for b, _ in memory.route(query).candidates)
+        assert all(memory.skills.of_block(b) != "release-notes" for b, _ in memory.route(query).candidates)
     answer = memory.answer([("user", asked[0])], AnswerOptions(max_tokens=4), block="release-notes")
-    assert answer.note.block_id == memory.skill("release-notes").parts[0].block_id  # by name it is grafted
+    assert answer.note.block_id == memory.skills.get("release-notes").parts[0].block_id  # by name it is grafted
 
 
 def test_near_misses_keep_out_of_scope_queries_away_and_cost_no_in_scope_answer(imported):
@@ -105,11 +105,11 @@ def test_near_misses_keep_out_of_scope_queries_away_and_cost_no_in_scope_answer(
     offered = [(i["query"], i["skill"]) for i in held_out["in_scope"] if i["skill"] != "release-notes"]
     stored = {b.id: [k for k in memory.store.routing_keys(b.id) if k["kind"] == NEAR_MISS] for b in memory.list()}
     stored = {b: rows for b, rows in stored.items() if rows}
-    assert len({memory.skill_of(b) for b in stored}) == 13  # every skill with negatives in its training half
+    assert len({memory.skills.of_block(b) for b in stored}) == 13  # every skill with negatives in its training half
 
     def answers():
         routes = [(memory.route(q), skill) for q, skill in offered]
-        right = [q for (r, skill), (q, _) in zip(routes, offered) if r.decision == "graft" and memory.skill_of(r.block_id) == skill]
+        right = [q for (r, skill), (q, _) in zip(routes, offered) if r.decision == "graft" and memory.skills.of_block(r.block_id) == skill]
         return right, sum(memory.route(q).decision == "abstain" for q in held_out["out_of_scope"])
 
     with_near = answers()
@@ -127,7 +127,7 @@ def test_near_misses_keep_out_of_scope_queries_away_and_cost_no_in_scope_answer(
 def test_a_second_import_is_a_no_op(imported):
     memory, skills, _ = imported
     blocks = {b.id for b in memory.list()}
-    again = memory.import_skills(skills)
+    again = memory.skills.import_folders(skills)
     assert again.imported == [] and len(again.unchanged) == len(folders()) and not again.skipped
     assert {b.id for b in memory.list()} == blocks
 
@@ -135,28 +135,28 @@ def test_a_second_import_is_a_no_op(imported):
 def test_every_skill_exports_byte_for_byte(imported, tmp_path):
     memory, _, _ = imported
     for name, folder in folders().items():
-        out = memory.export_skill(name, tmp_path)
+        out = memory.skills.export(name, tmp_path)
         assert files_of(Path(out.folder)) == files_of(folder), name
-    assert memory.import_skills(tmp_path).imported == []  # the same manifests: nothing new
+    assert memory.skills.import_folders(tmp_path).imported == []  # the same manifests: nothing new
 
 
 def test_an_edited_skill_becomes_a_new_version_and_the_earlier_is_kept(tmp_path, embedder):
     memory, skills, first = import_copy(tmp_path, embedder)
     with memory:
-        v1 = memory.skill("regex-crafting")
+        v1 = memory.skills.get("regex-crafting")
         skill_md = skills / "regex-crafting" / "SKILL.md"
         skill_md.write_text(skill_md.read_text() + "\n## Unicode\n\nUse \\p{L} for letters where the engine has it.\n")
-        report = memory.import_skills(skills)
+        report = memory.skills.import_folders(skills)
         assert [(s.name, s.version) for s in report.imported] == [("regex-crafting", 2)]
         assert len(report.unchanged) == len(folders()) - 1
-        assert memory.skill("regex-crafting").default_version == 2 and memory.skill("regex-crafting").versions == [1, 2]
-        kept = memory.skill("regex-crafting", 1)
+        assert memory.skills.get("regex-crafting").default_version == 2 and memory.skills.get("regex-crafting").versions == [1, 2]
+        kept = memory.skills.get("regex-crafting", 1)
         assert [p.block_id for p in kept.parts] == [p.block_id for p in v1.parts]
         assert all(memory.get(p.block_id).status == "ok" for p in kept.parts)
-        sections = [p for p in memory.skill("regex-crafting").parts if p.role == "section"]
+        sections = [p for p in memory.skills.get("regex-crafting").parts if p.role == "section"]
         assert memory.get(sections[-1].block_id).source.endswith("where the engine has it.")
-        old = memory.export_skill("regex-crafting", tmp_path / "v1", version=1)
+        old = memory.skills.export("regex-crafting", tmp_path / "v1", version=1)
         assert files_of(Path(old.folder)) == files_of(COLLECTION / "regex-crafting")
-        new = memory.export_skill("regex-crafting", tmp_path / "v2")
+        new = memory.skills.export("regex-crafting", tmp_path / "v2")
         assert files_of(Path(new.folder)) == files_of(skills / "regex-crafting")
-        assert first.imported and memory.import_skills(skills).imported == []
+        assert first.imported and memory.skills.import_folders(skills).imported == []

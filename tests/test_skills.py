@@ -37,18 +37,18 @@ def test_import_route_and_graft_a_split_skill(tmp_path, small_engine, embedder):
                 "# PDF layout\n\n" + steps + "\n", files={"references/fonts.md": "# Fonts\n\nEmbed every font you use.\n"})
     git_skill(tmp_path / "skills")
     with SkillMemory(tmp_path / "store", engine=small_engine, embedder=embedder) as memory:
-        report = memory.import_skills(tmp_path / "skills")
+        report = memory.skills.import_folders(tmp_path / "skills")
         assert sorted(s.name for s in report.imported) == ["git-squash", "pdf-layout"] and not report.skipped
-        skill = memory.skill("pdf-layout")
+        skill = memory.skills.get("pdf-layout")
         sections = [p for p in skill.parts if p.role == "section"]
         assert len(sections) >= 2 and all(p.n_tokens <= small_engine.n_ctx - 256 for p in skill.parts)
         assert [p.title for p in skill.parts if p.role == "resource"] == ["references/fonts.md"]
-        assert memory.import_skills(tmp_path / "skills").imported == []  # a second import is a no-op
+        assert memory.skills.import_folders(tmp_path / "skills").imported == []  # a second import is a no-op
 
         recall = memory.route("how do I squash my last three git commits into one?")
-        assert recall.decision == "graft" and memory.skill_of(recall.block_id) == "git-squash"
+        assert recall.decision == "graft" and memory.skills.of_block(recall.block_id) == "git-squash"
         layout = memory.route("which page sizes and fonts should my PDF layout use?")
-        assert memory.skill_of(layout.block_id) == "pdf-layout"
+        assert memory.skills.of_block(layout.block_id) == "pdf-layout"
         answer = memory.generate("which page sizes and fonts should my PDF layout use?", max_tokens=4)
         assert answer.decision in ("graft", "fallback") and answer.block_id == layout.block_id
         assert answer.prefill_tokens_avoided == memory.get(layout.block_id).n_tokens
@@ -89,19 +89,19 @@ def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, 
         shutil.copytree(COLLECTION / name, tmp_path / "skills" / name)
     held_out = json.loads((COLLECTION.parent / "agent_skills_heldout.json").read_text())["in_scope"]
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
-        report = memory.import_skills(tmp_path / "skills")
+        report = memory.skills.import_folders(tmp_path / "skills")
         assert sorted(s.name for s in report.imported) == ["pdf-form-filling", "regex-crafting", "slide-deck-outline"]
-        pdf = memory.skill("pdf-form-filling")
+        pdf = memory.skills.get("pdf-form-filling")
         roles = [(p.role, p.title) for p in pdf.parts]
         sections = [title for role, title in roles if role == "section"]
         assert roles[: len(sections)] == [("section", t) for t in sections] and sections[0] == "Filling PDF forms"
         assert {title for role, title in roles if role == "resource"} == {"references/FORMS.md"}
-        assert all(memory.get(p.block_id).text_only for s in report.imported for p in memory.skill(s.name).parts)
+        assert all(memory.get(p.block_id).text_only for s in report.imported for p in memory.skills.get(s.name).parts)
         routed = []
         for item in held_out:
             if item["skill"] in {s.name for s in report.imported}:
                 recall = memory.route(item["query"])
-                assert recall.decision == "abstain" or memory.skill_of(recall.block_id) == item["skill"], item  # no misroute
+                assert recall.decision == "abstain" or memory.skills.of_block(recall.block_id) == item["skill"], item  # no misroute
                 routed.append(recall.decision == "graft")
         assert sum(routed) > len(routed) / 2
         query = "which fields does this insurance claim pdf have? I want to automate completing it"
@@ -192,12 +192,12 @@ def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tm
     chat = [("system", AGENT_PROMPT), ("user", "Our CI is red since this morning; find out why and fix it.")]
     options = AnswerOptions(max_tokens=256, format=output_format(AGENT_TOOLS))
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
-        memory.import_skills(tmp_path / "skills")
+        memory.skills.import_folders(tmp_path / "skills")
         pipeline = AnswerPipeline(smollm2)
         app = len(chat_tokens(smollm2, options.format.lead(chat)))
         assert app > 1200
         placed, left_out = 0, []
-        parts = [p.block_id for s in memory.skills() for p in s.parts]
+        parts = [p.block_id for s in memory.skills.list() for p in s.parts]
         assert len(parts) > 40
         for block_id in parts:
             recall = forced_recall(memory.get(block_id), memory.router.threshold, "every part, in turn")
@@ -225,9 +225,9 @@ def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path,
     shutil.copytree(COLLECTION / "regex-crafting", tmp_path / "skills" / "regex-crafting")
     system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
-        memory.import_skills(tmp_path / "skills")
+        memory.skills.import_folders(tmp_path / "skills")
         memory.add_app("team", system)
-        report = memory.warm_skills(["regex-crafting"], app="team")
+        report = memory.skills.warm(["regex-crafting"], app="team")
         assert report.warmed and not report.left_out
         first = report.warmed[0]
         block = memory.get(first["block_id"])
@@ -250,15 +250,15 @@ def test_a_pinned_skills_states_outlive_eviction_on_the_model(tmp_path, smollm2,
     git_skill(tmp_path / "skills")
     system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
-        memory.import_skills(tmp_path / "skills")
-        warmed = memory.warm_skills(["pdf"], system=system).warmed
-        pinned = memory.pin_skill("pdf").pinned_bytes
+        memory.skills.import_folders(tmp_path / "skills")
+        warmed = memory.skills.warm(["pdf"], system=system).warmed
+        pinned = memory.skills.pin("pdf").pinned_bytes
         assert warmed and pinned > 0
     budget = pinned + (1 << 20)  # less than any state of a skill behind this prompt
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder, derived_bytes=budget) as memory:
-        report = memory.warm_skills(["git-squash"], system=system)
+        report = memory.skills.warm(["git-squash"], system=system)
         assert not report.warmed and "pinned" in report.left_out[0]["reason"]
-        cache = memory.skill_cache()
+        cache = memory.skills.cache()
         pdf = next(row for row in cache.skills if row.name == "pdf")
         assert pdf.pinned and pdf.n_bytes == pinned and cache.used <= budget
         chat = [("system", system), ("user", "How do I merge two PDF files?")]

@@ -67,7 +67,7 @@ def _stock(home: Path, model: str, skills: Path, questions: dict[str, list[str]]
 
     started = time.perf_counter()
     with SkillMemory.open(home, model=model) as memory:
-        report = memory.import_skills([str(skills)])
+        report = memory.skills.import_folders([str(skills)])
         imported_s = time.perf_counter() - started
         plan: dict[str, tuple[str, str]] = {}
         parts: dict[str, tuple[str, list]] = {}
@@ -78,7 +78,7 @@ def _stock(home: Path, model: str, skills: Path, questions: dict[str, list[str]]
             if recall.decision != "graft" or recall.block is None:
                 abstained.append(question)
                 continue
-            if memory.skill_of(recall.block.id) != skill:
+            if memory.skills.of_block(recall.block.id) != skill:
                 elsewhere.append(question)
             plan[skill] = (question, recall.block.name)
             parts[recall.block.name] = (recall.block.source, [])

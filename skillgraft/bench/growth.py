@@ -97,7 +97,7 @@ def _grow(home: Path, folder: Path, rows: list, held: int, count: int, engine, e
     extra = copied_rows(rows, max(held - len(rows), 0), count - len(real))
     write_skill_folders(real + extra, folder)
     with _memory(home, engine, CopyingEncoder(encoder)) as memory:
-        memory.import_skills(folder, progress=progress)
+        memory.skills.import_folders(folder, progress=progress)
     shutil.rmtree(folder)
 
 
@@ -114,10 +114,10 @@ def _probe(home: Path, probe: list, folder: Path, size: int, engine, encoder, pr
     with _memory(home, engine, encoder) as memory:
         memory.route("a warm-up request")  # the encoder loaded and the index built: not the import's
         started = time.perf_counter()
-        report = memory.import_skills(folder, progress=progress)
+        report = memory.skills.import_folders(folder, progress=progress)
         first = time.perf_counter() - started
         started = time.perf_counter()
-        again = memory.import_skills(folder)
+        again = memory.skills.import_folders(folder)
         second = time.perf_counter() - started
     if report.skipped or len(report.imported) != len(probe) or len(again.unchanged) != len(probe):
         raise InputError(f"the probe skills did not import cleanly: {report.skipped[:3]}")

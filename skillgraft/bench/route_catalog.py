@@ -175,7 +175,7 @@ def _timed_routes(memory, encoder, asked) -> dict:
         if skill is None:
             abstained += recall.decision == "abstain"
         else:
-            right += recall.decision == "graft" and memory.skill_of(recall.block_id) == skill
+            right += recall.decision == "graft" and memory.skills.of_block(recall.block_id) == skill
     n_in, n_off = len(asked["in_scope"]["test"]), len(asked["off_topic"]["test"])
     return {
         "skills": len(memory.store.skill_names()),
@@ -219,7 +219,7 @@ def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Op
         home = work / "home"
         with SkillMemory(home, engine=engine, embedder=copying) as memory:
             started = time.perf_counter()
-            report = memory.import_skills(source, progress=progress)
+            report = memory.skills.import_folders(source, progress=progress)
             import_s = time.perf_counter() - started
             names = set(memory.store.skill_names())
             unknown = sorted({s for half in asked["in_scope"].values() for _, s in half} - names)
@@ -237,7 +237,7 @@ def bench_route_catalog(queries, engine, *, catalog=None, skills=None, limit: Op
             folder = work / f"copies-{size}"
             write_skill_folders(copied_rows(rows, have - len(rows), size - have), folder)
             with SkillMemory(home, engine=engine, embedder=copying) as memory:
-                memory.import_skills(folder, progress=progress)
+                memory.skills.import_folders(folder, progress=progress)
                 table.append(_timed_routes(memory, encoder, asked))
         return {
             "kind": "route-catalog", **row, "rows": table,

@@ -5,8 +5,8 @@ policy it was imported under, the default version, its expiry) into the manifest
 a skill's blocks are not bundle rows. Import trusts none of it: every entry is checked (names
 and paths as the folder reader allows them, counts and sizes bounded, each file's bytes hashed
 against its row), each version is written into a private temp folder and imported through
-:meth:`SkillMemory.import_skills` under its key policy (so every check of a folder on disk
-applies, every block is captured and every key embedded here: examples and near misses come
+``memory.skills`` (:meth:`~skillgraft.skills.component.Skills.import_folders`) under its
+key policy (so every check of a folder on disk applies, every block is captured and every key embedded here: examples and near misses come
 again from the version's ``eval_queries.json``), oldest version first; the bundle's default version is made the default.
 A version whose manifest a stored version already has is unchanged. A skill new to the store
 gets the bundle's expiry (one past hides it at once, as in the store it came from); a skill held
@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Optional
 from ..errors import BundleError
 from ..skills.folder import MAX_FILES, MAX_SKILL_BYTES
 from ..skills.frontmatter import MAX_NAME_CHARS, USABLE_NAME
-from ..skills.importing import recorded_policy
-from ..skills.plan import EARLIER_KEY_POLICY, KEY_POLICIES
+from ..skills.plan import EARLIER_KEY_POLICY, KEY_POLICIES, recorded_policy
 from .reader import SKILL_FILE_NAME, _chunks, _expiry, _read_member
 
 if TYPE_CHECKING:
@@ -147,7 +146,7 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
     changed; the import reports."""
     reports = []
     for name, default, versions, expires_at in skills:
-        new = name not in memory.store.skill_names()
+        new = name not in memory.skills.names(include_expired=True)
         if not new:  # a version stored here may become its default, and replace its blocks' keys
             undo.skill_stored(memory.store, name)
         local_default = None
@@ -155,7 +154,7 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
             with tempfile.TemporaryDirectory(prefix="skillgraft-bundle-") as temp:
                 folder = Path(temp) / name
                 _materialize(folder, tar, members, version)
-                report = memory.import_skills(folder, origin=f"{origin}#{name}@v{version.version}",
+                report = memory.skills.import_folders(folder, origin=f"{origin}#{name}@v{version.version}",
                                               keys=version.keys or EARLIER_KEY_POLICY)
             reports.append(report)
             undo.skill_versions.extend((s.name, s.version) for s in report.imported)
@@ -164,8 +163,8 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
             if version.version == default and mine:
                 local_default = mine[0]
         if local_default is not None:
-            memory.set_default_skill_version(name, local_default)
-        if new and expires_at is not None and name in memory.store.skill_names():
+            memory.skills.set_default(name, local_default)
+        if new and expires_at is not None and name in memory.skills.names(include_expired=True):
             memory.expire(name, expires_at)
     return reports
 

@@ -44,9 +44,9 @@ class ImportUndo:
     def run(self, memory) -> None:
         """Remove what was noted, newest first, and set the changed defaults and keys back; a
         step that fails is logged and the others still run (the import's own error is raised)."""
-        steps = [*((f"skill {n!r} v{v}", lambda n=n, v=v: memory.remove_skill(n, v))
+        steps = [*((f"skill {n!r} v{v}", lambda n=n, v=v: memory.skills.remove(n, v))
                    for n, v in reversed(self.skill_versions)),
-                 *((f"the default of skill {n!r}", lambda n=n, v=v: memory.set_default_skill_version(n, v))
+                 *((f"the default of skill {n!r}", lambda n=n, v=v: memory.skills.set_default(n, v))
                    for n, v in self.defaults.items()),
                  *((f"the keys of block {b}", lambda b=b, k=k: _restore_keys(memory.store, b, k))
                    for b, k in self.keys.items()),

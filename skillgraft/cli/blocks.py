@@ -252,8 +252,8 @@ def check(ctx, repair, model, as_json) -> None:
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
         report = memory.check(repair=repair).as_dict()
-        if memory.store.skill_names():  # a store without imported skills reports as it always did
-            report["skills_changed"] = memory.skill_changes()
+        if memory.skills.names(include_expired=True):  # a store without imported skills reports as it always did
+            report["skills_changed"] = memory.skills.changes()
     emit(report, as_json, _render_check)
     if not report["ok"]:
         sys.exit(1)

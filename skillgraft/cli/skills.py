@@ -51,7 +51,7 @@ def import_skills(ctx, paths, prune, keys, expires, verbose, model, as_json) -> 
     memory = open_memory(ctx, model)
     with Activity("import skills", "finding skills", unit="skills", every=IMPORT_LINE_EVERY,
                   every_s=IMPORT_LINE_S) as progress:
-        report = memory.import_skills(list(paths), prune=prune, progress=progress, keys=keys, expires=expires)
+        report = memory.skills.import_folders(list(paths), prune=prune, progress=progress, keys=keys, expires=expires)
     emit(report.as_dict(), as_json, lambda data: _render_import(data, verbose))
 
 
@@ -89,7 +89,7 @@ def list_skills(ctx, everything, as_json) -> None:
         {"name": s.name, "version": s.default_version, "versions": s.versions, "blocks": len(s.parts),
          "tokens": s.n_tokens, "chars": s.n_chars, "model_invocable": s.model_invocable,
          "description": s.description, "expires_at": s.expires_at, "expired": s.expired}
-        for s in open_memory(ctx).skills(include_expired=everything)
+        for s in open_memory(ctx).skills.list(include_expired=everything)
     ]
     emit({"rows": rows}, as_json, lambda d: "\n".join(
         f"{r['name']:24} v{r['version']:<3} {r['blocks']:>3} blocks {_size(r['tokens'], r['chars'])}"
@@ -110,7 +110,7 @@ def _size(tokens, chars: int) -> str:
 @click.pass_context
 def show_skill(ctx, name, version, as_json) -> None:
     """Show a skill: frontmatter, versions, sections and resources (its blocks), files, scripts, assets."""
-    emit(open_memory(ctx).skill(name, version).as_dict(), as_json, _render_skill)
+    emit(open_memory(ctx).skills.get(name, version).as_dict(), as_json, _render_skill)
 
 
 def _render_skill(d: dict) -> str:
@@ -135,7 +135,7 @@ def update_skill(ctx, name, model, as_json) -> None:
     """Read skill NAME's folder again: a changed folder becomes a new, default version."""
     memory = open_memory(ctx, model)
     with Activity(f"update {name}", f"reading {name}", unit="skills") as progress:
-        report = memory.update_skill(name, progress=progress)
+        report = memory.skills.update(name, progress=progress)
     emit(report.as_dict(), as_json, _render_import)
 
 
@@ -156,7 +156,7 @@ def warm_skills(ctx, names, system_file, app, derived_mib, model, as_json) -> No
     system = read_text_file(system_file, "the app's prefix") if system_file else None
     memory = open_memory(ctx, model, derived_mib)
     with Activity(f"warm {' '.join(names)}", f"loading {memory.model}", unit="part") as progress:
-        report = memory.warm_skills(list(names), system=system, app=app, progress=progress)
+        report = memory.skills.warm(list(names), system=system, app=app, progress=progress)
     emit(report.as_dict(), as_json, _render_warm)
 
 
@@ -174,7 +174,7 @@ def _render_warm(data: dict) -> str:
 def pin_skill(ctx, name, derived_mib, as_json) -> None:
     """Keep skill NAME's KV states whatever the cache's LRU order (refused when the pinned
     states would outgrow the cache's budget)."""
-    emit(open_memory(ctx, derived_mib=derived_mib).pin_skill(name).as_dict(), as_json, _render_cache)
+    emit(open_memory(ctx, derived_mib=derived_mib).skills.pin(name).as_dict(), as_json, _render_cache)
 
 
 @skills.command("unpin")
@@ -184,7 +184,7 @@ def pin_skill(ctx, name, derived_mib, as_json) -> None:
 @click.pass_context
 def unpin_skill(ctx, name, derived_mib, as_json) -> None:
     """Let skill NAME's KV states be evicted again, oldest use first."""
-    emit(open_memory(ctx, derived_mib=derived_mib).unpin_skill(name).as_dict(), as_json, _render_cache)
+    emit(open_memory(ctx, derived_mib=derived_mib).skills.unpin(name).as_dict(), as_json, _render_cache)
 
 
 @skills.command("cache")
@@ -193,7 +193,7 @@ def unpin_skill(ctx, name, derived_mib, as_json) -> None:
 @click.pass_context
 def cache(ctx, derived_mib, as_json) -> None:
     """Which skills have KV states kept, their bytes, pins, the budget and how much is used."""
-    emit(open_memory(ctx, derived_mib=derived_mib).skill_cache().as_dict(), as_json, _render_cache)
+    emit(open_memory(ctx, derived_mib=derived_mib).skills.cache().as_dict(), as_json, _render_cache)
 
 
 def _render_cache(data: dict) -> str:
@@ -245,7 +245,7 @@ def _render_expiry(data: dict) -> str:
 @click.pass_context
 def rm_skill(ctx, name, version, as_json) -> None:
     """Remove skill NAME (every version, or one) and the blocks no other version holds."""
-    removed = open_memory(ctx).remove_skill(name, version)
+    removed = open_memory(ctx).skills.remove(name, version)
     emit({"name": name, "version": version, "removed_blocks": removed}, as_json)
 
 
@@ -256,7 +256,7 @@ def rm_skill(ctx, name, version, as_json) -> None:
 @click.pass_context
 def default_version(ctx, name, version, as_json) -> None:
     """Make VERSION the version of NAME that routing offers."""
-    record = open_memory(ctx).set_default_skill_version(name, version)
+    record = open_memory(ctx).skills.set_default(name, version)
     emit({"name": name, "default_version": record.default_version}, as_json)
 
 
@@ -271,7 +271,7 @@ def export_skill(ctx, name, dest, version, as_json) -> None:
 
     What of its SKILL.md the Agent Skills reference validator refuses (a client field such as
     disable-model-invocation, a name against the rules ...) is listed: it is the skill's own, kept."""
-    emit(open_memory(ctx).export_skill(name, dest, version).as_dict(), as_json, _render_export)
+    emit(open_memory(ctx).skills.export(name, dest, version).as_dict(), as_json, _render_export)
 
 
 def _render_export(data: dict) -> str:
@@ -303,11 +303,11 @@ def eval_skills(ctx, name, all_queries, no_answers, max_tokens, limit, model, as
     natural-language assertions are counted as unchecked.
     """
     memory = open_memory(ctx, model)
-    scores = memory.eval_skills(name, held_out_only=not all_queries)
+    scores = memory.skills.eval_triggers(name, held_out_only=not all_queries)
     answers = []
     if not no_answers:
         with Activity("answer evals", f"loading {memory.model}", unit="answer") as progress:
-            answers = memory.eval_answers(name, max_tokens=max_tokens, limit=limit, progress=progress)
+            answers = memory.skills.eval_answers(name, max_tokens=max_tokens, limit=limit, progress=progress)
     data = {"model": memory.model, "skills": [s.as_dict() for s in scores], "answers": [a.as_dict() for a in answers]}
     emit(data, as_json, lambda d: _render_eval(d, all_queries, no_answers))
 
@@ -383,7 +383,7 @@ def _share(value) -> str:
 @click.pass_context
 def status(ctx, as_json) -> None:
     """Say which imported skills' folders changed or vanished on disk (exit 1 when any did)."""
-    changes = open_memory(ctx).skill_changes()
+    changes = open_memory(ctx).skills.changes()
     emit({"changes": changes}, as_json, lambda d: "\n".join(
         f"{c['change']:10} {c['name']} v{c['version']} ({c['folder']}): {skill_change_hint(c)}" for c in d["changes"])
         or "every skill folder as imported")

@@ -96,7 +96,7 @@ class BackgroundCaptures:
             if running is None or not running.job.running:
                 try:
                     with self.lock:  # the names are checked in the caller's call
-                        job = self.memory.warm_skills_in_background([block.name], lock=turn)
+                        job = self.memory.skills.warm_in_background([block.name], lock=turn)
                 except SkillgraftError as exc:  # derived states off: the text is stored, nothing to make
                     return CaptureStatus(block.id, block.name, "failed", 0, 0, self.deadline_s, str(exc))
                 self._captures[block.id] = _Capture(block, job, self.deadline_s)

@@ -58,7 +58,7 @@ class GatewaySource:
 
     def cache(self) -> "CacheReport":
         with self.gateway.memory_lock:
-            return self.gateway.memory.skill_cache()
+            return self.gateway.memory.skills.cache()
 
     def known_tokens(self, block) -> Optional[int]:
         """Counted by the pool's tokenizer (loaded with the gateway): no slot is taken."""

@@ -1,9 +1,9 @@
 """The gateway's verbs on imported skills (Agent Skills folders), for the OpenAI Skills API.
 
 Reads go through the serving memory, writes through the gateway's writer, each under its
-lock (:class:`~skillgraft.gateway.service.Gateway`); every decision is the memory's own
-(:meth:`~skillgraft.memory.SkillMemory.import_skills`, ``skill``, ``remove_skill``,
-``set_default_skill_version``, ``skill_contents``). An upload (:mod:`.uploads`, checked) is
+lock (:class:`~skillgraft.gateway.service.Gateway`); every decision is the memory's skills'
+(``memory.skills``: :meth:`~skillgraft.skills.component.Skills.import_folders`, ``get``,
+``versions``, ``remove``, ``set_default``, ``contents``). An upload (:mod:`.uploads`, checked) is
 written into a temp folder and imported from there with the origin ``upload:<id>`` recorded
 instead of the folder, which is removed afterwards.
 """
@@ -29,22 +29,21 @@ class SkillShelf:
     def names(self, *, include_expired: bool = False) -> list[str]:
         """The names of the imported skills; those past their expiry only with ``include_expired``."""
         with self.gateway.memory_lock:
-            return self.gateway.memory.skill_names(include_expired=include_expired)
+            return self.gateway.memory.skills.names(include_expired=include_expired)
 
     def skill(self, name: str, version: Optional[int] = None):
         """The :class:`~skillgraft.skills.versions.SkillRecord` of a version (the default by default)."""
         with self.gateway.memory_lock:
-            return self.gateway.memory.skill(name, version)
+            return self.gateway.memory.skills.get(name, version)
 
     def versions(self, name: str) -> list:
         """The record of every version of ``name``, oldest first."""
         with self.gateway.memory_lock:
-            memory = self.gateway.memory
-            return [memory.skill(name, number) for number in memory.skill(name).versions]
+            return self.gateway.memory.skills.versions(name)
 
     def contents(self, name: str, version: Optional[int] = None) -> tuple[int, list[tuple[str, bytes]]]:
         with self.gateway.memory_lock:
-            return self.gateway.memory.skill_contents(name, version)
+            return self.gateway.memory.skills.contents(name, version)
 
     def add(self, upload: SkillUpload, *, skill: Optional[str] = None, default: bool = True,
             expires: Optional[str] = None) -> tuple[str, int]:
@@ -55,16 +54,16 @@ class SkillShelf:
         name = uploaded_name(upload)
         writer = self.gateway.writer
         with self.gateway.writer_lock:
-            held = name in writer.store.skill_names()
+            held = name in writer.skills.names(include_expired=True)
             if skill is None and held:
                 raise SkillUploadError(name, f"a skill named {name!r} exists: upload a new version of it instead",
                                        "skill_exists")
             if skill is not None and name != skill:
                 raise SkillUploadError(SKILL_MD, f"names the skill {name!r}, not {skill!r}", "name_mismatch")
-            before = writer.store.skill_default(name) if held else None
+            before = writer.skills.get(name).default_version if held else None
             with tempfile.TemporaryDirectory(prefix="skillgraft-upload-") as temp:
                 folder = write_upload(upload, temp, upload.folder or name)
-                report = writer.import_skills([folder], origin=f"upload:{uuid.uuid4().hex[:12]}", expires=expires)
+                report = writer.skills.import_folders([folder], origin=f"upload:{uuid.uuid4().hex[:12]}", expires=expires)
             if report.skipped:
                 raise SkillFolderError(upload.folder or name, report.skipped[0]["reason"])
             if report.imported:
@@ -74,14 +73,14 @@ class SkillShelf:
             else:
                 raise SkillUploadError(upload.folder or name, "holds no skill that could be imported", "no_skill_md")
             if default and before != version:
-                writer.set_default_skill_version(name, version)
+                writer.skills.set_default(name, version)
             elif not default and before is not None and before != version:
-                writer.set_default_skill_version(name, before)
+                writer.skills.set_default(name, before)
             return name, version
 
     def set_default(self, name: str, version: int):
         with self.gateway.writer_lock:
-            return self.gateway.writer.set_default_skill_version(name, version)
+            return self.gateway.writer.skills.set_default(name, version)
 
     def expire(self, name: str, at: Optional[str]) -> None:
         """Set skill ``name``'s expiry (None: none)."""
@@ -91,7 +90,7 @@ class SkillShelf:
     def remove(self, name: str, version: Optional[int] = None) -> list[str]:
         """Remove one version of ``name``, or the whole skill; the ids of the blocks removed."""
         with self.gateway.writer_lock:
-            return self.gateway.writer.remove_skill(name, version)
+            return self.gateway.writer.skills.remove(name, version)
 
     def require(self, name: str) -> None:
         """:class:`SkillNotFoundError` unless ``name`` is an imported skill."""

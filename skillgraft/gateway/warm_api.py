@@ -3,7 +3,7 @@
 ``POST /v1/skillgraft/warms`` with ``{"skills": [NAME, ...], "app": APP}`` (``app`` optional: a
 prefix stored with ``skillgraft apps add``) starts capturing, in the background, the KV state
 each part of those skills gets on its first use behind that app's prompt
-(:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills_in_background` over the memory of the
+(:meth:`~skillgraft.skills.component.Skills.warm_in_background` over the memory of the
 request's namespace); 202 with the warm. One warm runs at a time in a namespace (409 while one
 runs). ``GET /v1/skillgraft/warms/{id}`` follows it: ``status`` (``running``, ``stopped``,
 ``done`` or ``failed``), ``done`` and ``total`` parts, and once it ended its ``report`` (or
@@ -130,7 +130,7 @@ def _started(tenant, body: WarmRequest, turn: SlotThenLock) -> WarmJob:
     """The warm's job, started (names, app and prompt checked first, under the memory's lock)."""
     with tenant.memory_lock:
         try:
-            return tenant.memory.warm_skills_in_background(body.skills, app=body.app, lock=turn)
+            return tenant.memory.skills.warm_in_background(body.skills, app=body.app, lock=turn)
         except AppNotFoundError as exc:
             raise ApiError(404, str(exc), code="app_not_found", param="app") from None
 

@@ -113,7 +113,7 @@ class LocalSource:
 
     def cache(self) -> "CacheReport":
         with self.lock:
-            return self.memory.skill_cache()
+            return self.memory.skills.cache()
 
     def known_tokens(self, block) -> Optional[int]:
         return self.memory.known_tokens(block)

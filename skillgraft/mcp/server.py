@@ -162,7 +162,7 @@ def _skill_resources(server, memory: SkillMemory, lock) -> None:
                 {"name": s.name, "description": s.description, "uri": f"skill://{s.name}/SKILL.md", "version": s.version,
                  "model_invocable": s.model_invocable,
                  "files": [{**f, "uri": f"skill://{s.name}/{f['path']}"} for f in s.files]}
-                for s in memory.skills()
+                for s in memory.skills.list()
             ]
         return json.dumps({"skills": skills})
 
@@ -170,16 +170,15 @@ def _skill_resources(server, memory: SkillMemory, lock) -> None:
     def skill_file(name: str, path: str) -> Union[str, bytes]:
         """One file of an imported skill (its default version), as imported; none of an expired skill."""
         with lock:
-            if name not in memory.skill_names():
+            if name not in memory.skills.names():
                 raise ValueError(f"no skill {name!r} is served here")
-            version = memory.store.skill_default(name)
-            files = {f["path"]: f["data"] for f in memory.store.skill_files(name, version, with_data=True, path=path)}
-        if path not in files:
+            data = memory.skills.file(name, path)
+        if data is None:
             raise ValueError(f"skill {name!r} has no file {path!r}")
         try:
-            return files[path].decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
-            return files[path]
+            return data
 
 
 def _deposit_tools(server, memory: SkillMemory, one_call, rate: DepositRate, ToolError) -> None:

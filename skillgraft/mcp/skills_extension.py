@@ -37,13 +37,13 @@ def skill_md_listing(memory) -> list[dict]:
     ``description``, ``mime_type``), so a host without the extension finds the skills by
     scanning for ``skill://*/SKILL.md``; its other files stay behind the template."""
     return [{"uri": f"skill://{s.name}/SKILL.md", "name": s.name, "description": s.description,
-             "mime_type": "text/markdown"} for s in memory.skills()]
+             "mime_type": "text/markdown"} for s in memory.skills.list()]
 
 
 def list_page(memory, cursor: Optional[str], page: int = PAGE) -> dict:
     """One page of entries, by name: those after the name ``cursor`` (past their expiry: none)."""
-    names = [name for name in memory.skill_names() if cursor is None or name > cursor]
-    result = {"skills": [skill_entry(memory.skill(name)) for name in names[:page]], "resultType": "complete",
+    names = [name for name in memory.skills.names() if cursor is None or name > cursor]
+    result = {"skills": [skill_entry(memory.skills.get(name)) for name in names[:page]], "resultType": "complete",
               "ttlMs": TTL_MS, "cacheScope": "private"}
     if len(names) > page:
         result["nextCursor"] = names[page - 1]
@@ -71,9 +71,9 @@ def skills_extension(memory, lock: threading.Lock):
         name = uri[len("skill://"):-len("/SKILL.md")] if uri.startswith("skill://") and uri.endswith("/SKILL.md") else ""
         with lock:
             try:
-                if not name or "/" in name or name not in memory.skill_names():  # an expired skill is not served
+                if not name or "/" in name or name not in memory.skills.names():  # an expired skill is not served
                     raise SkillNotFoundError(name or uri)
-                entry = skill_entry(memory.skill(name))
+                entry = skill_entry(memory.skills.get(name))
             except SkillNotFoundError:
                 raise MCPError(INVALID_PARAMS, f"{uri!r} is not the SKILL.md of a skill served here") from None
         return {"skill": entry, "resultType": "complete", "ttlMs": TTL_MS, "cacheScope": "private"}

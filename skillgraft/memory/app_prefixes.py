@@ -1,5 +1,5 @@
 """Apps' own prefixes by name: an app's system prompt, stored in the memory's catalog so that
-skills are warmed behind it (:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills` with
+skills are warmed behind it (:meth:`~skillgraft.skills.component.Skills.warm` with
 ``app=``) exactly as that app's chats will use them. :class:`AppPrefixVerbs` is mixed into
 :class:`~skillgraft.memory.SkillMemory`.
 
@@ -13,7 +13,6 @@ serves that app's chats without tools; with tools it is captured on first use. N
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Optional
 
 from ..core.chat_layout import with_system
 from ..errors import InputError
@@ -75,11 +74,3 @@ class AppPrefixVerbs:
     def remove_app(self, name: str) -> None:
         """Forget app ``name`` (the states warmed behind it stay in the cache until evicted)."""
         self.store.delete_app_prefix(check_app_name(name))
-
-    def _warm_prefix(self, system: Optional[str], app: Optional[str]) -> Optional[str]:
-        """The system prompt a warm is made behind: ``system`` as given, or app ``app``'s; not both."""
-        if app is None:
-            return system
-        if system is not None:
-            raise InputError("warm behind an app's stored prefix or a system prompt given here, not both")
-        return self.app(app).system

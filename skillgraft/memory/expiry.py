@@ -62,12 +62,12 @@ class Expiring:
 
     def prune_expired(self) -> list[ExpiryRecord]:
         """Remove every skill and block of this memory's own store whose expiry has passed (an
-        expired skill with its blocks, as :meth:`remove_skill` does); what was removed."""
+        expired skill with its blocks, as ``skills.remove`` does); what was removed."""
         now = time.time()
         gone = [record for record in self.expiries() if expired(record.expires_at, now)]
         for record in gone:
             if record.kind == "skill":
-                self.remove_skill(record.name)
+                self.skills.remove(record.name)
             else:
                 self.store.remove(record.block_id)
         return gone

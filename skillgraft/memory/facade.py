@@ -8,7 +8,8 @@ KV state restored at its own position and the answer generated after it (no re-p
 or a plain answer. Every recall and answer writes a ledger row.
 
 Deposits (:mod:`skillgraft.memory.deposits`), learning from verified answers (:mod:`.learning`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
-mixed in; this module holds recall and answers.
+mixed in; the imported Agent Skills are a component, ``memory.skills``
+(:class:`~skillgraft.skills.component.Skills`); this module holds recall and answers.
 """
 
 from __future__ import annotations
@@ -36,10 +37,7 @@ from ..errors import InputError
 from ..kv.prefixes import PrefixCache
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
-from ..skills.answer_evals import AnswerEvals
-from ..skills.importing import SkillImports
-from ..skills.trigger_evals import SkillEvals
-from ..skills.versions import SkillVerbs
+from ..skills.component import RENAMED, Skills, renamed_verb
 from ..store.block_states import BlockStates
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs, SkillImports, SkillVerbs, SkillEvals, AnswerEvals):
+class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -131,6 +129,8 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs, SkillI
         self.gate = gate_policy(gate)
         self.derived_bytes = DEFAULT_DERIVED_BYTES if derived_bytes is None else derived_bytes
         self._prefixes: Optional[PrefixCache] = None
+        self.skills = Skills(self)
+        """The imported Agent Skills: import, versions, warm, pins, evals (:class:`~skillgraft.skills.component.Skills`)."""
 
     @classmethod
     def open(cls, home: Union[str, Path, None] = None, **options) -> "SkillMemory":
@@ -152,13 +152,20 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs, SkillI
         return self._engine.settle_derived() if self._engine is not None else 0
 
     def close(self) -> None:
-        self.stop_warming()
+        self.skills.stop_warming()
         self.flush_derived()  # the derived states the context still holds reach the store
         if self._engine is not None and self._owns_engine:
             self._engine.close()
             self._engine = None
         self.store.close()
         self._close_base()
+
+    def __getattr__(self, name: str):
+        """The Agent Skills verbs by their names before ``memory.skills``
+        (:data:`~skillgraft.skills.component.RENAMED`), for one release: each call warns."""
+        if name in RENAMED and "skills" in self.__dict__:
+            return renamed_verb(self.__dict__["skills"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _close_base(self) -> None:
         if self.base is not None:

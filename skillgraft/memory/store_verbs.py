@@ -1,11 +1,12 @@
-"""The memory verbs (list, get, delete) over a memory's own store and, for a namespace, the
-base it reads (:mod:`skillgraft.memory.namespaces`): its own blocks first, the base read-only."""
+"""The memory verbs (list, get, delete, a block's known size) over a memory's own store and,
+for a namespace, the base it reads (:mod:`skillgraft.memory.namespaces`): its own blocks first, the base read-only."""
 
 from __future__ import annotations
 
 from typing import Optional, Union
 
 from ..core.blocks import Block
+from ..core.chat_layout import block_size
 from ..core.planning import forced_recall
 from ..core.questions import normalize_question
 from ..core.recall import Recall
@@ -30,6 +31,14 @@ class StoreVerbs(Expiring):
             return self.store
         except BlockNotFoundError:
             return self.base
+
+    def known_tokens(self, block: Block) -> Optional[int]:
+        """The tokens ``block`` adds to a prompt, without loading a model: a captured block's own
+        count; a text block's counted by the engine when one is loaded already, else None."""
+        if not block.text_only:
+            return block.n_tokens
+        engine = getattr(self, "_engine", None)
+        return None if engine is None else block_size(engine, block)
 
     def list(self, kind: Optional[str] = None, *, include_quarantined: bool = False,
              include_expired: bool = False) -> list[Block]:
@@ -62,7 +71,7 @@ class StoreVerbs(Expiring):
     def delete(self, ref: str) -> Block:
         """Delete a block, its routing keys (a solution's experience keys too) and (when no other
         block shares it) its file. A block of an imported skill is removed with its skill
-        (:meth:`remove_skill`); a block of the base a namespace reads is :class:`SharedBaseError`."""
+        (``skills.remove``); a block of the base a namespace reads is :class:`SharedBaseError`."""
         block = self.get(ref)
         if self.store_of(block) is not self.store:
             raise SharedBaseError(ref, self.namespace)

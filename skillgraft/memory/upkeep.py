@@ -85,7 +85,7 @@ class Upkeep:
                 if not isinstance(text, str) or not text.strip():
                     raise InputError(f"manual {block.name!r} has no text")
                 require_text(text, f"manual {block.name!r}")
-                same = self._text_block(text)
+                same = self.store.find_text(text)
             else:
                 tokens = self._capturable_tokens(block.name, block.kind, text)
                 same = self.store.find_same(tokens, self.engine.fingerprint.id)

@@ -102,7 +102,7 @@ class EvalOutcome:
 
 @dataclass
 class SkillAnswerEval:
-    """A skill's evals answered with and without it (:meth:`AnswerEvals.eval_answers`)."""
+    """A skill's evals answered with and without it (:meth:`~.component.Skills.eval_answers`)."""
 
     name: str
     version: int
@@ -161,23 +161,26 @@ class SkillAnswerEval:
 
 
 class AnswerEvals:
-    """``eval_answers`` of a memory (which provides ``store``, ``router``, ``engine``, ``plan``
+    """The answer evals of a memory (which provides ``store``, ``router``, ``engine``, ``plan``
     and its answer slots)."""
 
-    def eval_answers(self, name: Optional[str] = None, *, max_tokens: int = DEFAULT_EVAL_TOKENS,
+    def __init__(self, memory) -> None:
+        self.memory = memory
+
+    def run(self, name: Optional[str] = None, *, max_tokens: int = DEFAULT_EVAL_TOKENS,
                      limit: Optional[int] = None, progress: Progress = None) -> list[SkillAnswerEval]:
         """Per skill (or only ``name``) with an ``evals/evals.json``, each eval (the first
         ``limit``) answered with the skill grafted and without, at most ``max_tokens`` each."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InputError(f"limit must be an int >= 1, got {limit!r}")
         options = AnswerOptions(max_tokens=max_tokens, temperature=0.0)
-        suites = []
-        for skill in [name] if name is not None else self.store.skill_names():
-            version = self.store.skill_default(skill)
-            files = {f["path"]: f for f in self.store.skill_files(skill, version)}
+        suites, store = [], self.memory.store
+        for skill in [name] if name is not None else store.skill_names():
+            version = store.skill_default(skill)
+            files = {f["path"]: f for f in store.skill_files(skill, version)}
             if EVALS_JSON not in files:
                 continue
-            raw = next(f["data"] for f in self.store.skill_files(skill, version, with_data=True, path=EVALS_JSON))
+            raw = next(f["data"] for f in store.skill_files(skill, version, with_data=True, path=EVALS_JSON))
             suite = read_evals(raw, files)
             if suite.skill_name is not None and suite.skill_name != skill:
                 suite.warnings.append(f"{EVALS_JSON} names skill {suite.skill_name!r}, not {skill!r}")
@@ -200,9 +203,10 @@ class AnswerEvals:
 
     def _skill_report(self, skill: str, version: int, suite: EvalSuite, options: AnswerOptions,
                       limit: Optional[int]) -> SkillAnswerEval:
-        parts = self.store.skill_parts(skill, version)
-        block = self.store.get(parts[0]["block_id"]) if parts else None
-        report = SkillAnswerEval(skill, version, block.id if block else None, block_size(self.engine, block) if block else 0,
+        memory = self.memory
+        parts = memory.store.skill_parts(skill, version)
+        block = memory.store.get(parts[0]["block_id"]) if parts else None
+        report = SkillAnswerEval(skill, version, block.id if block else None, block_size(memory.engine, block) if block else 0,
                                  options.max_tokens, skipped=suite.skipped, warnings=list(suite.warnings),
                                  left_out=max(0, len(suite.cases) - (limit or len(suite.cases))))
         if block is None:
@@ -215,15 +219,15 @@ class AnswerEvals:
         if with_skill and block_id is None:
             run.error = "the skill has no block to graft"
             return run
-        block = None
+        block, memory = None, self.memory
         started = time.perf_counter()
         try:
             if with_skill:
-                block = self.store.get(block_id)
-            recall = forced_recall(block, self.router.threshold, "an eval: the skill named" if block else "an eval: no skill")
-            plan = self.plan([("user", case.prompt)], recall=recall)
-            with self._slot(plan, options) as slot:
-                events = FirstText(AnswerPipeline(self.engine, gate="advisory").events(plan, slot, options), started)
+                block = memory.store.get(block_id)
+            recall = forced_recall(block, memory.router.threshold, "an eval: the skill named" if block else "an eval: no skill")
+            plan = memory.plan([("user", case.prompt)], recall=recall)
+            with memory._slot(plan, options) as slot:
+                events = FirstText(AnswerPipeline(memory.engine, gate="advisory").events(plan, slot, options), started)
                 answer = collect(plan, events)
         except SkillgraftError as exc:
             run.error = str(exc)

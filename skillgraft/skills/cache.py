@@ -7,8 +7,8 @@ prefix). A *pinned* skill's states are never evicted by the LRU budget
 (:class:`~skillgraft.store.derived_states.DerivedStates`); they count against it, so a pin that
 would take the pinned states past the budget is refused (:class:`PinBudgetError`). Pins are
 kept in the catalog and outlive the process. Eviction only ever deletes a state file: a
-skill's text is its catalog row and stays. :class:`SkillCache` is mixed into
-:class:`~skillgraft.memory.SkillMemory`.
+skill's text is its catalog row and stays. ``memory.skills`` pins and reports
+(:meth:`~.component.Skills.pin`, :meth:`~.component.Skills.cache`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Optional
 from ..errors import PinBudgetError
 from ..store.derived_states import DERIVED_FOLDER, StateUse, derived_usage
 
-__all__ = ["CacheReport", "SkillCache", "SkillCacheRow", "cache_report"]
+__all__ = ["CacheReport", "SkillCacheRow", "cache_report", "check_pin", "sync_pins"]
 
 
 @dataclass(frozen=True)
@@ -80,36 +80,20 @@ def pinned_by_runtime(uses: list[StateUse], blocks: frozenset) -> dict[str, int]
     return totals
 
 
-class SkillCache:
-    """``pin_skill``, ``unpin_skill`` and ``skill_cache`` of a memory."""
+def check_pin(store, name: str, budget: int) -> None:
+    """:class:`PinBudgetError` when pinning skill ``name`` would take the pinned states of a
+    runtime past ``budget`` bytes."""
+    parts = store.skill_parts(name, store.skill_default(name))
+    blocks = store.pinned_blocks() | {part["block_id"] for part in parts}
+    over = {runtime: size for runtime, size in pinned_by_runtime(
+        derived_usage(store.home / DERIVED_FOLDER), blocks).items() if size > budget}
+    if over:
+        raise PinBudgetError(name, max(over.values()), budget)
 
-    def skill_cache(self) -> CacheReport:
-        """Which skills have states kept, their bytes, pins, the budget and how much is used."""
-        return cache_report(self.store, self.derived_bytes)
 
-    def pin_skill(self, name: str) -> CacheReport:
-        """Keep skill ``name``'s states (those kept now and those captured later) whatever the
-        LRU order. Refused (:class:`PinBudgetError`) when the pinned states of a runtime would
-        then be more than the budget."""
-        parts = self.store.skill_parts(name, self.store.skill_default(name))
-        blocks = self.store.pinned_blocks() | {part["block_id"] for part in parts}
-        over = {runtime: size for runtime, size in pinned_by_runtime(
-            derived_usage(self.store.home / DERIVED_FOLDER), blocks).items() if size > self.derived_bytes}
-        if over:
-            raise PinBudgetError(name, max(over.values()), self.derived_bytes)
-        self.store.set_skill_pin(name, True)
-        self._sync_pins()
-        return self.skill_cache()
-
-    def unpin_skill(self, name: str) -> CacheReport:
-        """Let skill ``name``'s states be evicted again, oldest use first."""
-        self.store.set_skill_pin(name, False)
-        self._sync_pins()
-        return self.skill_cache()
-
-    def _sync_pins(self) -> None:
-        """Tell the open cache which blocks are pinned now (a default version changed, a pin)."""
-        prefixes: Optional[object] = self._prefixes
-        pin = getattr(getattr(prefixes, "store", None), "pin", None)
-        if pin is not None:
-            pin(self.store.pinned_blocks())
+def sync_pins(memory) -> None:
+    """Tell ``memory``'s open cache which blocks are pinned now (a default version changed, a pin)."""
+    prefixes: Optional[object] = memory._prefixes
+    pin = getattr(getattr(prefixes, "store", None), "pin", None)
+    if pin is not None:
+        pin(memory.store.pinned_blocks())

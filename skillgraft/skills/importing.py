@@ -1,4 +1,4 @@
-"""Importing Agent Skills folders into a memory: :meth:`SkillImports.import_skills`.
+"""Importing Agent Skills folders into a memory: :meth:`~.component.Skills.import_folders`.
 
 For each skill folder found (:func:`~skillgraft.skills.scan.scan_for_skills`, the first
 root winning a name collision, with a warning): read it as untrusted input
@@ -22,7 +22,7 @@ whose folder under the given paths has vanished are reported, and removed only w
 (:mod:`.keys`: each distinct text once, those the skill's blocks hold already not at all,
 the rest in batches on the encoder's bulk threads). A version's new blocks take their keys in
 one transaction. An import runs no model: the window that bounds a part is the
-engine's when one is loaded, else the one its settings give. Mixed into :class:`~skillgraft.memory.SkillMemory`.
+engine's when one is loaded, else the one its settings give.
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ from typing import Optional, Sequence, Union
 
 from ..config import engine_settings
 from ..core import telemetry
-from ..core.blocks import block_id_for, text_sha256
 from ..core.expiry import Expiry, expiry_of
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
 from ..store.ledger import LedgerEvent
+from .cache import sync_pins
 from .folder import SKILL_FILE, SkillFolder, read_skill_folder
 from .keys import embed_part_keys
-from .plan import EARLIER_KEY_POLICY, IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts
+from .plan import IMPORT_KEY_KINDS, PlannedPart, key_policy, plan_parts, recorded_policy
 from .scan import scan_for_skills
 from .trigger_evals import EVAL_QUERIES, MAX_TRAINING_QUERIES, training_queries
+from .versions import remove_versions
 from .window_fit import part_chars
 
 MAX_EVAL_EXAMPLES = MAX_TRAINING_QUERIES
@@ -62,7 +63,7 @@ class ImportedSkill:
 
 @dataclass
 class SkillImportReport:
-    """What :meth:`SkillImports.import_skills` did: skills imported (a new version each),
+    """What :meth:`~.component.Skills.import_folders` did: skills imported (a new version each),
     unchanged, skipped (with the reason), vanished (``removed`` with prune), and warnings."""
 
     imported: list = field(default_factory=list)
@@ -76,24 +77,23 @@ class SkillImportReport:
 
 
 class SkillImports:
-    """``import_skills`` of a memory (which provides ``store``, ``router`` and, for its window
-    only, ``_engine`` when one is loaded and ``settings``)."""
+    """The imports into a memory (which provides ``store``, ``router``, ``namespace`` and, for
+    its window only, ``_engine`` when one is loaded and ``settings``)."""
 
-    def import_skills(
+    def __init__(self, memory) -> None:
+        self.memory = memory
+        self.store = memory.store
+
+    def run(
         self, paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], *, prune: bool = False, progress=None,
         origin: Optional[str] = None, keys: Optional[str] = None, expires: Optional[Expiry] = None,
     ) -> SkillImportReport:
-        """Import the skill folders at or under ``paths``; see the module's docstring.
-
-        ``keys`` is the key policy of the body's parts (:data:`~.plan.KEY_POLICIES`);
-        None keeps each skill's recorded one (a new skill gets :data:`~.plan.DEFAULT_KEY_POLICY`).
-        ``origin`` is recorded instead of each folder's path (a bundle's skills come from a
-        temp folder): such a skill is not compared with a folder on disk, nor updated from one.
-        ``expires`` (:mod:`skillgraft.core.expiry`) is set on every skill imported or found unchanged."""
+        """Import the skill folders at or under ``paths`` (see :meth:`~.component.Skills.import_folders`)."""
         if keys is not None:
             key_policy(keys)
         stamp = expiry_of(expires)
-        return telemetry.deposited(self.namespace, lambda: self._import_all(paths, prune, progress, origin, keys, stamp),
+        return telemetry.deposited(self.memory.namespace,
+                                   lambda: self._import_all(paths, prune, progress, origin, keys, stamp),
                                    lambda report: [(item.blocks[0] if item.blocks else None, item.name)
                                                    for item in report.imported])
 
@@ -114,7 +114,7 @@ class SkillImports:
                 progress(done, total)
         if origin is None:
             self._vanished(paths, set(taken), report, prune)
-        self._sync_pins()  # a pinned skill's new default version is pinned too
+        sync_pins(self.memory)  # a pinned skill's new default version is pinned too
         for item in report.imported:
             self.store.log(LedgerEvent("import", decision="skill", detail={
                 "skill": item.name, "version": item.version, "origin": origin or item.folder, "parts": len(item.blocks)}))
@@ -165,9 +165,9 @@ class SkillImports:
     def _window(self) -> int:
         """The context window a part must fit: the engine's when one is loaded (or was given),
         else the one the settings give; an import never loads the model for it."""
-        if self._engine is not None:
-            return self._engine.n_ctx
-        return (self.settings or engine_settings()).n_ctx
+        if self.memory._engine is not None:
+            return self.memory._engine.n_ctx
+        return (self.memory.settings or engine_settings()).n_ctx
 
     def _versions_of(self, name: str) -> list[dict]:
         versions = self.store.skill_versions(name)
@@ -186,7 +186,7 @@ class SkillImports:
         keyed=None,
     ) -> ImportedSkill:
         """Embed, capture and record one version; on any failure remove what it created."""
-        key_rows = embed_part_keys(self.router, folder.name, plan, keyed)  # before anything is stored
+        key_rows = embed_part_keys(self.memory.router, folder.name, plan, keyed)  # before anything is stored
         created: list[str] = []
         held: dict = {}  # this version's parts by text (two equal parts are one block): a block held, or a new one's name
         for number, part in enumerate(plan):
@@ -232,7 +232,7 @@ class SkillImports:
 
     def _part_block(self, skill: str, version: int, number: int, part: PlannedPart):
         """A block of this skill holding this very text, or the name a new text block of it takes."""
-        same = self._text_block(part.text)
+        same = self.store.find_text(part.text)
         if same is not None:
             if self.store.skill_of_block(same.id) == skill:
                 return same
@@ -243,15 +243,6 @@ class SkillImports:
         if self._block_named(name):
             raise SkillFolderError(skill, f"the block name {name!r} is taken")
         return name
-
-    def _text_block(self, text: str):
-        """The stored text block of ``text``, if any."""
-        sha256 = text_sha256(text)
-        try:
-            block = self.store.get(block_id_for(sha256))
-        except BlockNotFoundError:
-            return None
-        return block if block.sha256 == sha256 else None
 
     def _block_named(self, name: str) -> bool:
         try:
@@ -269,7 +260,7 @@ class SkillImports:
             if inside and not os.path.isfile(os.path.join(where, SKILL_FILE)):
                 removed = False
                 if prune:
-                    self.remove_skill(name)
+                    remove_versions(self.store, name)
                     removed = True
                 report.vanished.append({"name": name, "folder": where, "removed": removed})
 
@@ -308,8 +299,3 @@ def eval_examples(folder: SkillFolder, warnings: list) -> tuple[list[str], list[
     """``(examples, near misses)``: the training part's positive and negative queries of the
     folder's ``eval_queries.json`` (:mod:`.trigger_evals`)."""
     return training_queries(folder.data.get(EVAL_QUERIES), warnings, MAX_EVAL_EXAMPLES)
-
-
-def recorded_policy(row: dict) -> str:
-    """The key policy a stored version was imported under."""
-    return row["record"].get("keys") or EARLIER_KEY_POLICY

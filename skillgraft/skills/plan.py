@@ -56,6 +56,11 @@ def key_policy(keys) -> str:
     return keys
 
 
+def recorded_policy(row: dict) -> str:
+    """The key policy a stored version was imported under."""
+    return row["record"].get("keys") or EARLIER_KEY_POLICY
+
+
 @dataclass(frozen=True)
 class PlannedPart:
     """One block of a skill version: its role (``section`` or ``resource``), its title (heading

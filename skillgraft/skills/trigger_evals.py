@@ -3,7 +3,7 @@ a list of ``{"query": ..., "should_trigger": true|false}``.
 
 The queries are split once, by a hash of each query, into a training part (about 60 %) and a
 held-out part (about 40 %, as the skill-creation guide splits them), which
-:meth:`SkillEvals.eval_skills` routes to report each skill's trigger precision and recall. At
+:func:`eval_triggers` routes to report each skill's trigger precision and recall. At
 import the training part's positive queries become example keys of the skill and its negative
 ones near misses of that skill (:mod:`skillgraft.routing.near_misses`: a query like one of them
 is not routed to this skill; it is not a store-wide correction, which would say "no skill
@@ -135,19 +135,17 @@ def score_triggers(skill: str, version: int, queries, routed, *, held_out_only: 
     return score
 
 
-class SkillEvals:
-    """``eval_skills`` of a memory (which provides ``store``, ``route`` and ``skill_of``)."""
+def eval_triggers(memory, name: Optional[str] = None, *, held_out_only: bool = True) -> list[SkillTriggerScore]:
+    """Per skill of ``memory`` (or only ``name``) with eval queries, its trigger precision and
+    recall as ``memory.route`` sends them."""
 
-    def eval_skills(self, name: Optional[str] = None, *, held_out_only: bool = True) -> list[SkillTriggerScore]:
-        """Per skill (or only ``name``) with eval queries, its trigger precision and recall."""
+    def routed(query: str) -> tuple[Optional[str], str]:
+        recall = memory.route(query)
+        return (memory.store.skill_of_block(recall.block_id) if recall.decision == "graft" else None), recall.decision
 
-        def routed(query: str) -> tuple[Optional[str], str]:
-            recall = self.route(query)
-            return (self.store.skill_of_block(recall.block_id) if recall.decision == "graft" else None), recall.decision
-
-        scores = []
-        for skill in [name] if name is not None else self.store.skill_names():
-            version, queries = skill_eval_queries(self.store, skill, held_out_only=held_out_only)
-            if queries:
-                scores.append(score_triggers(skill, version, queries, routed, held_out_only=held_out_only))
-        return scores
+    scores = []
+    for skill in [name] if name is not None else memory.store.skill_names():
+        version, queries = skill_eval_queries(memory.store, skill, held_out_only=held_out_only)
+        if queries:
+            scores.append(score_triggers(skill, version, queries, routed, held_out_only=held_out_only))
+    return scores

@@ -1,5 +1,5 @@
 """Warming skills: capturing ahead of time the KV state each part of a skill would get on its
-first use (:meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills`), part by part, in the
+first use (:meth:`~.component.Skills.warm`), part by part, in the
 caller's thread or in one of its own (:class:`WarmJob`).
 
 A part whose state is kept already is skipped, so a warm that was stopped or interrupted goes
@@ -20,6 +20,7 @@ from ..core.chat_layout import skill_prompt, with_system
 from ..core.progress import Progress
 from ..core.expiry import expired
 from ..errors import BlockNotFoundError, ExpiredError, InputError, SkillNotFoundError
+from .versions import skill_record
 
 __all__ = ["SkillWarmReport", "WARM_QUESTION", "WarmJob", "start_warm", "warm_parts"]
 
@@ -54,7 +55,7 @@ def _parts(memory, name: str) -> list:
     """The parts of skill ``name``; a manual (``add_manual``) is a skill of one part. One past
     its expiry is :class:`ExpiredError`, as it is to read: refused before a warm starts."""
     try:
-        record = memory.skill(name)
+        record = skill_record(memory, name)
     except SkillNotFoundError:
         try:
             block = memory.get(name)
@@ -79,7 +80,7 @@ class ManualPart:
 
 def warm_parts(memory, names: Sequence[str], system: Optional[str], progress: Progress = None, *,
                hold=nullcontext, stop: Optional[threading.Event] = None) -> SkillWarmReport:
-    """See :meth:`~skillgraft.skills.versions.SkillVerbs.warm_skills`; each part is warmed
+    """See :meth:`~.component.Skills.warm`; each part is warmed
     inside ``hold()``, and none once ``stop`` is set."""
     chat, parts = warm_plan(memory, names, system)
     return run_warm(memory, chat, parts, progress, hold, stop)

@@ -13,7 +13,7 @@ import json
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional
 
-from ..core.blocks import TEXT_RUNTIME, Block, BlockKind, tokens_sha256
+from ..core.blocks import TEXT_RUNTIME, Block, BlockKind, block_id_for, text_sha256, tokens_sha256
 from ..core.fingerprint import RuntimeFingerprint
 from ..core.sha import HEX
 from ..errors import BlockNotFoundError, InputError, StoreError
@@ -101,6 +101,12 @@ class CatalogReads:
         """The block holding exactly these tokens under this runtime, if any."""
         found = self._rows("tokens_sha256 = ? AND fingerprint_id = ?", [tokens_sha256(tokens), fingerprint_id])
         return found[0] if found else None
+
+    def find_text(self, text: str) -> Optional[Block]:
+        """The text block holding exactly ``text``, if any."""
+        sha256 = text_sha256(text)
+        found = self._rows("id = ?", [block_id_for(sha256)])
+        return found[0] if found and found[0].sha256 == sha256 else None
 
     def state_rows(self, fingerprint_id: str) -> list[dict]:
         """``id, sha256, tokens, tokens_sha256, n_tokens, expires_at`` of the healthy blocks

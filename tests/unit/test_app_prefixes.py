@@ -22,7 +22,7 @@ from .test_text_skills import APP, OPTIONS, QUESTION
 def _memory(tmp_path, **options) -> SkillMemory:
     memory = SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), **options)
     if not memory.store.skill_names():
-        memory.import_skills(pdf_skill(tmp_path / "skills"))
+        memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
     return memory
 
 
@@ -52,7 +52,7 @@ def test_a_name_that_could_not_name_a_skill_cannot_name_an_app(tmp_path, name):
     with _memory(tmp_path) as memory:
         calls = [lambda: memory.add_app(name, APP), lambda: memory.app(name), lambda: memory.remove_app(name)]
         if name is not None:  # app=None: a warm behind no app
-            calls.append(lambda: memory.warm_skills(["pdf"], app=name))
+            calls.append(lambda: memory.skills.warm(["pdf"], app=name))
         for call in calls:
             with pytest.raises(InputError, match="an app cannot have"):
                 call()
@@ -88,14 +88,14 @@ def test_a_read_only_store_lists_apps_and_refuses_to_add_one(tmp_path):
 def test_warming_behind_an_app_is_warming_behind_its_text_and_serves_its_chats(tmp_path):
     with _memory(tmp_path) as memory:
         memory.add_app("coder", APP)
-        report = memory.warm_skills(["pdf"], app="coder")
-        parts = memory.skill("pdf").parts
+        report = memory.skills.warm(["pdf"], app="coder")
+        parts = memory.skills.get("pdf").parts
         assert len(report.warmed) == len(parts) and not report.left_out
         for warmed in report.warmed:  # the states a chat behind this system prompt looks up
             tokens, mark = skill_prompt(memory.engine, memory.get(warmed["block_id"]).source,
                                         [("system", APP), ("user", QUESTION)])
             assert warmed["tokens"] == mark and memory.prefixes.holds(tokens[:mark])
-        same_text = memory.warm_skills(["pdf"], system=APP)
+        same_text = memory.skills.warm(["pdf"], system=APP)
         assert not same_text.warmed and len(same_text.kept) == len(parts)  # the very same tokens
         block = memory.get(report.warmed[0]["block_id"])
         answer = memory.answer([("system", APP), ("user", QUESTION)], OPTIONS, block=block)
@@ -107,15 +107,15 @@ def test_a_warm_names_an_app_or_gives_a_prompt_not_both_and_a_missing_app_stops_
         memory.add_app("coder", APP)
         calls = dict(memory.engine.calls)
         with pytest.raises(InputError, match="not both"):
-            memory.warm_skills(["pdf"], system=APP, app="coder")
+            memory.skills.warm(["pdf"], system=APP, app="coder")
         with pytest.raises(AppNotFoundError):
-            memory.warm_skills(["pdf"], app="reviewer")
+            memory.skills.warm(["pdf"], app="reviewer")
         with pytest.raises(AppNotFoundError):
-            memory.warm_skills_in_background(["pdf"], app="reviewer")
+            memory.skills.warm_in_background(["pdf"], app="reviewer")
         assert dict(memory.engine.calls) == calls  # nothing ran
-        job = memory.warm_skills_in_background(["pdf"], app="coder", lock=threading.Lock())
+        job = memory.skills.warm_in_background(["pdf"], app="coder", lock=threading.Lock())
         report = job.wait(30)
-        assert len(report.warmed) == len(memory.skill("pdf").parts)
+        assert len(report.warmed) == len(memory.skills.get("pdf").parts)
 
 
 def test_a_namespaces_apps_live_in_its_own_store(tmp_path):

@@ -104,22 +104,22 @@ def test_an_expired_solution_answers_nothing(fake_stocked):
 
 def test_an_expired_imported_skill_is_hidden_and_pruned_only_when_asked(fake_memory, tmp_path):
     memory = fake_memory
-    memory.import_skills([git_skill(tmp_path / "skills")], expires="30d")
-    (record,) = memory.skills()
+    memory.skills.import_folders([git_skill(tmp_path / "skills")], expires="30d")
+    (record,) = memory.skills.list()
     assert record.expires_at is not None and not record.expired
     assert memory.route(GIT_QUERY).decision == "graft"
-    part = memory.skill("git-squash").parts[0].block_id
+    part = memory.skills.get("git-squash").parts[0].block_id
     with pytest.raises(InputError, match="part of skill"):
         memory.expire(part, PAST)
     memory.expire("git-squash", PAST)
-    assert memory.skills() == [] and memory.list() == []
-    assert memory.skills(include_expired=True)[0].as_dict()["expired"] is True
+    assert memory.skills.list() == [] and memory.list() == []
+    assert memory.skills.list(include_expired=True)[0].as_dict()["expired"] is True
     assert memory.route(GIT_QUERY).decision == "abstain"
     with pytest.raises(ExpiredError):
         memory.answer([("user", GIT_QUERY)], block=part)
     memory.add_manual("kept", "Skill manual: a manual that never expires.")
     assert [r.name for r in memory.prune_expired()] == ["git-squash"]
-    assert memory.skills(include_expired=True) == [] and [b.name for b in memory.list(include_expired=True)] == ["kept"]
+    assert memory.skills.list(include_expired=True) == [] and [b.name for b in memory.list(include_expired=True)] == ["kept"]
 
 
 def test_a_bad_expiry_is_refused_before_anything_is_captured(fake_memory, fake_engine):

@@ -55,7 +55,7 @@ def test_create_list_retrieve_content_update_and_delete(served):
     assert created.created_at > 0
     assert [s.id for s in client.skills.list()] == [created.id]
     assert client.skills.retrieve(created.id) == created
-    record = gateway.memory.skill("pdf")
+    record = gateway.memory.skills.get("pdf")
     assert record.folder.startswith("upload:") and "scripts/merge.py" in record.scripts
 
     archive = zipfile.ZipFile(io.BytesIO(client.skills.content.retrieve(created.id).read()))
@@ -160,7 +160,7 @@ def test_a_hostile_upload_is_a_4xx_that_stores_nothing(served, case):
         client.skills.create(files=parts)
     assert (refused.value.status_code, refused.value.code) == (status, code), refused.value.message
     assert refused.value.body["type"] == "invalid_request_error" and refused.value.body["param"] == "files"
-    assert gateway.memory.skills() == [] and [b.name for b in gateway.memory.list()] == ["git-squash"]
+    assert gateway.memory.skills.list() == [] and [b.name for b in gateway.memory.list()] == ["git-squash"]
 
 
 def test_a_file_name_of_control_characters_is_refused(served):
@@ -168,7 +168,7 @@ def test_a_file_name_of_control_characters_is_refused(served):
     response = _raw_upload(http, [("pdf/SKILL.md", SKILL), ("pdf/\x01\x02.md", b"x")])
     assert response.status_code == 400, response.text
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
-    assert gateway.memory.skills() == []
+    assert gateway.memory.skills.list() == []
 
 
 def test_uploads_are_deposits_and_skillgraft_json_still_works(served, fake_memory, fake_engine, fake_embedder):

@@ -30,7 +30,7 @@ WRITERS = DepositPolicy(allowed=True, per_minute=1000)  # following polls: room 
 @pytest.fixture
 def home(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
-        memory.import_skills(pdf_skill(tmp_path / "skills"))
+        memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
         memory.add_app("coder", APP)
     return tmp_path / "home"
 
@@ -49,7 +49,7 @@ def _follow(http, warm_id: str) -> dict:
 
 def test_a_warm_behind_an_app_is_started_followed_and_serves_that_apps_chat(home):
     gateway = _gateway(home)
-    parts = len(gateway.memory.skill("pdf").parts)
+    parts = len(gateway.memory.skills.get("pdf").parts)
     with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         started = http.post(WARMS, json={"skills": ["pdf"], "app": "coder"})
         assert started.status_code == 202, started.text
@@ -68,7 +68,7 @@ def test_a_running_warm_is_the_namespaces_only_one_stops_between_parts_and_resum
     engine, release = FakeEngine(), threading.Event()
     engine.reply = lambda prompt: "ok" if release.wait(30) else None  # the first part waits for the test
     gateway = _gateway(home, engine)
-    parts = len(gateway.memory.skill("pdf").parts)
+    parts = len(gateway.memory.skills.get("pdf").parts)
     with TestClient(create_app(gateway, deposits=WRITERS), base_url="http://127.0.0.1") as http:
         first = http.post(WARMS, json={"skills": ["pdf"], "app": "coder"}).json()
         assert first["status"] == "running" and first["total"] == parts

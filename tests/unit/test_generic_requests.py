@@ -33,7 +33,7 @@ def test_the_generic_requests_are_embedded_once(fake_embedder):
 def test_a_generic_chore_abstains_on_a_skill_but_reaches_a_manual_that_names_it(fake_memory, tmp_path):
     write_skill(tmp_path, "bug-fixing", "Fix the bug in a function: reproduce it, find the cause, test the fix.",
                 "# Bug fixing\n\nReproduce the failure first.\n")
-    fake_memory.import_skills(tmp_path)
+    fake_memory.skills.import_folders(tmp_path)
     assert fake_memory.route("reproduce the failure and find the cause of the bug").decision == "graft"
     recall = fake_memory.route(CHORE)
     assert recall.decision == "abstain" and "generic request" in recall.reason

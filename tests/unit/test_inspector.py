@@ -231,8 +231,8 @@ def test_ui_needs_a_store_and_loopback(runner, tmp_path, fake_stocked):
 def test_a_block_of_an_imported_skill_shows_the_skill_its_frontmatter_parts_and_files(fake_memory, tmp_path):
     from tests.unit.skill_folders import pdf_skill
 
-    fake_memory.import_skills(pdf_skill(tmp_path / "skills"))
-    skill = fake_memory.skill("pdf")
+    fake_memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
+    skill = fake_memory.skills.get("pdf")
     client = TestClient(inspector_app(LocalSource(fake_memory), allowed_hosts=["testserver"]))
     page = client.get(f"/ui/skills/{skill.parts[1].block_id}")
     assert page.status_code == 200
@@ -259,16 +259,16 @@ def test_an_imported_skills_page_shows_its_trigger_scores_as_skills_eval_gives_t
     queries = [{"query": q, "should_trigger": q != wrong} for q in asks]
     git_skill(tmp_path / "skills", files={"eval_queries.json": json.dumps(queries)})
     pdf_skill(tmp_path / "skills")
-    fake_memory.import_skills(tmp_path / "skills")
-    [score] = fake_memory.eval_skills()
+    fake_memory.skills.import_folders(tmp_path / "skills")
+    [score] = fake_memory.skills.eval_triggers()
     client = TestClient(inspector_app(LocalSource(fake_memory), allowed_hosts=["testserver"]))
     before = len(fake_memory.store.ledger_rows(limit=1000))
-    page = client.get(f"/ui/skills/{fake_memory.skill('git-squash').parts[0].block_id}").text
+    page = client.get(f"/ui/skills/{fake_memory.skills.get('git-squash').parts[0].block_id}").text
     triggers = page.split('id="skill-triggers"')[1].split("</dl>")[0]
     assert f"{score.precision:.2f}" in triggers and f"{score.recall:.2f}" in triggers
     assert f"{score.positives} positive, {score.negatives} negative" in triggers
     misses = page.split('id="skill-trigger-misses"')[1].split("</table>")[0]
     assert wrong in misses and "git-squash" in misses
     assert len(fake_memory.store.ledger_rows(limit=1000)) == before  # routed, nothing logged
-    pdf_page = client.get(f"/ui/skills/{fake_memory.skill('pdf').parts[0].block_id}").text
+    pdf_page = client.get(f"/ui/skills/{fake_memory.skills.get('pdf').parts[0].block_id}").text
     assert 'id="skill-triggers"' not in pdf_page and "No held-out queries" in pdf_page

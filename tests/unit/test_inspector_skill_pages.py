@@ -43,14 +43,14 @@ def store(tmp_path_factory):
                     files={"references/notes.md": f"# Notes\n\nTool {i} keeps its notes here.\n"})
     home = root / "store"
     with SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
-        report = memory.import_skills(root / "skills")
+        report = memory.skills.import_folders(root / "skills")
         assert len(report.imported) == N_SKILLS and not report.skipped
         memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
         memory.add_manual("kettle", "Skill manual: descaling a kettle. Boil water with citric acid, rinse twice.")
         memory.add_solution(QUESTION, ANSWER, method="17 * 23", verifier="exact", expected=ANSWER)
-        parts = {s.name: [p.block_id for p in s.parts] for s in memory.skills()}
-        counted = {s.name: (s.n_tokens, s.n_chars) for s in memory.skills()}  # an engine loaded: counted
-        blocks = {b.name: b for b in memory.list() if memory.skill_of(b.id) is None}
+        parts = {s.name: [p.block_id for p in s.parts] for s in memory.skills.list()}
+        counted = {s.name: (s.n_tokens, s.n_chars) for s in memory.skills.list()}  # an engine loaded: counted
+        blocks = {b.name: b for b in memory.list() if memory.skills.of_block(b.id) is None}
         assert len(blocks) == 3
     return home, parts, counted, blocks
 

@@ -83,7 +83,7 @@ def test_the_route_ranks_as_a_comparison_with_every_skill_would(fake_memory, tmp
              "headings": [f"# {b.title()} steps"], "first_lines": [f"Open the {a} {b} file."]}
             for i, a in enumerate(words) for b in words[i + 1:i + 5]]
     write_skill_folders(rows, tmp_path / "skills")
-    fake_memory.import_skills(tmp_path / "skills")
+    fake_memory.skills.import_folders(tmp_path / "skills")
     router = fake_memory.router
     index = router.index()
     assert index.rows < index.size  # the skills' name and description keys are one row each

@@ -64,13 +64,13 @@ def test_a_manual_deposit_and_a_skill_import_each_write_a_ledger_row(fake_memory
     captured = fake_memory.add_manual("git-squash", GIT_MANUAL)
     text = fake_memory.add_manual("notes", "Skill manual: release notes, one line per change.", capture=False)
     fake_memory.add_manual("git-squash", GIT_MANUAL)  # the same manual again: no deposit
-    fake_memory.import_skills([pdf_skill(tmp_path / "skills")])
+    fake_memory.skills.import_folders([pdf_skill(tmp_path / "skills")])
     deposits = fake_memory.store.ledger_rows(event="deposit")
     assert [(row.decision, row.block_id, row.detail["stored"]) for row in reversed(deposits)] == [
         ("manual", captured.id, "captured"), ("manual", text.id, "text")]
     (imported,) = fake_memory.store.ledger_rows(event="import")
     assert imported.decision == "skill" and imported.detail["skill"] == "pdf" and imported.detail["version"] == 1
-    assert imported.detail["parts"] == len(fake_memory.skill("pdf").parts)
+    assert imported.detail["parts"] == len(fake_memory.skills.get("pdf").parts)
 
 
 def test_a_ledger_row_does_not_wait_for_the_disk_and_every_other_write_does(tmp_path):

@@ -185,7 +185,7 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
     from .skill_folders import pdf_skill
 
     folder = pdf_skill(tmp_path / "skills")
-    fake_memory.import_skills(folder)
+    fake_memory.skills.import_folders(folder)
 
     async def run():
         async with Client(build_server(fake_memory, DepositPolicy())) as client:
@@ -208,7 +208,7 @@ def test_imported_skills_are_skill_resources_with_their_manifest(fake_memory, tm
         "skill://index.json": ("skill_index", "application/json"), "skill://pdf/SKILL.md": ("pdf", "text/markdown")}
     [entry] = json.loads(index.contents[0].text)["skills"]
     assert entry["name"] == "pdf" and entry["uri"] == "skill://pdf/SKILL.md"
-    assert {f["path"]: f["sha256"] for f in entry["files"]} == {f["path"]: f["sha256"] for f in fake_memory.skill("pdf").files}
+    assert {f["path"]: f["sha256"] for f in entry["files"]} == {f["path"]: f["sha256"] for f in fake_memory.skills.get("pdf").files}
     assert skill_md.contents[0].text == (folder / "SKILL.md").read_text()
     assert forms.contents[0].text == (folder / "references" / "forms.md").read_text()
     import base64
@@ -248,7 +248,7 @@ def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_mem
 
     pdf_skill(tmp_path / "skills")
     git_skill(tmp_path / "skills")
-    fake_memory.import_skills(tmp_path / "skills")
+    fake_memory.skills.import_folders(tmp_path / "skills")
 
     ListSkills, GetParams, GetSkill = _skills_requests()
 
@@ -274,7 +274,7 @@ def test_the_skills_extension_lists_and_gets_skills_with_their_manifest(fake_mem
     assert "nextCursor" not in listed and listed["ttlMs"] > 0
     entry = got["skill"]
     assert entry == next(e for e in listed["skills"] if e["uri"] == "skill://pdf/SKILL.md")
-    record = fake_memory.skill("pdf")
+    record = fake_memory.skills.get("pdf")
     assert {r["uri"]: (r["digest"], r["size"]) for r in entry["resources"]} == {
         f"skill://pdf/{f['path']}": (f"sha256:{f['sha256']}", f["size"]) for f in record.files}
     assert entry["frontmatter"]["license"] == "Apache-2.0" and entry["frontmatter"]["description"] == record.description
@@ -292,7 +292,7 @@ def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hid
 
     pdf_skill(tmp_path / "skills")
     git_skill(tmp_path / "skills")
-    fake_memory.import_skills(tmp_path / "skills")
+    fake_memory.skills.import_folders(tmp_path / "skills")
     fake_memory.expire("pdf", "2000-01-01T00:00:00Z")
 
     ListSkills, GetParams, GetSkill = _skills_requests()
@@ -319,4 +319,4 @@ def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hid
     assert "skill://pdf/SKILL.md" not in {str(r.uri) for r in resources.resources}
     assert len(refused) == 3 and refused[0] == -32602
     assert kept.contents[0].text.startswith("---")
-    assert fake_memory.skill_names() == ["git-squash"] and fake_memory.skill_names(include_expired=True) == ["git-squash", "pdf"]
+    assert fake_memory.skills.names() == ["git-squash"] and fake_memory.skills.names(include_expired=True) == ["git-squash", "pdf"]

@@ -18,10 +18,10 @@ def test_a_copy_keeps_text_manuals_imported_skills_and_apps_and_copying_again_ad
     source = fake_memory
     captured = source.add_manual("git-rebase", GIT_MANUAL, examples=["how do I rebase?"])
     text = source.add_manual("release-notes", NOTES, examples=["how do I write release notes?"], capture=False)
-    source.import_skills([git_skill(tmp_path / "skills"), pdf_skill(tmp_path / "skills")], expires="30d")
-    source.import_skills([write_skill(tmp_path / "v2", "git-squash", "Squash git commits into one.",
+    source.skills.import_folders([git_skill(tmp_path / "skills"), pdf_skill(tmp_path / "skills")], expires="30d")
+    source.skills.import_folders([write_skill(tmp_path / "v2", "git-squash", "Squash git commits into one.",
                                       "# Squash\n\nSquash with git rebase -i and mark the commits as fixup.\n")])
-    source.set_default_skill_version("git-squash", 1)
+    source.skills.set_default("git-squash", 1)
     source.store.set_skill_pin("pdf", True)
     source.add_app("coder", "You are a coding agent. Keep changes small.")
     with SkillMemory(tmp_path / "copy", engine=fake_engine, embedder=fake_embedder) as copy:
@@ -31,10 +31,10 @@ def test_a_copy_keeps_text_manuals_imported_skills_and_apps_and_copying_again_ad
         assert sorted(report.skills) == ["git-squash@v1", "git-squash@v2", "pdf@v1"] and report.apps == ["coder"]
         assert {b.id for b in copy.store.blocks()} == {b.id for b in source.store.blocks()}
         assert copy.store.get(text.id).text_only and copy.store.get(text.id).source == NOTES
-        assert copy.skill_names() == ["git-squash", "pdf"] and copy.skill("git-squash").version == 1
-        assert copy.skill("git-squash").versions == [1, 2]
+        assert copy.skills.names() == ["git-squash", "pdf"] and copy.skills.get("git-squash").version == 1
+        assert copy.skills.get("git-squash").versions == [1, 2]
         for name in ("git-squash", "pdf"):
-            assert copy.skill(name).files == source.skill(name).files
+            assert copy.skills.get(name).files == source.skills.get(name).files
         assert copy.store.skill_expiries() == source.store.skill_expiries() and copy.store.pinned_skills() == ["pdf"]
         assert [a.name for a in copy.apps()] == ["coder"]
         assert copy.route(GIT_QUERY).block_id == source.route(GIT_QUERY).block_id
@@ -44,14 +44,14 @@ def test_a_copy_keeps_text_manuals_imported_skills_and_apps_and_copying_again_ad
 
 
 def test_a_skill_version_whose_blocks_did_not_arrive_is_skipped_and_said(fake_memory, tmp_path, fake_engine, fake_embedder):
-    fake_memory.import_skills([git_skill(tmp_path / "skills")])
-    part = fake_memory.skill("git-squash").parts[0].block_id
+    fake_memory.skills.import_folders([git_skill(tmp_path / "skills")])
+    part = fake_memory.skills.get("git-squash").parts[0].block_id
     fake_memory.store.quarantine(fake_memory.store.get(part), "damaged for the test")
     with SkillMemory(tmp_path / "copy", engine=fake_engine, embedder=fake_embedder) as copy:
         report = copy_store(fake_memory.store, copy.store)
         assert not report.ok and report.skills == []
         assert {"skill": "git-squash", "version": 1, "problem": f"its blocks {part} were not copied"} in report.skipped
-        assert copy.skill_names() == []
+        assert copy.skills.names() == []
 
 
 def test_an_app_row_edited_in_the_source_is_skipped_and_said(fake_memory, tmp_path, fake_engine, fake_embedder):

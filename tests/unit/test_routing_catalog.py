@@ -77,8 +77,8 @@ def test_the_body_wins_unless_a_reference_fits_clearly_better():
 def test_a_licence_is_kept_with_the_skill_but_never_routed(fake_memory, tmp_path):
     folder = pdf_skill(tmp_path)
     (folder / "LICENSE.txt").write_text("MIT License\n\nPermission is hereby granted, free of charge, to any person.\n")
-    fake_memory.import_skills(folder)
-    skill = fake_memory.skill("pdf")
+    fake_memory.skills.import_folders(folder)
+    skill = fake_memory.skills.get("pdf")
     assert [p.title for p in skill.parts if p.role == "resource"] == ["references/forms.md"]
     stored = {f["path"] for f in fake_memory.store.skill_files("pdf", skill.version)}
     assert "LICENSE.txt" in stored
@@ -88,9 +88,9 @@ def test_a_licence_is_kept_with_the_skill_but_never_routed(fake_memory, tmp_path
 
 def test_a_skill_is_found_by_its_words_and_gives_its_body(fake_memory, tmp_path):
     pdf_skill(tmp_path)
-    fake_memory.import_skills(tmp_path)
+    fake_memory.skills.import_folders(tmp_path)
     (ranking,) = fake_memory.router.rankings(["fill and merge pdf forms"])
-    assert fake_memory.skill_of(ranking.scored[0][0]) == "pdf"
+    assert fake_memory.skills.of_block(ranking.scored[0][0]) == "pdf"
 
 
 def test_the_catalog_file_is_checked(tmp_path):

@@ -135,13 +135,13 @@ def eval_memory(tmp_path, fake_embedder):
     git_skill(tmp_path / "skills", files={EVALS_JSON: evals.decode(), "evals/files/log.txt": "abc"})
     pdf_skill(tmp_path / "skills")
     with SkillMemory(tmp_path / "store", engine=FakeEngine(reply=_reply, n_ctx=2048), embedder=fake_embedder) as memory:
-        memory.import_skills(tmp_path / "skills")
+        memory.skills.import_folders(tmp_path / "skills")
         yield memory
 
 
 def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
     seen = []
-    [report] = eval_memory.eval_answers(progress=lambda done, total: seen.append((done, total)))
+    [report] = eval_memory.skills.eval_answers(progress=lambda done, total: seen.append((done, total)))
     assert report.name == "git-squash" and report.block_id == eval_memory.get("git-squash").id
     assert seen == [(i, 6) for i in range(1, 7)]
     first, second, long = report.evals
@@ -176,38 +176,38 @@ def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
 
 
 def test_limit_name_and_bad_arguments(eval_memory):
-    [report] = eval_memory.eval_answers("git-squash", limit=1, max_tokens=4)
+    [report] = eval_memory.skills.eval_answers("git-squash", limit=1, max_tokens=4)
     assert len(report.evals) == 1 and report.left_out == 2
     assert report.evals[0].with_skill.generated_tokens <= 4
-    assert eval_memory.eval_answers("pdf") == []  # a skill without evals.json
+    assert eval_memory.skills.eval_answers("pdf") == []  # a skill without evals.json
     with pytest.raises(SkillNotFoundError):
-        eval_memory.eval_answers("nope")
+        eval_memory.skills.eval_answers("nope")
     for bad in (0, True, "2"):
         with pytest.raises(InputError, match="limit"):
-            eval_memory.eval_answers(limit=bad)
+            eval_memory.skills.eval_answers(limit=bad)
     with pytest.raises(InputError, match="max_tokens"):
-        eval_memory.eval_answers(max_tokens=0)
+        eval_memory.skills.eval_answers(max_tokens=0)
 
 
 def test_evals_are_read_from_the_stored_version_not_from_disk(eval_memory, tmp_path):
     (tmp_path / "skills" / "git-squash" / "evals" / "evals.json").write_text("garbage")
-    [report] = eval_memory.eval_answers(limit=1)
+    [report] = eval_memory.skills.eval_answers(limit=1)
     assert report.evals[0].prompt == "squash my last three commits into one"
 
 
 def test_a_skill_name_other_than_the_folder_is_warned(tmp_path, fake_memory):
     write_skill(tmp_path, "git-squash", "Squash commits.", "# Squash\n\nUse git rebase -i.\n",
                 files={EVALS_JSON: evals_json({"prompt": "p"}, skill_name="other").decode()})
-    fake_memory.import_skills(tmp_path)
-    [report] = fake_memory.eval_answers(max_tokens=2)
+    fake_memory.skills.import_folders(tmp_path)
+    [report] = fake_memory.skills.eval_answers(max_tokens=2)
     assert "names skill 'other'" in report.warnings[0]
 
 
 def test_a_malformed_evals_file_is_reported_with_no_answer_made(tmp_path, fake_memory):
     write_skill(tmp_path, "git-squash", "Squash commits.", "# Squash\n\nUse git rebase -i.\n",
                 files={EVALS_JSON: "{ not json"})
-    fake_memory.import_skills(tmp_path)
-    [report] = fake_memory.eval_answers()
+    fake_memory.skills.import_folders(tmp_path)
+    [report] = fake_memory.skills.eval_answers()
     assert report.evals == [] and "not valid JSON" in report.warnings[0]
     assert report.summary()["with_skill"]["pass_rate"] is None
 

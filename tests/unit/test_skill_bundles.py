@@ -21,10 +21,10 @@ from .skill_folders import pdf_skill
 def two_versions(fake_memory, tmp_path):
     folder = pdf_skill(tmp_path / "in")
     fake_memory.add_manual("git-squash", GIT_MANUAL)
-    fake_memory.import_skills(folder)
+    fake_memory.skills.import_folders(folder)
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\n## Splitting\n\nOne file per page.\n")
-    fake_memory.import_skills(folder)
-    fake_memory.set_default_skill_version("pdf", 1)
+    fake_memory.skills.import_folders(folder)
+    fake_memory.skills.set_default("pdf", 1)
     return fake_memory
 
 
@@ -43,13 +43,13 @@ def test_a_bundle_carries_a_skill_with_its_versions_and_manifest(two_versions, t
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         report = import_bundle(other, bundle)
         assert [(s["name"], s["version"], s["how"]) for s in report.skills] == [("pdf", 1, "imported"), ("pdf", 2, "imported")]
-        skill = other.skill("pdf")
+        skill = other.skills.get("pdf")
         assert skill.versions == [1, 2] and skill.default_version == 1
-        assert skill.manifest_sha256 == two_versions.skill("pdf").manifest_sha256
-        assert skill.folder == "bundle:b.tar#pdf@v1" and other.skill_changes() == []
+        assert skill.manifest_sha256 == two_versions.skills.get("pdf").manifest_sha256
+        assert skill.folder == "bundle:b.tar#pdf@v1" and other.skills.changes() == []
         with pytest.raises(SkillFolderError, match="not a folder"):
-            other.update_skill("pdf")
-        out = other.export_skill("pdf", tmp_path / "out", version=2)
+            other.skills.update("pdf")
+        out = other.skills.export("pdf", tmp_path / "out", version=2)
         assert (tmp_path / "out" / "pdf" / "SKILL.md").read_bytes() == (tmp_path / "in" / "pdf" / "SKILL.md").read_bytes()
         again = import_bundle(other, bundle)
         assert [s["how"] for s in again.skills] == ["unchanged", "unchanged"] and out.version == 2
@@ -84,7 +84,7 @@ def test_a_hostile_skill_entry_refuses_the_whole_bundle(two_versions, tmp_path, 
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         with pytest.raises(BundleError, match=message):
             import_bundle(other, bad)
-        assert other.list() == [] and other.skills() == []
+        assert other.list() == [] and other.skills.list() == []
     assert not (tmp_path / "escape.md").exists()
 
 
@@ -101,7 +101,7 @@ def test_a_file_whose_bytes_do_not_match_its_hash_is_refused(two_versions, tmp_p
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         with pytest.raises(BundleError, match="does not match its SHA-256"):
             import_bundle(other, bad)
-        assert other.skills() == [] and other.list() == []  # refused before any deposit
+        assert other.skills.list() == [] and other.list() == []  # refused before any deposit
 
 
 def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_versions, tmp_path):
@@ -112,9 +112,9 @@ def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_ve
     export_bundle(two_versions.store, bundle)
     folder = pdf_skill(tmp_path / "here")
     with SkillMemory(tmp_path / "fresh", engine=FakeEngine(), embedder=FakeEmbedder()) as fresh:
-        fresh.import_skills(folder)
+        fresh.skills.import_folders(folder)
         (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\n## Merging\n\nOne file in the end.\n")
-        fresh.import_skills(folder)
+        fresh.skills.import_folders(folder)
         fresh.add_manual("sourdough", "Sourdough, another way: a stiff starter and a cold retard.", capture=False)
         blocks = {b.id for b in fresh.store.blocks()}
         versions, default = [v["version"] for v in fresh.store.skill_versions("pdf")], fresh.store.skill_default("pdf")
@@ -123,7 +123,7 @@ def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_ve
             import_bundle(fresh, bundle)
         assert {b.id for b in fresh.store.blocks()} == blocks
         assert [v["version"] for v in fresh.store.skill_versions("pdf")] == versions
-        assert fresh.store.skill_default("pdf") == default and fresh.skill_names() == ["pdf"]
+        assert fresh.store.skill_default("pdf") == default and fresh.skills.names() == ["pdf"]
         assert all(b.name != "git-squash" for b in fresh.store.blocks())
 
 
@@ -139,7 +139,7 @@ def test_a_failed_import_gives_a_stored_skills_blocks_their_keys_back(two_versio
         queries = ["fill a pdf form for me", "merge these two pdf files", "extract text from this pdf",
                    "split a pdf into pages", "read the fields of a pdf form", "combine scanned pdfs"]
         (folder / "eval_queries.json").write_text(json.dumps([{"query": q, "should_trigger": True} for q in queries]))
-        fresh.import_skills(folder)
+        fresh.skills.import_folders(folder)
         fresh.add_manual("sourdough", "Sourdough, another way: a stiff starter and a cold retard.", capture=False)
 
         def keys() -> dict:

@@ -24,7 +24,7 @@ APP = "You are a coding agent working in the user's repository. Answer briefly a
 def _memory(tmp_path, **options) -> SkillMemory:
     memory = SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), **options)
     if not memory.store.skill_names():
-        memory.import_skills([pdf_skill(tmp_path / "skills"), git_skill(tmp_path / "skills")])
+        memory.skills.import_folders([pdf_skill(tmp_path / "skills"), git_skill(tmp_path / "skills")])
     return memory
 
 
@@ -64,64 +64,64 @@ def test_pinned_states_outlive_the_lru_and_a_pinned_state_never_takes_the_cache_
 
 def test_a_pinned_skill_keeps_its_states_through_eviction_and_restarts_and_its_text_is_never_lost(tmp_path):
     with _memory(tmp_path) as memory:
-        memory.warm_skills(["pdf"], system=APP)
-        pdf = _row(memory.skill_cache(), "pdf")
-        assert pdf.states == len(memory.skill("pdf").parts) and pdf.n_bytes > 0 and not pdf.pinned
-        report = memory.pin_skill("pdf")
+        memory.skills.warm(["pdf"], system=APP)
+        pdf = _row(memory.skills.cache(), "pdf")
+        assert pdf.states == len(memory.skills.get("pdf").parts) and pdf.n_bytes > 0 and not pdf.pinned
+        report = memory.skills.pin("pdf")
         assert _row(report, "pdf").pinned and report.pinned_bytes == pdf.n_bytes
-        texts = {part.block_id: memory.get(part.block_id).source for part in memory.skill("pdf").parts}
+        texts = {part.block_id: memory.get(part.block_id).source for part in memory.skills.get("pdf").parts}
     budget = pdf.n_bytes + pdf.n_bytes // 2  # room for the pinned states and a little more
     with _memory(tmp_path, derived_bytes=budget) as memory:  # a restart: the pin is in the catalog
         assert memory.store.pinned_skills() == ["pdf"]
-        memory.warm_skills(["git-squash"], system=APP)
-        memory.warm_skills(["git-squash"], system="Another app prompt, long enough to be worth a state. " * 4)
-        cache = memory.skill_cache()
+        memory.skills.warm(["git-squash"], system=APP)
+        memory.skills.warm(["git-squash"], system="Another app prompt, long enough to be worth a state. " * 4)
+        cache = memory.skills.cache()
         assert _row(cache, "pdf").n_bytes == pdf.n_bytes and cache.used <= budget  # the others were evicted
-        again = memory.warm_skills(["pdf"], system=APP)
+        again = memory.skills.warm(["pdf"], system=APP)
         assert not again.warmed and len(again.kept) == len(texts)
-        memory.unpin_skill("pdf")
-        assert not _row(memory.skill_cache(), "pdf").pinned and memory.store.pinned_skills() == []
+        memory.skills.unpin("pdf")
+        assert not _row(memory.skills.cache(), "pdf").pinned and memory.store.pinned_skills() == []
     with _memory(tmp_path, derived_bytes=1) as memory:  # a budget too small for anything: every state goes
         memory.prefixes  # opening the cache applies the budget
-        assert _row(memory.skill_cache(), "pdf").states == 0
+        assert _row(memory.skills.cache(), "pdf").states == 0
         assert {block_id: memory.get(block_id).source for block_id in texts} == texts  # the text is the row
         answer = memory.answer([("system", APP), ("user", "merge pdf files with PdfWriter")],
-                               block=memory.skill("pdf").parts[0].block_id)
+                               block=memory.skills.get("pdf").parts[0].block_id)
         assert answer.note.decision == "graft" and answer.text
 
 
 def test_a_pin_the_budget_cannot_hold_is_refused_and_a_removed_skill_takes_its_pin(tmp_path):
     with _memory(tmp_path) as memory:
-        memory.warm_skills(["pdf"], system=APP)
-        size = _row(memory.skill_cache(), "pdf").n_bytes
+        memory.skills.warm(["pdf"], system=APP)
+        size = _row(memory.skills.cache(), "pdf").n_bytes
     with _memory(tmp_path, derived_bytes=size - 1) as memory:
         with pytest.raises(PinBudgetError) as refused:
-            memory.pin_skill("pdf")
+            memory.skills.pin("pdf")
         assert refused.value.pinned_bytes == size and refused.value.budget == size - 1
         assert memory.store.pinned_skills() == []
         with pytest.raises(SkillNotFoundError):
-            memory.pin_skill("no-such-skill")
-        memory.pin_skill("git-squash")
-        memory.remove_skill("git-squash")
+            memory.skills.pin("no-such-skill")
+        memory.skills.pin("git-squash")
+        memory.skills.remove("git-squash")
         assert memory.store.pinned_skills() == []
 
 
 def test_a_background_warm_reports_progress_holds_the_lock_per_part_and_stops_and_resumes(tmp_path):
     with _memory(tmp_path) as memory:
-        parts = len(memory.skill("pdf").parts)
+        parts = len(memory.skills.get("pdf").parts)
         with pytest.raises(InputError, match="non-empty"):  # checked before it starts
-            memory.warm_skills_in_background(["pdf"], system=" ")
+            memory.skills.warm_in_background(["pdf"], system=" ")
         lock = threading.Lock()
         with lock:  # a chat holds the memory: the warm waits for it between parts
-            job = memory.warm_skills_in_background(["pdf"], system=APP, lock=lock)
+            job = memory.skills.warm_in_background(["pdf"], system=APP, lock=lock)
             assert job.progress == (0, parts) and job.wait(0.2) is None and job.running
             job.stop()
         report = job.wait(10)
         assert report.stopped and report.left == parts and not report.warmed and job.progress == (0, parts)
-        job = memory.warm_skills_in_background(["pdf"], system=APP, lock=lock)
+        job = memory.skills.warm_in_background(["pdf"], system=APP, lock=lock)
         report = job.wait(30)
         assert not report.stopped and len(report.warmed) == parts and job.progress == (parts, parts)
-        again = memory.warm_skills_in_background(["pdf"], system=APP).wait(30)
+        again = memory.skills.warm_in_background(["pdf"], system=APP).wait(30)
         assert len(again.kept) == parts and not again.warmed
 
 
@@ -131,7 +131,7 @@ def test_a_failing_background_warm_hands_its_error_to_whoever_waits(tmp_path):
             raise RuntimeError("the context is gone")
 
         memory._forced = refuse
-        job = memory.warm_skills_in_background(["pdf"], system=APP)
+        job = memory.skills.warm_in_background(["pdf"], system=APP)
         with pytest.raises(RuntimeError, match="context is gone"):
             job.wait(30)
         assert not job.running and isinstance(job.error, RuntimeError)
@@ -140,11 +140,11 @@ def test_a_failing_background_warm_hands_its_error_to_whoever_waits(tmp_path):
 def test_import_progress_counts_skills_out_of_a_total_given_up_front(tmp_path):
     seen = []
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
-        memory.import_skills([pdf_skill(tmp_path / "skills"), git_skill(tmp_path / "skills")],
+        memory.skills.import_folders([pdf_skill(tmp_path / "skills"), git_skill(tmp_path / "skills")],
                              progress=lambda done, total: seen.append((done, total)))
         assert seen == [(0, 2), (1, 2), (2, 2)]  # the total is known before the first skill is read
         seen.clear()
-        memory.import_skills([tmp_path / "skills"], progress=lambda done, total: seen.append((done, total)))
+        memory.skills.import_folders([tmp_path / "skills"], progress=lambda done, total: seen.append((done, total)))
         assert seen[-1] == (2, 2)  # unchanged: a folder each
 
 
@@ -198,8 +198,8 @@ def test_the_inspector_shows_what_is_cached_by_skill(tmp_path):
     from skillgraft.inspector.local import inspector_app
 
     with _memory(tmp_path) as memory:
-        memory.warm_skills(["pdf"], system=APP)
-        memory.pin_skill("pdf")
+        memory.skills.warm(["pdf"], system=APP)
+        memory.skills.pin("pdf")
         client = TestClient(inspector_app(LocalSource(memory), allowed_hosts=["testserver"]))
         page = client.get("/ui/cache")
         assert page.status_code == 200 and 'aria-current="page"' in page.text
@@ -210,10 +210,10 @@ def test_the_inspector_shows_what_is_cached_by_skill(tmp_path):
 
 def test_a_read_only_store_older_than_the_pins_shows_none(tmp_path):
     with _memory(tmp_path) as memory:
-        memory.pin_skill("pdf")
+        memory.skills.pin("pdf")
         memory.store.catalog.execute("DROP TABLE skill_pins")  # as a catalog made before pins were
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), read_only=True) as memory:
-        assert memory.store.pinned_skills() == [] and not any(row.pinned for row in memory.skill_cache().skills)
+        assert memory.store.pinned_skills() == [] and not any(row.pinned for row in memory.skills.cache().skills)
 
 
 def test_a_part_too_short_for_a_state_of_its_own_is_left_out_saying_so_not_blamed_on_pins(tmp_path):
@@ -221,10 +221,10 @@ def test_a_part_too_short_for_a_state_of_its_own_is_left_out_saying_so_not_blame
         memory.add_manual("short", "Squash with git rebase -i.", description="squash commits", capture=False)
         memory.add_manual("long", "Squash with git rebase -i, then push with --force-with-lease. " * 30,
                           description="squash commits at length", capture=False)
-        short = memory.warm_skills(["short"])
+        short = memory.skills.warm(["short"])
         assert not short.warmed and len(short.left_out) == 1
         reason = short.left_out[0]["reason"]
         assert "fewer than the 64" in reason and "pinned" not in reason
-        behind_app = memory.warm_skills(["short"], system=APP)  # the app's prompt and the part: long enough
+        behind_app = memory.skills.warm(["short"], system=APP)  # the app's prompt and the part: long enough
         assert len(behind_app.warmed) == 1 and not behind_app.left_out
-        assert len(memory.warm_skills(["long"]).warmed) == 1
+        assert len(memory.skills.warm(["long"]).warmed) == 1

@@ -27,7 +27,7 @@ def _stored(memory) -> tuple[int, int]:
 
 
 def _import(memory, root, name: str, body: str, files: dict) -> int:
-    report = memory.import_skills([write_skill(root, name, f"The {name} skill.", body, files=files)])
+    report = memory.skills.import_folders([write_skill(root, name, f"The {name} skill.", body, files=files)])
     assert not report.skipped, report.skipped
     return (report.imported[0].version if report.imported else report.unchanged[0]["version"])
 
@@ -46,13 +46,13 @@ def test_versions_share_their_files_and_the_last_one_frees_them(fake_memory, tmp
     other = _import(fake_memory, tmp_path / "v3", "archive", "# Archive\n\nBox the old ledgers.\n", {"assets/model.bin": blob})
     assert other == 1 and _stored(fake_memory)[0] - data_2 < 1024  # another skill shares it too
 
-    fake_memory.remove_skill("ledger", 1)  # the version that held the bytes
-    _, files_2 = fake_memory.skill_contents("ledger", 2)
+    fake_memory.skills.remove("ledger", 1)  # the version that held the bytes
+    _, files_2 = fake_memory.skills.contents("ledger", 2)
     assert dict(files_2)["assets/model.bin"] == blob and _stored(fake_memory)[0] >= BIG
-    fake_memory.remove_skill("archive")
-    assert dict(fake_memory.skill_contents("ledger", 2)[1])["assets/model.bin"] == blob
+    fake_memory.skills.remove("archive")
+    assert dict(fake_memory.skills.contents("ledger", 2)[1])["assets/model.bin"] == blob
     held, used_held = _stored(fake_memory)
-    fake_memory.remove_skill("ledger")
+    fake_memory.skills.remove("ledger")
     freed, used_freed = _stored(fake_memory)
     assert held >= BIG and freed == 0 and used_held - used_freed >= BIG
 

@@ -17,7 +17,7 @@ SECRET = "the secret outside every skill folder"
 
 
 def skipped_reason(memory, root) -> str:
-    report = memory.import_skills(root)
+    report = memory.skills.import_folders(root)
     assert report.imported == [] and len(report.skipped) == 1, report
     return report.skipped[0]["reason"]
 
@@ -25,10 +25,10 @@ def skipped_reason(memory, root) -> str:
 @pytest.fixture
 def stocked(fake_memory, tmp_path):
     """A memory holding one good skill; every test checks it is still whole afterwards."""
-    fake_memory.import_skills(git_skill(tmp_path / "good"))
-    before = (fake_memory.skill("git-squash"), {b.id for b in fake_memory.list()})
+    fake_memory.skills.import_folders(git_skill(tmp_path / "good"))
+    before = (fake_memory.skills.get("git-squash"), {b.id for b in fake_memory.list()})
     yield fake_memory
-    assert fake_memory.skill("git-squash") == before[0] and before[1] <= {b.id for b in fake_memory.list()}
+    assert fake_memory.skills.get("git-squash") == before[0] and before[1] <= {b.id for b in fake_memory.list()}
     assert fake_memory.check().ok
 
 
@@ -44,12 +44,12 @@ def test_links_out_of_the_folder_are_never_followed(stocked, tmp_path):
     (folder / "references").mkdir()
     os.symlink(outside / "secret.md", folder / "references" / "secret.md")
     os.symlink(outside, folder / "assets")
-    report = stocked.import_skills(folder)
+    report = stocked.skills.import_folders(folder)
     assert [s.name for s in report.imported] == ["linky"]
     warnings = report.imported[0].warnings
     assert any("references/secret.md: a link" in w for w in warnings) and any("assets: a link" in w for w in warnings)
     assert SECRET not in all_sources(stocked)
-    assert [f["path"] for f in stocked.skill("linky").files] == ["SKILL.md"]
+    assert [f["path"] for f in stocked.skills.get("linky").files] == ["SKILL.md"]
 
 
 def test_a_skill_md_that_is_a_link_is_skipped(stocked, tmp_path):
@@ -64,17 +64,17 @@ def test_a_skill_md_that_is_a_link_is_skipped(stocked, tmp_path):
 def test_absolute_and_parent_paths_in_a_body_lead_nowhere(stocked, tmp_path):
     (tmp_path / "secret.md").write_text(SECRET)
     body = f"# Paths\n\nRead {tmp_path / 'secret.md'} and ../../secret.md and /etc/passwd first.\n"
-    stocked.import_skills(write_skill(tmp_path / "bad" / "a" / "b", "paths", "Points outside.", body))
+    stocked.skills.import_folders(write_skill(tmp_path / "bad" / "a" / "b", "paths", "Points outside.", body))
     assert SECRET not in all_sources(stocked)
-    assert [f["path"] for f in stocked.skill("paths").files] == ["SKILL.md"]
+    assert [f["path"] for f in stocked.skills.get("paths").files] == ["SKILL.md"]
 
 
 def test_an_export_never_writes_outside_its_folder(stocked, tmp_path):
-    stocked.import_skills(pdf_skill(tmp_path / "in"))
+    stocked.skills.import_folders(pdf_skill(tmp_path / "in"))
     with stocked.store.catalog.write() as conn:  # a tampered catalog row
         conn.execute("UPDATE skill_files SET path = '../../escaped.txt' WHERE path = 'scripts/fill.py'")
     with pytest.raises(SkillFolderError, match="not a plain path"):
-        stocked.export_skill("pdf", tmp_path / "out")
+        stocked.skills.export("pdf", tmp_path / "out")
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out" / "pdf").exists()
 
 
@@ -103,9 +103,9 @@ def test_binary_files_named_md(stocked, tmp_path):
     assert "not UTF-8" in skipped_reason(stocked, folder)
     ok = write_skill(tmp_path / "bad2", "halfbinary", "Has a binary reference.", "# Text\n\nFine.\n",
                      files={"references/blob.md": b"\x00\x01\x02 binary"})
-    report = stocked.import_skills(ok)
+    report = stocked.skills.import_folders(ok)
     assert any("references/blob.md: named as text" in w for w in report.imported[0].warnings)
-    assert [p.role for p in stocked.skill("halfbinary").parts] == ["section"]
+    assert [p.role for p in stocked.skills.get("halfbinary").parts] == ["section"]
 
 
 def test_ten_thousand_files_are_refused(stocked, tmp_path):
@@ -133,9 +133,9 @@ def test_names_made_of_control_characters(stocked, tmp_path):
     assert "verified solution's name" in skipped_reason(stocked, tmp_path / "sol")
     folder = write_skill(tmp_path / "bad2", "oddfile", "A file with an odd name.", "Body\n")
     (folder / "re\x1bf.md").write_text("text")
-    report = stocked.import_skills(folder)
+    report = stocked.skills.import_folders(folder)
     assert any("control characters" in w for w in report.imported[0].warnings)
-    assert [f["path"] for f in stocked.skill("oddfile").files] == ["SKILL.md"]
+    assert [f["path"] for f in stocked.skills.get("oddfile").files] == ["SKILL.md"]
 
 
 def test_a_missing_description_or_unparseable_yaml_is_skipped_with_the_reason(stocked, tmp_path):
@@ -151,11 +151,11 @@ def test_a_missing_description_or_unparseable_yaml_is_skipped_with_the_reason(st
 
 def test_lenient_where_the_validator_is_strict(stocked, tmp_path):
     folder = write_skill(tmp_path, "Other_Name", "Use this when: the user asks about colons", "Body\n", folder="colons")
-    report = stocked.import_skills(folder)
+    report = stocked.skills.import_folders(folder)
     warnings = report.imported[0].warnings
     assert any("differs from its folder" in w for w in warnings) and any("breaks the specification" in w for w in warnings)
     assert any("quoted" in w for w in warnings)
-    assert stocked.skill("Other_Name").description == "Use this when: the user asks about colons"
+    assert stocked.skills.get("Other_Name").description == "Use this when: the user asks about colons"
 
 
 def test_scanning_skips_git_and_node_modules_and_stops_at_its_depth(tmp_path):
@@ -180,7 +180,7 @@ def test_deep_folders_inside_a_skill_are_left_out(tmp_path):
 def test_nothing_is_written_into_the_skill_folders(stocked, tmp_path):
     folder = pdf_skill(tmp_path / "in")
     before = sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*"))
-    stocked.import_skills(folder)
+    stocked.skills.import_folders(folder)
     assert sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
 
 
@@ -202,7 +202,7 @@ def test_a_file_that_grows_while_the_folder_is_read_is_a_reason_not_a_bypass_of_
     (folder / "references" / "log.md").write_text("small\n")
     assert "changed while it was read" in skipped_reason(stocked, folder)
     monkeypatch.setattr(os, "open", real_open)
-    assert [s.name for s in stocked.import_skills(folder).imported] == ["grower"]
+    assert [s.name for s in stocked.skills.import_folders(folder).imported] == ["grower"]
 
 
 def test_a_symlink_loop_and_a_link_to_the_root_are_left_out(stocked, tmp_path):
@@ -211,9 +211,9 @@ def test_a_symlink_loop_and_a_link_to_the_root_are_left_out(stocked, tmp_path):
     os.symlink(folder / "b", folder / "a")
     os.symlink(folder, folder / "references")
     os.symlink("..", folder / "up")
-    report = stocked.import_skills(tmp_path / "bad")
+    report = stocked.skills.import_folders(tmp_path / "bad")
     assert [s.name for s in report.imported] == ["loopy"]
-    assert [f["path"] for f in stocked.skill("loopy").files] == ["SKILL.md"]
+    assert [f["path"] for f in stocked.skills.get("loopy").files] == ["SKILL.md"]
     assert {w.split(":")[0] for w in report.imported[0].warnings if "a link" in w} == {"a", "b", "references", "up"}
 
 
@@ -224,9 +224,9 @@ def test_a_symlink_loop_and_a_link_to_the_root_are_left_out(stocked, tmp_path):
 def test_an_eval_queries_file_too_deep_or_too_large_is_not_used_and_the_skill_imports(stocked, tmp_path, raw, warned):
     folder = write_skill(tmp_path / "bad", "evaly", "A skill with hostile eval queries.", "# Evals\n\nNone.\n",
                          files={"eval_queries.json": raw})
-    report = stocked.import_skills(folder)
+    report = stocked.skills.import_folders(folder)
     assert [s.name for s in report.imported] == ["evaly"]
     assert any(w.startswith("eval_queries.json") and warned in w for w in report.imported[0].warnings)
-    keys = stocked.store.routing_keys(stocked.skill("evaly").parts[0].block_id)
+    keys = stocked.store.routing_keys(stocked.skills.get("evaly").parts[0].block_id)
     assert [k for k in keys if k["kind"] in ("example", "near_miss")] == []
-    assert stocked.eval_skills("evaly") == []
+    assert stocked.skills.eval_triggers("evaly") == []

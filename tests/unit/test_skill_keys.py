@@ -12,19 +12,19 @@ from .skill_folders import FORMS, pdf_skill, write_skill
 
 
 def _key_texts(memory) -> set:
-    return {k["text"] for p in memory.skill("pdf").parts for k in memory.store.routing_keys(p.block_id)}
+    return {k["text"] for p in memory.skills.get("pdf").parts for k in memory.store.routing_keys(p.block_id)}
 
 
 def test_each_distinct_key_text_is_embedded_once(fake_memory, fake_embedder, tmp_path):
-    fake_memory.import_skills(pdf_skill(tmp_path))
+    fake_memory.skills.import_folders(pdf_skill(tmp_path))
     texts = _key_texts(fake_memory)
     assert fake_embedder.encoded == len(texts)  # the name and description, on every body part, once
 
 
 def test_the_rows_are_the_routers_part_by_part(fake_memory, tmp_path):
     folder = pdf_skill(tmp_path)
-    fake_memory.import_skills(folder)
-    for part in fake_memory.skill("pdf").parts:
+    fake_memory.skills.import_folders(folder)
+    for part in fake_memory.skills.get("pdf").parts:
         stored = fake_memory.store.routing_keys(part.block_id)
         again = fake_memory.router.key_rows([(k["kind"], [k["text"]]) for k in stored])
         assert [(k["kind"], k["text"], bytes(k["vector"])) for k in stored] == \
@@ -33,13 +33,13 @@ def test_the_rows_are_the_routers_part_by_part(fake_memory, tmp_path):
 
 def test_unchanged_folders_embed_nothing_and_a_changed_one_only_its_new_texts(fake_memory, fake_embedder, tmp_path):
     folder = pdf_skill(tmp_path)
-    fake_memory.import_skills(folder)
+    fake_memory.skills.import_folders(folder)
     before, encoded = _key_texts(fake_memory), fake_embedder.encoded
-    report = fake_memory.import_skills(folder)
+    report = fake_memory.skills.import_folders(folder)
     assert [u["name"] for u in report.unchanged] == ["pdf"] and fake_embedder.encoded == encoded
     skill_md = folder / "SKILL.md"
     skill_md.write_text(skill_md.read_text().replace("description: Read, fill", "description: Read, sign, fill"))
-    report = fake_memory.import_skills(folder)
+    report = fake_memory.skills.import_folders(folder)
     assert report.imported[0].version == 2
     after = _key_texts(fake_memory)
     new = after - before
@@ -52,7 +52,7 @@ def test_a_long_skill_reports_progress_as_its_keys_are_embedded(fake_memory, tmp
     write_skill(tmp_path, "long-skill", "A skill of many steps.", body)
     pdf_skill(tmp_path)
     seen = []
-    fake_memory.import_skills(tmp_path, progress=lambda done, total: seen.append((done, total)), keys="sentences")
+    fake_memory.skills.import_folders(tmp_path, progress=lambda done, total: seen.append((done, total)), keys="sentences")
     fractions = [done for done, _ in seen if done != int(done)]
     assert seen[0] == (0, 2) and seen[-1] == (2, 2) and len(fractions) >= 3
     assert all(b >= a for (a, _), (b, _) in zip(seen, seen[1:]))  # never backwards

@@ -21,8 +21,8 @@ def imported(tmp_path):
     pdf_skill(tmp_path / "skills")
     git_skill(tmp_path / "skills")
     with SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
-        memory.import_skills([tmp_path / "skills"])
-        counted = {s.name: s for s in memory.skills()}
+        memory.skills.import_folders([tmp_path / "skills"])
+        counted = {s.name: s for s in memory.skills.list()}
     return home, counted
 
 
@@ -72,8 +72,8 @@ def test_skills_list_and_show_load_no_model(imported, no_engine):
 def test_the_memory_lists_without_an_engine(imported, no_engine):
     home, counted = imported
     with SkillMemory.open(home) as memory:
-        records = memory.skills()
+        records = memory.skills.list()
         assert [(r.name, r.n_chars, r.n_tokens) for r in records] == [
             (name, counted[name].n_chars, None) for name in sorted(counted)]
-        assert memory.skill("pdf").parts[0].n_chars == counted["pdf"].parts[0].n_chars
+        assert memory.skills.get("pdf").parts[0].n_chars == counted["pdf"].parts[0].n_chars
     assert no_engine == []

@@ -63,7 +63,7 @@ def test_no_span_holds_a_question_a_skill_or_an_answer_with_content_off(tmp_path
         assert solution.name.startswith("solution-what-is-4721")  # made from the question
         with pytest.raises(SkillgraftError):  # fails inside its span: the error's message quotes it
             memory.add_solution(WRONG_QUESTION, WRONG_ANSWER, verifier="exact", expected="12")
-        (skill,) = memory.import_skills(write_skill(tmp_path / "skills", SKILL_NAME, SKILL_DESCRIPTION, SKILL_BODY)).imported
+        (skill,) = memory.skills.import_folders(write_skill(tmp_path / "skills", SKILL_NAME, SKILL_DESCRIPTION, SKILL_BODY)).imported
         assert [memory.recall(q).decision for q in (GIT_QUERY, QUESTION, OUT_OF_DOMAIN)] == ["graft", "exact", "abstain"]
         grafted = memory.generate(GIT_QUERY, max_tokens=128)
         assert grafted.decision == "graft" and grafted.text == REPLY

@@ -288,8 +288,8 @@ def test_deleting_a_namespace_deletes_its_store_and_states_only(tenants, opened,
     from .skill_folders import git_skill
 
     assert a.generate(BREAD_QUERY, max_tokens=2).decision == "graft"
-    a.import_skills([git_skill(tmp_path / "skills")])
-    assert a.warm_skills(["git-squash"]).warmed  # a KV state of its own skill, kept
+    a.skills.import_folders([git_skill(tmp_path / "skills")])
+    assert a.skills.warm(["git-squash"]).warmed  # a KV state of its own skill, kept
     a.close()
     own = namespace_home(home, "team-a")
     assert list((own / "blocks").glob("*.kv"))

@@ -18,7 +18,7 @@ OPTIONS = AnswerOptions(max_tokens=8)
 def _skill_memory(tmp_path, engine=None) -> SkillMemory:
     memory = SkillMemory(tmp_path / "store", engine=engine or FakeEngine(), embedder=FakeEmbedder())
     if not memory.store.skill_names():
-        memory.import_skills(pdf_skill(tmp_path / "skills"))
+        memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
     return memory
 
 
@@ -75,11 +75,11 @@ def test_a_skill_that_leaves_the_reply_no_room_is_left_out_and_the_chat_answered
 def test_warming_a_skill_captures_its_parts_behind_the_apps_prompt_once(tmp_path):
     with _skill_memory(tmp_path) as memory:
         seen = []
-        report = memory.warm_skills(["pdf"], system=APP, progress=lambda done, total: seen.append((done, total)))
-        parts = memory.skill("pdf").parts
+        report = memory.skills.warm(["pdf"], system=APP, progress=lambda done, total: seen.append((done, total)))
+        parts = memory.skills.get("pdf").parts
         assert len(report.warmed) == len(parts) and not report.kept and not report.left_out
         assert seen[-1] == (len(parts), len(parts))
-        again = memory.warm_skills(["pdf"], system=APP)  # resumed or repeated: nothing to do
+        again = memory.skills.warm(["pdf"], system=APP)  # resumed or repeated: nothing to do
         assert not again.warmed and len(again.kept) == len(parts)
         block = memory.get(report.warmed[0]["block_id"])
         answer = memory.answer([("system", APP), ("user", QUESTION)], OPTIONS, block=block)
@@ -93,9 +93,9 @@ def test_warming_needs_derived_states_and_a_real_prompt(tmp_path):
 
     with _skill_memory(tmp_path) as memory:
         with pytest.raises(InputError, match="non-empty"):
-            memory.warm_skills(["pdf"], system="  ")
+            memory.skills.warm(["pdf"], system="  ")
         with pytest.raises(SkillNotFoundError):
-            memory.warm_skills(["no-such-skill"])
+            memory.skills.warm(["no-such-skill"])
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), derived_bytes=0) as memory:
         with pytest.raises(InputError, match="derived states are off"):
-            memory.warm_skills(["pdf"])
+            memory.skills.warm(["pdf"])

@@ -32,7 +32,7 @@ PAST = "2001-01-01"
 def home(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         memory.add_manual("git-squash", GIT_MANUAL)
-        memory.import_skills(pdf_skill(tmp_path / "skills"))
+        memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
         memory.add_app("coder", APP)
         memory.expire("git-squash", PAST)
         memory.expire("pdf", PAST)
@@ -59,9 +59,9 @@ def test_a_warm_of_an_expired_one_is_a_404_like_a_missing_one(home, name, app):
 def test_the_memory_refuses_to_warm_an_expired_one_before_it_starts(home, name):
     with SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         with pytest.raises(ExpiredError) as raised:
-            memory.warm_skills_in_background([name])
+            memory.skills.warm_in_background([name])
         assert isinstance(raised.value, BlockNotFoundError) and raised.value.name == name
         with pytest.raises(ExpiredError):
-            memory.warm_skills([name])
+            memory.skills.warm([name])
         memory.expire(name, None)  # renewed: it warms again
-        assert memory.warm_skills_in_background([name]).wait(30) is not None
+        assert memory.skills.warm_in_background([name]).wait(30) is not None

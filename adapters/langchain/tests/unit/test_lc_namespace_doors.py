@@ -91,7 +91,7 @@ def test_a_block_id_of_a_part_of_an_expired_skill_is_refused(homes, tmp_path):
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: note-taking\ndescription: Taking notes in meetings.\n---\n"
                                      "Write the decisions first, then the owners.\n", encoding="utf-8")
-    (imported,) = team.import_skills(folder).imported
+    (imported,) = team.skills.import_folders(folder).imported
     team.expire("note-taking", PAST)
     with pytest.raises(ExpiredError):
         team.answer([("user", "how do I take notes?")], block=imported.blocks[0])
