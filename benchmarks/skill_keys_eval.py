@@ -27,7 +27,7 @@ Reported per variant: ``in_scope_accuracy`` (right skill first and not abstained
 skill ranked first, whatever the threshold), ``out_of_scope_abstain``, ``disabled_abstain``,
 ``right`` (right answers over every query: the right skill, or an abstention where none is
 right), ``near_miss_precision`` (of the queries grafted to a skill that has near misses, the
-share labelled with it), and ``trigger`` (``SkillMemory.eval_skills`` summed over the skills: the
+share labelled with it), and ``trigger`` (``memory.skills.eval_triggers`` summed over the skills: the
 held-out half of their own ``eval_queries.json``, positives and negatives).
 
     .venv/bin/python benchmarks/skill_keys_eval.py ROOT [--queries FILE] [--out docs/data/skill_keys_eval.json]
