@@ -39,7 +39,7 @@ from . import telemetry
 from .answer import Answer, AnswerEnd, AnswerNote, AnswerOptions, AnswerPlan
 from .chat_layout import chat_tokens, continuation
 from .recall import Recall
-from .placement import placed_tokens, restores_ahead, routed_blocks, skill_places, without
+from .placement import SkillPlace, placed_tokens, restores_ahead, routed_blocks, skill_places, without
 from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdict
 from .states import TokenStep
 from .stops import StopCutter
@@ -67,6 +67,7 @@ class Prompt:
     grafted: bool = False
     reason: str = ""
     mark: int = 0
+    places: Optional[tuple[SkillPlace, ...]] = None  # the skills it holds, where fewer than planned
 
     @property
     def after(self) -> list[int]:
@@ -107,34 +108,59 @@ class AnswerPipeline:
                 keep, after = continuation(self.engine, routed, chat)
             except InputError as exc:
                 return Prompt(tuple(chat_tokens(self.engine, chat)), reason=str(exc))
-            return self._fitting(Prompt((*routed.tokens[:keep], *after), keep, grafted=True), chat, options)
+            return self._fitting(Prompt((*routed.tokens[:keep], *after), keep, grafted=True), chat, options, routed.name)
         for shown in range(len(recall.examples), -1, -1):  # worked examples that do not fit go, nearest kept
             tokens, mark = placed_tokens(self.engine, plan, chat, places, examples=recall.examples[:shown])
-            prompt = self._fitting(Prompt(tuple(tokens), grafted=True, mark=mark), chat, options)
-            if prompt.grafted:
-                break
-        return prompt
+            if self._fits(tokens, options):
+                return Prompt(tuple(tokens), grafted=True, mark=mark)
+        return self._fewer_skills(plan, chat, places, options)
 
     def _unrouted(self, plan: AnswerPlan, options: AnswerOptions, reason: str = "") -> Prompt:
         """The plain prompt: the chat with the skills it held before this turn, less the routed
         block (none routed, one that cannot be read, or a graft that did not stand)."""
         chat = _chat(plan, options)
-        tokens, _ = placed_tokens(self.engine, plan, chat, without(skill_places(plan.recall), *routed_blocks(plan.recall)))
-        return self._fitting(Prompt(tuple(tokens), reason=reason), chat, options)
+        prompt = self._fewer_skills(plan, chat, without(skill_places(plan.recall), *routed_blocks(plan.recall)), options)
+        return prompt if prompt.reason or not reason else dataclasses.replace(prompt, reason=reason)
 
-    def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions) -> Prompt:
-        """``prompt`` when it leaves the reply its room; else the chat alone, with why (a skill
-        never fails a chat, nor shortens a reply, the model alone could give)."""
-        room = reply_room(options.max_tokens, self.n_ctx)
-        if len(prompt.tokens) + room <= self.n_ctx:
+    def _fits(self, tokens: Sequence[int], options: AnswerOptions) -> bool:
+        return len(tokens) + reply_room(options.max_tokens, self.n_ctx) <= self.n_ctx
+
+    def _fewer_skills(self, plan: AnswerPlan, chat: list, places: Sequence[SkillPlace], options: AnswerOptions) -> Prompt:
+        """The chat holding as many of ``places`` as leave the reply its room, those that entered
+        last leaving first: what entered earlier, and the turns after it, stay as the context
+        holds them (a skill never fails a chat, nor shortens a reply, the model alone could
+        give). A graft while the routed block is among them; else the plain prompt, saying why."""
+        entered = sorted(places, key=lambda place: place.turn)  # stable: a set keeps its order
+        whole, mark = placed_tokens(self.engine, plan, chat, places)
+        tokens, count = whole, len(entered)
+        while count and not self._fits(tokens, options):
+            count -= 1
+            tokens, mark = placed_tokens(self.engine, plan, chat, [p for p in places if p in entered[:count]])
+        kept = tuple(place for place in places if place in entered[:count])
+        routed = plan.recall.block
+        grafted = bool(kept) and routed is not None and any(place.block.id == routed.id for place in kept)
+        if count == len(entered):
+            return Prompt(tuple(tokens), grafted=grafted, mark=mark if grafted else 0)
+        reason = self._left_out([place.block.name for place in entered[count:]], len(whole) - len(tokens),
+                                len(tokens), options)
+        return Prompt(tuple(tokens), grafted=grafted, mark=mark if grafted else 0, reason=reason, places=kept)
+
+    def _left_out(self, names: Sequence[str], added: int, chat: int, options: AnswerOptions) -> str:
+        """Why skills were left out of a prompt: they would not leave the reply its room."""
+        several = len(names) > 1
+        return (f"the skill{'s' if several else ''} {', '.join(names)}: {added} tokens beside the chat's {chat} would "
+                f"leave the reply fewer than its {reply_room(options.max_tokens, self.n_ctx)} tokens in the "
+                f"{self.n_ctx}-token context: answered without {'them' if several else 'it'}")
+
+    def _fitting(self, prompt: Prompt, chat: list, options: AnswerOptions, name: str) -> Prompt:
+        """``prompt`` (the block ``name`` restored ahead of the chat) when it leaves the reply its
+        room; else the chat alone, with why."""
+        if self._fits(prompt.tokens, options):
             return prompt
         plain = tuple(chat_tokens(self.engine, chat))
         if len(plain) >= len(prompt.tokens):  # the skill adds nothing here (a template that drops it)
             return prompt
-        added = len(prompt.tokens) - len(plain)
-        return Prompt(plain, reason=(
-            f"the skill's {added} tokens beside the chat's {len(plain)} would leave the reply fewer than its "
-            f"{room} tokens in the {self.n_ctx}-token context: answered without it"))
+        return Prompt(plain, reason=self._left_out([name], len(prompt.tokens) - len(plain), len(plain), options))
 
     def answer(self, plan: AnswerPlan, slot, options: AnswerOptions) -> Answer:
         """The whole answer (the events collected)."""
@@ -155,16 +181,17 @@ class AnswerPipeline:
     def _generated(self, plan: AnswerPlan, slot, options: AnswerOptions, prompt: Prompt,
                    started: float) -> Iterator[Event]:
         recall = plan.recall
-        note = self._note(plan, "abstain")
+        note = self._note(plan, "abstain", places=prompt.places)
         if recall.decision == "graft":
             if not prompt.grafted:
-                note = self._note(plan, "fallback", reason=prompt.reason)
+                note = self._note(plan, "fallback", reason=prompt.reason, places=prompt.places)
             else:
                 outcome = yield from self._graft(plan, slot, options, prompt, started)
                 if outcome is None:
                     return
-                note = outcome
                 prompt = self._unrouted(plan, options)
+                note = outcome if prompt.places is None else dataclasses.replace(
+                    outcome, skills=tuple(place.as_dict() for place in prompt.places))
         yield from self._plain(plan, slot, options, prompt.tokens, note, started)
 
     # -- the three answers ---------------------------------------------------------------
@@ -227,7 +254,7 @@ class AnswerPipeline:
             return self._note(plan, "fallback", gate=verdict, reason=verdict.reason)
         note = self._note(
             plan, "graft", cache_n=slot.reused_cells, avoided=slot.reused_cells, gate=verdict,
-            reused_from=_reused_from(slot)
+            reused_from=_reused_from(slot), places=prompt.places,
         )
         yield note
         steps = list(held)
@@ -320,13 +347,16 @@ def reply_room(max_tokens: int, n_ctx: int) -> int:
 
 
 def answer_note(recall: Recall, decision: str, *, cache_n: int = 0, avoided: int = 0,
-                gate: Optional[GateVerdict] = None, reason: str = "", reused_from: str = "") -> AnswerNote:
+                gate: Optional[GateVerdict] = None, reason: str = "", reused_from: str = "",
+                places: Optional[Sequence[SkillPlace]] = None) -> AnswerNote:
     """The note of an answer to ``recall`` that ended in ``decision``: the one place its
     fields get their meaning (a door that answers without the pipeline, say a LangChain
-    agent's own model on an abstain, reports this too)."""
+    agent's own model on an abstain, reports this too). ``places``: the skills the prompt
+    held, where fewer than planned (some left no room for the reply)."""
     block = recall.block if decision != "abstain" else None
     placed = decision in ("graft", "text")  # "text": a door handed the skills' text to a model it does not run
-    places = skill_places(recall) if placed else without(skill_places(recall), *routed_blocks(recall))
+    if places is None:
+        places = skill_places(recall) if placed else without(skill_places(recall), *routed_blocks(recall))
     return AnswerNote(
         decision=decision, routed=recall.decision, block_id=block.id if block else None,
         block_name=block.name if block else None, score=round(float(recall.score), 6),

@@ -116,3 +116,29 @@ def test_a_block_captured_ahead_leads_only_a_chat_where_it_is_the_prefix(tmp_pat
         behind = memory.answer([("system", APP), ("user", GIT)], OPTIONS)  # the app's prompt first, the manual after
         laid = [("system", APP), ("system", block.source), ("user", GIT)]
         assert behind.note.decision == "graft" and behind.end.prompt_tokens == len(chat_tokens(memory.engine, laid))
+
+
+def test_a_skill_that_leaves_no_room_stays_out_and_the_skills_already_in_stay(tmp_path):
+    app, later = [("system", APP)], [("assistant", "ok"), ("user", "and how do I push the squashed commits with git?")]
+    turns = [("user", GIT), ("assistant", "ok"), ("user", BREAD)]
+    engine = FakeEngine()
+    with_git = len(chat_tokens(engine, [*app, ("system", GIT_MANUAL), *turns]))
+    with_both = len(chat_tokens(engine, [*app, ("system", GIT_MANUAL), *turns[:2], ("system", SOURDOUGH_MANUAL), turns[2]]))
+    third_with_git = len(chat_tokens(engine, [*app, ("system", GIT_MANUAL), *turns, *later]))
+    options = AnswerOptions(max_tokens=140)
+    n_ctx = third_with_git + options.max_tokens  # the reply's room is a quarter of it: every turn fits with
+    assert with_both + n_ctx // 4 > n_ctx >= third_with_git + n_ctx // 4  # git-squash, not with sourdough too
+    memory = SkillMemory(tmp_path / "narrow", engine=FakeEngine(n_ctx=n_ctx), embedder=FakeEmbedder())
+    with memory:
+        memory.add_manual("git-squash", GIT_MANUAL, examples=[GIT, "combine commits into one"])
+        memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=[BREAD, "bake sourdough bread"])
+        first = memory.answer([*app, turns[0]], options)
+        second = memory.answer([*app, *turns], options)
+        assert (second.note.decision, second.note.block_name) == ("fallback", "sourdough")
+        assert places(second.note) == [("git-squash", 0)] and "sourdough" in second.note.reason
+        assert second.end.prompt_tokens == with_git  # git-squash stays where it entered: nothing is computed again
+        assert second.note.reused_from == "slot" and second.note.cache_n >= first.end.prompt_tokens - 8
+        third = memory.answer([*app, *turns, *later], options)  # back to git: the skill it holds, grafted
+        assert (third.note.decision, third.note.block_name, third.note.conversation) == ("graft", "git-squash", "kept")
+        assert places(third.note) == [("git-squash", 0)] and third.end.prompt_tokens == third_with_git
+        assert third.note.cache_n >= with_git - 8
