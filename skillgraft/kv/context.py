@@ -70,11 +70,15 @@ KEEPER_NICE = 19
 @dataclass(frozen=True)
 class PendingCapture:
     """A derived state asked for: the ``prefix`` token ids (the first ``parent`` block's
-    cells, if any, then the app's), to be kept in ``prefixes`` (a PrefixCache)."""
+    cells, if any, then the app's), to be kept in ``prefixes`` (a PrefixCache). ``on_switch``:
+    a prompt the cells answered, kept only if another app's prompt takes them (the next use
+    keeps fewer than :data:`~.prefixes.MIN_DERIVED_TOKENS` of them), as llama-server's host
+    cache keeps the prompt a slot leaves; dropped once its own app's next prompt parts from it."""
 
     prefix: tuple[int, ...]
     parent: str
     prefixes: object
+    on_switch: bool = False
 
     def keep(self, payload: bytes, fingerprint, seconds: float) -> KVState:
         """Keep the saved ``payload`` of the prefix's cells as its derived state (returned)."""
@@ -100,6 +104,8 @@ class PendingCaptures:
         size = len(capture.prefix)
         with self._lock:
             for other in self._pending:
+                if other.on_switch != capture.on_switch:  # one kept on a switch only serves no other
+                    continue
                 shorter = min(size, len(other.prefix))
                 if other.prefix[:shorter] == capture.prefix[:shorter] and size < len(other.prefix) + MIN_DERIVED_TOKENS:
                     return
@@ -107,10 +113,16 @@ class PendingCaptures:
 
     def due(self, keeps: Optional[int] = None) -> list[PendingCapture]:
         """Take the captures that would not survive the context's next use, which keeps only its
-        first ``keeps`` cells (None: take them all)."""
+        first ``keeps`` cells (None: take them all but those kept on a switch only, which stay);
+        one kept on a switch only is due when another app's prompt takes the cells, and
+        dropped when a prompt of its own app parts from it."""
+        def gone(p: PendingCapture) -> bool:
+            return keeps is not None and len(p.prefix) > keeps
+
         with self._lock:
-            due = [p for p in self._pending if keeps is None or len(p.prefix) > keeps]
-            self._pending = [p for p in self._pending if p not in due]
+            due = [p for p in self._pending
+                   if ((gone(p) and keeps < MIN_DERIVED_TOKENS) if p.on_switch else (keeps is None or gone(p)))]
+            self._pending = [p for p in self._pending if p not in due and not (p.on_switch and gone(p))]
             return due
 
     def clear(self) -> None:
@@ -315,16 +327,20 @@ class AnswerContext:
         try:
             yield from self.backend.generate(options, prompt, self.deadline, reused)
         finally:
-            if reuse.capture_at and self.prefixes is not None:
-                self.pending.add(PendingCapture(tuple(prompt[: reuse.capture_at]), block_id, self.prefixes))
+            if self.prefixes is not None:
+                if reuse.capture_at:
+                    self.pending.add(PendingCapture(tuple(prompt[: reuse.capture_at]), block_id, self.prefixes))
+                if len(prompt) - max(reuse.cells if reuse.source != "slot" else 0, reuse.capture_at) >= MIN_DERIVED_TOKENS:
+                    self.pending.add(PendingCapture(tuple(prompt), block_id, self.prefixes, on_switch=True))
 
     # -- derived states pending on the cells ------------------------------------------------
 
     def before_drop(self, keeps: Optional[int] = 0) -> int:
         """The backend is about to keep only its first ``keeps`` cells: save the cells of the
         pending derived states that would not survive it (kept by :data:`KEEPER`); how many."""
-        return keep_due(self.pending.due(keeps), self.backend.save_prefixes, self.backend.fingerprint, later=True,
-                        on_kept=self.backend.kept)
+        due = [capture for capture in self.pending.due(keeps) if not capture.on_switch  # not if a state nearly as long is kept
+               or capture.prefixes.kept_length(capture.prefix) + MIN_DERIVED_TOKENS <= len(capture.prefix)]
+        return keep_due(due, self.backend.save_prefixes, self.backend.fingerprint, later=True, on_kept=self.backend.kept)
 
     def settle(self) -> int:
         """Keep every pending derived state now (the cells stay), and wait for those handed

@@ -112,6 +112,25 @@ def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_re
         assert again.text == fresh_answer(tmp_path, chat(QUESTIONS[0])).text
 
 
+def test_the_prompt_an_app_leaves_is_kept_when_another_app_takes_the_context(tmp_path):
+    other = "You are a release manager. " + " ".join(f"Policy {i}: tag every release and note it." for i in range(40))
+    ask = lambda memory, question, system=AGENT: memory.answer(chat(question, system), OPTIONS, route=False)  # noqa: E731
+    with open_memory(tmp_path / "store") as memory:  # no skill, so no skill's prefix state: the app's prompts alone
+        ask(memory, QUESTIONS[2])  # nothing parts ways yet: no state asked for
+        ask(memory, QUESTIONS[3], other)  # another app takes the context: the first one's prompt is kept
+        KEEPER.drain()
+        assert len(memory.prefixes.store) == 1
+        again = ask(memory, QUESTIONS[4])  # the first app again: its prefix restored, not prefilled
+        assert again.note.reused_from == "derived" and again.note.cache_n > len(memory.engine.tokenize(AGENT))
+        plain = fresh_answer(tmp_path, chat(QUESTIONS[4]), route=False)
+        assert [s.token for s in again.end.steps] == [s.token for s in plain.end.steps]
+        KEEPER.drain()
+        assert len(memory.prefixes.store) == 2  # the other app's, kept as this one took the context
+        ask(memory, QUESTIONS[0])  # the same app asks anew: the prompt it left is not kept
+        KEEPER.drain()
+        assert len(memory.prefixes.store) == 2
+
+
 def test_a_damaged_or_foreign_derived_state_is_ignored_with_a_log_line(tmp_path, caplog):
     home = tmp_path / "store"
     with open_memory(home) as memory:
