@@ -313,7 +313,7 @@ class AnswerPipeline:
 
     def _room(self, n_prompt: int, what: str) -> int:
         if n_prompt >= self.n_ctx:
-            raise ContextOverflowError(n_prompt, self.n_ctx - 1, what)
+            raise ContextOverflowError(n_prompt, self.n_ctx - 1, what, hint=CONTEXT_HINT)
         return self.n_ctx - n_prompt
 
     def _finish(self, cutter: StopCutter, steps: list, max_tokens: int, n_prompt: int) -> str:
@@ -338,6 +338,10 @@ class AnswerPipeline:
     @staticmethod
     def _note(plan: AnswerPlan, decision: str, **details) -> AnswerNote:
         return answer_note(plan.recall, decision, **details)
+
+
+# What a chat longer than the context can do: the context is a setting of the engine (and its fingerprint).
+CONTEXT_HINT = "a larger context holds it: set SKILLGRAFT_N_CTX (say 8192 or 16384) where the model is run"
 
 
 def reply_room(max_tokens: int, n_ctx: int) -> int:
