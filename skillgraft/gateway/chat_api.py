@@ -22,7 +22,7 @@ from ..core.pipeline import collect_choices
 from .access import ApiError
 from .door import Door, door_of, principal_of, tenant_of
 from .http_errors import api_error
-from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay
+from .relay import ClientGone, ClosingStream, Departure, EventPump, SseWriter, relay, usage
 from .schemas import ChatCompletionRequest
 from .service import Gateway, whole_answer
 from .skills_api import decision_headers
@@ -153,6 +153,6 @@ def _completion(answers: list[Answer], completion_id: str, model_id: str) -> dic
             "logprobs": None,
             "skillgraft": answer.note.as_dict(),
         } for index, answer in enumerate(answers)],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "usage": usage(prompt, completion, answers[0].note.cache_n),
         "skillgraft": answers[0].note.as_dict(),
     }

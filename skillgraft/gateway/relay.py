@@ -117,6 +117,12 @@ def _ignore(task: asyncio.Future) -> None:
         task.exception()
 
 
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
+    """OpenAI's ``usage`` of an answer: ``cached_tokens`` are the prompt's cells reused, not evaluated."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+
+
 class SseWriter:
     """Server-sent events in OpenAI's ``chat.completion.chunk`` shape, for ``n`` choices sent
     one after the other (each begins with its note)."""
@@ -126,7 +132,7 @@ class SseWriter:
         self.created = int(time.time())
         self.note: Optional[AnswerNote] = None
         self.index = -1
-        self.prompt_tokens = self.completion_tokens = 0
+        self.prompt_tokens = self.completion_tokens = self.cached_tokens = 0
 
     def _chunk(self, choices: list, **extra) -> str:
         body = {
@@ -142,6 +148,8 @@ class SseWriter:
         if isinstance(event, AnswerNote):
             self.note = event
             self.index += 1
+            if self.index == 0:  # the prompt is counted once, as its first choice made it
+                self.cached_tokens = event.cache_n
             return self._chunk(self._choice({"role": "assistant", "content": ""}))
         if isinstance(event, AnswerEnd):
             text = ""
@@ -154,9 +162,7 @@ class SseWriter:
             if self.index + 1 < self.n:
                 return text
             if self.include_usage:
-                usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                         "total_tokens": self.prompt_tokens + self.completion_tokens}
-                text += self._chunk([], usage=usage)
+                text += self._chunk([], usage=usage(self.prompt_tokens, self.completion_tokens, self.cached_tokens))
             return text + "data: [DONE]\n\n"
         return self._chunk(self._choice({"content": event}))
 

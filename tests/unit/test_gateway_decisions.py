@@ -197,6 +197,20 @@ def test_the_decision_is_in_the_response_headers_streamed_or_not(client, fake_st
         assert response.headers["x-skillgraft-decision"] == "abstain" and "x-skillgraft-block" not in response.headers
 
 
+def test_usage_counts_the_reused_prompt_tokens_as_cached_streamed_or_not(client):
+    http, _ = client
+    whole = _chat(http, [("user", GIT_QUERY)]).json()
+    assert whole["usage"]["prompt_tokens_details"]["cached_tokens"] == whole["skillgraft"]["cache_n"] > 0
+    with http.stream("POST", "/v1/chat/completions", json={
+        "model": "fake-chatml", "stream": True, "stream_options": {"include_usage": True}, "n": 2,
+        "messages": [{"role": "user", "content": GIT_QUERY}],
+    }) as response:
+        chunks = [json.loads(line[len("data: "):]) for line in response.iter_lines()
+                  if line.startswith("data: ") and line != "data: [DONE]"]
+    notes = [chunk["skillgraft"] for chunk in chunks if chunk["choices"] and chunk["choices"][0]["delta"].get("role")]
+    assert chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == notes[0]["cache_n"] > 0
+
+
 # -- the skills API and the routing corrections, through the gateway's verbs ---------------------
 
 
