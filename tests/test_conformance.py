@@ -85,6 +85,7 @@ THRESHOLD = {name: "0.0" if name == "gate fallback" else "-100" for name in CASE
 def doors(request, tmp_path_factory, embedder):
     """A stocked store, the in-process memory over it and a gateway serving it."""
     from skillgraft.bench.serve import GatewayProcess
+    from skillgraft.engine.llama import Engine
     from skillgraft.memory import SkillMemory
 
     _require_server()
@@ -102,11 +103,13 @@ def doors(request, tmp_path_factory, embedder):
     gateway = GatewayProcess(home, servers=1, model=name, log_path=home.parent / "gateway.log",
                              extra_args=["--gate", "enforce"])
     client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
+    _FRESH_ENGINES[str(home)] = Engine(name)  # the same model and settings, its context only for fresh answers
     try:
         yield name, memory, client
     finally:
         gateway.stop()
         memory.close()
+        _FRESH_ENGINES.pop(str(home)).close()
 
 
 def _collect(events):
@@ -324,18 +327,21 @@ TURNS = [("hello", "Hello! What are you working on?"), ("a feature branch with m
 
 
 _FRESH: dict = {}
+_FRESH_ENGINES: dict = {}  # store home -> an engine of the doors' model that only fresh answers use
 
 
-def _fresh(memory, chat, options):
-    """The answer with no reuse at all: a cleared context and no derived state. The same chat
-    recurs across these tests (an agent's first question opens several conversations): its
-    reference is computed once per store, threshold and options."""
+def _fresh(memory, chat, options, threshold):
+    """The answer with no reuse at all: a cleared context and no derived state, on an engine
+    of the same model and settings that the doors never use (so it may run beside them). The
+    same chat recurs across these tests (an agent's first question opens several
+    conversations): its reference is computed once per store, gate ``threshold`` and options."""
     from skillgraft.memory import SkillMemory
 
-    key = (str(memory.store.home), memory.store.setting(GATE_SETTING), repr(options), tuple(chat))
+    key = (str(memory.store.home), threshold, repr(options), tuple(chat))
     if key not in _FRESH:
-        memory.engine.reset()
-        with SkillMemory(memory.store.home, model=memory.model, engine=memory.engine, embedder=memory.router.embedder,
+        engine = _FRESH_ENGINES[str(memory.store.home)]
+        engine.reset()
+        with SkillMemory(memory.store.home, model=memory.model, engine=engine, embedder=memory.router.embedder,
                          gate="enforce", derived_bytes=0, conversations=memory.conversations) as fresh:
             _FRESH[key] = fresh.answer(chat, options)
     return _FRESH[key]
@@ -355,25 +361,36 @@ def _same_through_every_door(doors, chats):
     first chat and every other one after it, streamed on the rest: every conversation has two
     chats or more, so both ways): the same decision, block, text, token count and
     conversation; returns the memory's and the gateway's notes."""
+    from concurrent.futures import ThreadPoolExecutor
+
     name, memory, client = doors
     assert len(chats) >= 2
     memory.store.set_setting(GATE_SETTING, "-100")
     options = AnswerOptions(max_tokens=MAX_TOKENS)
     notes = []
-    for index, chat in enumerate(chats):
-        continued = memory.answer(chat, options)
-        served, served_note = _served(client, name, chat)
-        fresh = _fresh(memory, chat, options)
-        answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens, a.note.conversation)
-                   for door, a in (("memory", continued), ("fresh", fresh))}
-        answers["gateway"] = served
-        stream = index % 2 == 1
-        way = "streamed" if stream else "whole"
-        answers[f"ChatSkillGraft {way}"] = _lc_answer(_chat_model_reply(memory, chat, stream))
-        answers[f"agent {way}"] = _lc_answer(_agent_reply(memory, chat, stream))
-        assert len(set(answers.values())) == 1, (chat[-1], answers)
-        notes.append((continued.note, served_note))
+    threshold = memory.store.setting(GATE_SETTING)
+    with ThreadPoolExecutor(1) as beside:  # the fresh answers, on their own engine, while the doors answer
+        fresh_answers = [beside.submit(_fresh, memory, chat, options, threshold) for chat in chats]
+        for index, chat in enumerate(chats):
+            notes.append(_same_for_one_chat(doors, chat, options, index % 2 == 1, fresh_answers[index].result))
     return notes
+
+
+def _same_for_one_chat(doors, chat, options, stream, fresh_answer):
+    """One chat of :func:`_same_through_every_door`: every door's answer equals ``fresh_answer()``;
+    returns the memory's and the gateway's notes."""
+    name, memory, client = doors
+    continued = memory.answer(chat, options)
+    served, served_note = _served(client, name, chat)
+    fresh = fresh_answer()
+    answers = {door: (a.note.decision, a.note.block_id, a.text.strip(), a.end.completion_tokens, a.note.conversation)
+               for door, a in (("memory", continued), ("fresh", fresh))}
+    answers["gateway"] = served
+    way = "streamed" if stream else "whole"
+    answers[f"ChatSkillGraft {way}"] = _lc_answer(_chat_model_reply(memory, chat, stream))
+    answers[f"agent {way}"] = _lc_answer(_agent_reply(memory, chat, stream))
+    assert len(set(answers.values())) == 1, (chat[-1], answers)
+    return continued.note, served_note
 
 
 @pytest.mark.slow
@@ -518,7 +535,7 @@ def test_a_restarted_gateway_restores_the_agents_prefix_from_disk(doors):
         chat = [("system", AGENT), ("user", "What is the safest way to squash commits?")]
         served, note = _served(fresh_client, name, chat)
         assert note["reused_from"] == "derived" and note["cache_n"] > 100
-        fresh = _fresh(memory, chat, AnswerOptions(max_tokens=MAX_TOKENS))
+        fresh = _fresh(memory, chat, AnswerOptions(max_tokens=MAX_TOKENS), memory.store.setting(GATE_SETTING))
         assert served == (fresh.note.decision, fresh.note.block_id, fresh.text.strip(), fresh.end.completion_tokens,
                           fresh.note.conversation)
     finally:
