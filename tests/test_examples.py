@@ -1,9 +1,14 @@
-"""Each example agent's quick run: it runs on the embedded model and prints what the memory bought."""
+"""Each example agent's quick run: it runs on the embedded model and prints what the memory bought.
+
+The examples are separate processes with their own temporary stores and ports: the module
+starts every selected one at once (side by side on the machine's cores) and each test reads
+its own example's output."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +16,50 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 600
+EXAMPLE_OF_TEST = {"test_math_flywheel": "math_flywheel", "test_langchain_skills_agent": "langchain_skills_agent",
+                   "test_team_assistant": "team_assistant"}
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
-def run_example(name: str) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("SKILLGRAFT_HOME", None)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / f"{name}.py"), "--quick"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 0, f"{name} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return result.stdout
+class ExampleRun:
+    """``examples/<name>.py --quick`` started in the background, its output in ``folder``."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        env.pop("SKILLGRAFT_HOME", None)
+        self.name, self.out, self.err = name, folder / f"{name}.out", folder / f"{name}.err"
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.process = subprocess.Popen([sys.executable, str(ROOT / "examples" / f"{name}.py"), "--quick"], cwd=ROOT,
+                                            env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+    def output(self) -> str:
+        """Its stdout once it exited 0 (a failure with the end of both streams otherwise)."""
+        code = self.process.wait(timeout=TIMEOUT_S)
+        stdout, stderr = self.out.read_text(errors="replace"), self.err.read_text(errors="replace")
+        assert code == 0, f"{self.name} exited {code}:\n{stdout[-4000:]}\n{stderr[-4000:]}"
+        return stdout
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def examples(request, tmp_path_factory):
+    """The runs of the examples whose tests were selected, all started now."""
+    folder = tmp_path_factory.mktemp("examples")
+    selected = {EXAMPLE_OF_TEST[item.originalname] for item in request.session.items
+                if getattr(item, "module", None) is request.module and item.originalname in EXAMPLE_OF_TEST}
+    runs = {name: ExampleRun(name, folder) for name in sorted(selected)}
+    try:
+        yield runs
+    finally:
+        for run in runs.values():
+            run.stop()
 
 
 def figures(pattern: str, out: str) -> tuple:
@@ -38,8 +69,8 @@ def figures(pattern: str, out: str) -> tuple:
 
 
 @pytest.mark.sandbox
-def test_math_flywheel():
-    out = run_example("math_flywheel")
+def test_math_flywheel(examples):
+    out = examples["math_flywheel"].output()
     passed, n, tokens = figures(r"first pass \(.*\): pass rate (\d+)/(\d+), decoded tokens (\d+)", out)
     assert int(n) >= 2 and int(passed) == int(n), "every first-pass answer is verified (the solver backs the model)"
     again, n2, tokens2 = figures(r"second pass \(.*\): pass rate (\d+)/(\d+), decoded tokens (\d+)", out)
@@ -50,8 +81,8 @@ def test_math_flywheel():
     assert "python verifier ran the method" in out
 
 
-def test_langchain_skills_agent():
-    out = run_example("langchain_skills_agent")
+def test_langchain_skills_agent(examples):
+    out = examples["langchain_skills_agent"].output()
     (decisions,) = figures(r"questions: \d+, decisions: (.+)", out)
     assert "graft" in decisions.split(", ") and "abstain" in decisions.split(", ")
     (placed,) = figures(r"skills placed: (.+)", out)
@@ -63,8 +94,8 @@ def test_langchain_skills_agent():
 
 
 @pytest.mark.server
-def test_team_assistant():
-    out = run_example("team_assistant")
+def test_team_assistant(examples):
+    out = examples["team_assistant"].output()
     for team in ("platform", "data"):
         (placed,) = figures(rf"team {team}: \d+ requests, skills placed: (.+)", out)
         assert placed != "none", f"no skill was placed for team {team}"
