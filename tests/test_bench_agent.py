@@ -2,14 +2,59 @@
 prompts, every scenario once. Timings are not compared here (too short to mean anything); the
 report's shape, the decisions and where the gateway's reused cells came from are. `make test`
 builds the server first; a missing build fails here under SKILLGRAFT_REQUIRE_SERVER instead of
-skipping.
+skipping. The gateway benchmark starts with the module and runs beside its other tests; its
+test, last, checks the report.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.test_gateway import _require_server
+
+
+class QuickAgentRun:
+    """``bench_agent(quick=True, two_slots=True)`` in a thread of its own: its gateway and
+    llama-server are processes, and between its requests it mostly waits (on them, and in the
+    pauses that let the gateway idle), so the module's other tests run beside it."""
+
+    def __init__(self) -> None:
+        from skillgraft.bench.agent import bench_agent
+
+        self.seen: list[tuple[int, int]] = []
+        self._thread = ThreadPoolExecutor(1)
+        self._future = self._thread.submit(bench_agent, quick=True, repeats=5, two_slots=True,
+                                           progress=lambda done, total: self.seen.append((done, total)))
+
+    def report(self) -> tuple[dict, list]:
+        """The benchmark's report (its exception, if it failed) and the progress it gave."""
+        return self._future.result(), self.seen
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_agent_run(request):
+    """The quick gateway benchmark, started with the module when its test is selected and a
+    llama-server build is there (the test says why not, otherwise)."""
+    from skillgraft.errors import ServerBuildError
+    from skillgraft.server.build import find_server
+
+    selected = any(getattr(item, "module", None) is request.module and item.originalname == "test_quick_agent_benchmark"
+                   for item in request.session.items)
+    try:
+        find_server()
+    except ServerBuildError:
+        selected = False
+    run = QuickAgentRun() if selected else None
+    try:
+        yield run
+    finally:
+        if run is not None:
+            run.close()
 
 
 def test_plot_is_refused_before_anything_runs(runner):
@@ -17,56 +62,6 @@ def test_plot_is_refused_before_anything_runs(runner):
 
     result = runner.invoke(cli, ["bench", "agent", "--quick", "--plot", "agent.png"])
     assert result.exit_code == 2 and "No such option '--plot'" in result.output
-
-
-@pytest.mark.slow
-@pytest.mark.server
-@pytest.mark.model
-def test_quick_agent_benchmark():
-    _require_server()
-    from skillgraft.bench.agent import CONVERSATION, bench_agent, requests_per_system
-
-    seen: list[tuple[int, int]] = []
-    report = bench_agent(quick=True, repeats=5, two_slots=True, progress=lambda done, total: seen.append((done, total)))
-    per_system = requests_per_system(1, two_slots=True, quick=True)  # quick measures one restart whatever repeats says
-    assert report["kind"] == "agent" and report["quick"] and report["repeats"] == 1
-    assert len(report["requests"]) == 2 * per_system and seen[-1] == (2 * per_system, 2 * per_system)
-    assert report["max_tokens"] == 1 and report["prompt_tokens"]["agent"] > 0
-
-    # Every request through the gateway was in-domain and grafted the manual its question is about.
-    decisions = report["decisions"]
-    assert decisions["ok"], decisions["mismatches"]
-    assert decisions["graft_on_expected"] == decisions["requests"] == per_system
-
-    ours = [r for r in report["requests"] if r["system"] == "skillgraft"]
-    theirs = [r for r in report["requests"] if r["system"] == "llama-server"]
-    assert {r["decision"] for r in theirs} == {"pasted"}
-    # Where the reused cells came from: what the slot held for the agent's later questions, a
-    # derived state after a restart; in six skills (stored as text, placed after the app's system
-    # prompt) the app's prompt and the skill are kept as a derived state at the skill's first
-    # request and restored at its later ones (or the slot's app prompt continued).
-    assert {r["reused_from"] for r in ours if r["scenario"] == "agent" and r["round"] > 1} == {"slot"}
-    assert [r["reused_from"] for r in ours if r["scenario"] == "restart"] == ["derived"]
-    later_skills = [r for r in ours if r["scenario"] == "six skills" and r["round"] > 1]
-    assert {r["reused_from"] for r in later_skills} <= {"derived", "slot"}
-    assert any(r["reused_from"] == "derived" for r in later_skills)
-    assert all(r["cache_n"] > 100 for r in later_skills if r["reused_from"] == "derived")
-    assert all(r["cache_n"] > 0 for r in theirs if r["scenario"] == "agent" and r["round"] > 1)
-    assert [r["round"] for r in ours if r["scenario"] == "conversation"] == list(range(1, len(CONVERSATION) + 1))
-    # The gateway's own stage timings, read back from its ledgers, belong to every one of its requests.
-    assert all(r["gateway_total_s"] > 0 and r["gateway_recall_s"] is not None for r in ours)
-
-    rows = {(r["scenario"], r["measure"]): r for r in report["rows"]}
-    for key in [("agent", "first request"), ("agent", "later requests"), ("restart", "first request after a restart"),
-                ("six skills", "round 2"), ("conversation", f"{len(CONVERSATION)} turns, total"),
-                ("three apps", "rounds 2-3"), ("three apps, 2 slots", "rounds 2-3")]:
-        row = rows[key]
-        assert row["skillgraft_s"] > 0 and row["llama_server_s"] > 0 and row["requests"] >= 1
-        assert row["ratio"] == pytest.approx(row["skillgraft_s"] / row["llama_server_s"], rel=1e-2)
-        assert row["skillgraft_min"] <= row["skillgraft_max"]
-    summary = report["summary"]
-    assert summary["restart_speedup"] > 0 and isinstance(summary["restart_target_met"], bool)
-    assert report["setup"]["gateway_exit_codes"] and set(report["setup"]["gateway_exit_codes"]) == {0}
 
 
 @pytest.mark.slow
@@ -125,3 +120,53 @@ def test_placement_shapes_reach_both_real_systems(tmp_path):
     finally:
         gateway.stop()
         server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.model
+def test_quick_agent_benchmark(quick_agent_run):
+    """Last in the module: the run started with it and went on beside the tests above."""
+    _require_server()
+    from skillgraft.bench.agent import CONVERSATION, requests_per_system
+
+    report, seen = quick_agent_run.report()
+    per_system = requests_per_system(1, two_slots=True, quick=True)  # quick measures one restart whatever repeats says
+    assert report["kind"] == "agent" and report["quick"] and report["repeats"] == 1
+    assert len(report["requests"]) == 2 * per_system and seen[-1] == (2 * per_system, 2 * per_system)
+    assert report["max_tokens"] == 1 and report["prompt_tokens"]["agent"] > 0
+
+    # Every request through the gateway was in-domain and grafted the manual its question is about.
+    decisions = report["decisions"]
+    assert decisions["ok"], decisions["mismatches"]
+    assert decisions["graft_on_expected"] == decisions["requests"] == per_system
+
+    ours = [r for r in report["requests"] if r["system"] == "skillgraft"]
+    theirs = [r for r in report["requests"] if r["system"] == "llama-server"]
+    assert {r["decision"] for r in theirs} == {"pasted"}
+    # Where the reused cells came from: what the slot held for the agent's later questions, a
+    # derived state after a restart; in six skills (stored as text, placed after the app's system
+    # prompt) the app's prompt and the skill are kept as a derived state at the skill's first
+    # request and restored at its later ones (or the slot's app prompt continued).
+    assert {r["reused_from"] for r in ours if r["scenario"] == "agent" and r["round"] > 1} == {"slot"}
+    assert [r["reused_from"] for r in ours if r["scenario"] == "restart"] == ["derived"]
+    later_skills = [r for r in ours if r["scenario"] == "six skills" and r["round"] > 1]
+    assert {r["reused_from"] for r in later_skills} <= {"derived", "slot"}
+    assert any(r["reused_from"] == "derived" for r in later_skills)
+    assert all(r["cache_n"] > 100 for r in later_skills if r["reused_from"] == "derived")
+    assert all(r["cache_n"] > 0 for r in theirs if r["scenario"] == "agent" and r["round"] > 1)
+    assert [r["round"] for r in ours if r["scenario"] == "conversation"] == list(range(1, len(CONVERSATION) + 1))
+    # The gateway's own stage timings, read back from its ledgers, belong to every one of its requests.
+    assert all(r["gateway_total_s"] > 0 and r["gateway_recall_s"] is not None for r in ours)
+
+    rows = {(r["scenario"], r["measure"]): r for r in report["rows"]}
+    for key in [("agent", "first request"), ("agent", "later requests"), ("restart", "first request after a restart"),
+                ("six skills", "round 2"), ("conversation", f"{len(CONVERSATION)} turns, total"),
+                ("three apps", "rounds 2-3"), ("three apps, 2 slots", "rounds 2-3")]:
+        row = rows[key]
+        assert row["skillgraft_s"] > 0 and row["llama_server_s"] > 0 and row["requests"] >= 1
+        assert row["ratio"] == pytest.approx(row["skillgraft_s"] / row["llama_server_s"], rel=1e-2)
+        assert row["skillgraft_min"] <= row["skillgraft_max"]
+    summary = report["summary"]
+    assert summary["restart_speedup"] > 0 and isinstance(summary["restart_target_met"], bool)
+    assert report["setup"]["gateway_exit_codes"] and set(report["setup"]["gateway_exit_codes"]) == {0}
