@@ -37,7 +37,8 @@ def test_one_bound_for_the_whole_gateway_on_llama_server(tmp_path, smollm2, embe
     SkillMemory(home, engine=smollm2, embedder=embedder).close()
 
     def run(derived_bytes, flood: int) -> tuple[dict, object]:
-        gateway = Gateway(home, ServerPool(1, 1, model="smollm2-135m"), embedder=embedder, derived_bytes=derived_bytes)
+        pool = ServerPool(1, 1, model="smollm2-135m")
+        gateway = Gateway(home, pool, embedder=embedder, derived_bytes=derived_bytes)
         try:
             with TestClient(create_app(gateway, keys=KEYS), base_url="http://127.0.0.1") as http:
                 model = http.get("/v1/models", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).json()["data"][0]["id"]
@@ -49,6 +50,7 @@ def test_one_bound_for_the_whole_gateway_on_llama_server(tmp_path, smollm2, embe
                 return gateway_sizes(home, gateway), gateway.memory.derived_bytes
         finally:
             gateway.close()
+            pool.close()  # its llama-server, by its own PID
 
     one, shared = run(1 << 30, 0)
     assert sorted(one) == ["base", "team-a", "team-b", "team-c"] and isinstance(shared, SharedBytes)
