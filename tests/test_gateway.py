@@ -6,6 +6,7 @@ here under SKILLGRAFT_REQUIRE_SERVER instead of skipping.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,16 +39,16 @@ def _require_server() -> None:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, smollm2, embedder):
-    """A store with two manuals and one verified solution, captured in-process."""
+def store(tmp_path_factory, stocked_store, smollm2, embedder):
+    """A store with two manuals and one verified solution (captured in-process): a copy of the
+    session's stocked store."""
     from skillgraft.memory import SkillMemory
 
     home = tmp_path_factory.mktemp("gateway") / "store"
+    shutil.copytree(stocked_store, home)
     with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
-        memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?", "combine commits into one"])
-        memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=["how do I bake sourdough bread?", "my loaf is too dense"])
-        memory.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
         blocks = {block.name: block for block in memory.list()}
+    assert len(blocks) == 3 and {"git-squash", "sourdough"} <= set(blocks)
     return home, blocks
 
 
