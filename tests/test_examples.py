@@ -88,7 +88,12 @@ def test_langchain_skills_agent(examples):
     (placed,) = figures(r"skills placed: (.+)", out)
     assert placed != "none"
     memory_tokens, plain_tokens = (int(x) for x in figures(r"prompt tokens prefilled: memory (\d+), routing off (\d+)", out))
-    assert 0 < memory_tokens < plain_tokens, "a skill used again is restored, not prefilled again"
+    assert 0 < memory_tokens and 0 < plain_tokens
+    grafts = re.findall(r"^  graft +(\S+) +(\d+) +(\d+) ", out, flags=re.MULTILINE)
+    again = [(int(prefilled), int(restored)) for i, (skills, prefilled, restored) in enumerate(grafts)
+             if skills in {earlier for earlier, _, _ in grafts[:i]}]
+    assert again and all(restored > 10 * prefilled for prefilled, restored in again), \
+        "a skill used again is restored, not prefilled again"
     seconds = [float(x) for x in figures(r"time to answer: memory ([\d.]+) s, routing off ([\d.]+) s", out)]
     assert all(s > 0 for s in seconds)
 

@@ -68,7 +68,8 @@ def test_another_namespace_cannot_probe_a_system_prompt(gateway):
     print(f"\nB right guess: cache_n {right['cache_n']} {right_s:.3f} s; B wrong guess: cache_n "
           f"{wrong['cache_n']} {wrong_s:.3f} s; A's own: cache_n {own['cache_n']} ({own['reused_from']}) {own_s:.3f} s")
     assert (right["cache_n"], right["reused_from"]) == (0, "")  # nothing of A's is continued
-    assert wrong["cache_n"] < 40 and own["cache_n"] > 100  # B's own earlier probe at most; A reuses its own
+    # B's wrong guess reuses B's own earlier probe at most, up to where its code differs; A's own goes past the code
+    assert own["cache_n"] > 100 and own["cache_n"] > wrong["cache_n"]
 
 
 GIT = ("Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick and "
