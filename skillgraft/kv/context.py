@@ -103,6 +103,8 @@ class PendingCaptures:
         as for the states already kept."""
         size = len(capture.prefix)
         with self._lock:
+            if capture.on_switch:  # the prompt a conversation left before: this one extends it
+                self._pending = [p for p in self._pending if not (p.on_switch and capture.prefix[:len(p.prefix)] == p.prefix)]
             for other in self._pending:
                 if other.on_switch != capture.on_switch:  # one kept on a switch only serves no other
                     continue

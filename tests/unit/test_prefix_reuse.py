@@ -92,6 +92,8 @@ def test_a_conversation_keeps_its_prefix_across_turns(tmp_path):
             assert answer.text == fresh_answer(tmp_path, turns).text
             previous = answer.end.prompt_tokens
             turns.append(("assistant", answer.text or "ok"))
+        switch_only = [capture for capture in memory.engine.context.pending.due(0) if capture.on_switch]
+        assert len(switch_only) <= 1  # the prompt the conversation would leave: its last turn's only
 
 
 def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_restart(tmp_path, caplog):
