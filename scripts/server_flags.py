@@ -22,25 +22,12 @@ FLAGS = {"gateway (no repack, fa off)": ["--no-repack", "-fa", "off"], "fa on": 
 TAILS = (15, 100, 400)  # each continuation extends the one before: 15, 85 and 300 tokens evaluated
 
 
-class FlaggedServer(PlainLlamaServer):
-    """A plain llama-server with ``extra`` flags added."""
-
-    def __init__(self, model: str, workdir: Path, extra: list[str]) -> None:
-        self.extra = extra
-        super().__init__(model, 1, workdir)
-
-    def _start(self) -> None:
-        if self.extra and self.extra[-1] not in self.argv:
-            self.argv += self.extra
-        super()._start()
-
-
 def measure(model: str, rounds: int) -> dict:
     texts = Texts(False)
     manuals = list(texts.manuals.values())
     prompt, more = texts.agent + "\n\n" + manuals[0][0], manuals[1][0]
     with tempfile.TemporaryDirectory() as workdir:
-        servers = {name: FlaggedServer(model, Path(workdir), extra) for name, extra in FLAGS.items()}
+        servers = {name: PlainLlamaServer(model, 1, Path(workdir), flags=extra) for name, extra in FLAGS.items()}
         try:
             some = next(iter(servers.values())).client
             extra_tokens = some.post("/tokenize", json={"content": more}).json()["tokens"]

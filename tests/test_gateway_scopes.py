@@ -70,6 +70,7 @@ def test_another_namespace_cannot_probe_a_system_prompt(gateway):
     assert (right["cache_n"], right["reused_from"]) == (0, "")  # nothing of A's is continued
     # B's wrong guess reuses B's own earlier probe at most, up to where its code differs; A's own goes past the code
     assert own["cache_n"] > 100 and own["cache_n"] > wrong["cache_n"]
+    assert wrong["reused_from"] == "derived"  # B's own probe, kept when A took the slot (B's scope alone)
 
 
 GIT = ("Skill manual: squashing commits with git. Run git rebase -i HEAD~N, keep the first line as pick and "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..errors import ServerError
 
@@ -26,7 +26,8 @@ class PlainLlamaServer:
     """One plain llama-server (module docstring) of ``slots`` slots, logging into ``workdir``;
     :attr:`client` an HTTP client carrying its key, :meth:`restart` a fresh process on the same port."""
 
-    def __init__(self, model: str, slots: int, workdir: Path, *, cache_mib: Optional[int] = None) -> None:
+    def __init__(self, model: str, slots: int, workdir: Path, *, cache_mib: Optional[int] = None,
+                 flags: Sequence[str] = ()) -> None:
         from ..config import engine_settings
         from ..engine.models import resolve_model
         from ..server.build import binary_version, find_server
@@ -41,6 +42,7 @@ class PlainLlamaServer:
                      "-ngl", str(settings.n_gpu_layers)]
         if cache_mib is not None:
             self.argv += ["--cache-ram", str(cache_mib)]
+        self.argv += list(flags)  # another flag than users run it with (a measurement of what it costs)
         self.url, self.headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {self._key}"}
         self.process = ServerProcess(self.argv, Path(workdir) / f"llama-server-{port}.log")
         self.client = None

@@ -132,11 +132,11 @@ class AnswerPipeline:
         give). A graft while the routed block is among them; else the plain prompt, saying why."""
         entered = sorted(places, key=lambda place: place.turn)  # stable: a set keeps its order
         whole, mark = placed_tokens(self.engine, plan, chat, places)
-        tokens, count = whole, len(entered)
+        tokens, count, kept = whole, len(entered), tuple(places)
         while count and not self._fits(tokens, options):
             count -= 1
-            tokens, mark = placed_tokens(self.engine, plan, chat, [p for p in places if p in entered[:count]])
-        kept = tuple(place for place in places if place in entered[:count])
+            kept = tuple(place for place in places if place in entered[:count])
+            tokens, mark = placed_tokens(self.engine, plan, chat, kept)
         routed = plan.recall.block
         grafted = bool(kept) and routed is not None and any(place.block.id == routed.id for place in kept)
         if count == len(entered):
