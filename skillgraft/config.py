@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 
 __all__ = [
-    "DEFAULT_HOME", "DEFAULT_MODEL", "DEFAULT_THREADS", "EngineSettings", "KVType", "KV_TYPES", "QUANTIZED_KV_TYPES",
+    "CONTEXT_PADDING", "DEFAULT_CONTEXT_CAP", "DEFAULT_HOME", "DEFAULT_MODEL", "DEFAULT_THREADS", "EngineSettings",
+    "FALLBACK_CONTEXT", "MAX_CONTEXT", "KVType", "KV_TYPES", "QUANTIZED_KV_TYPES",
     "SETTINGS_ENV", "cache_root", "default_home", "default_model", "engine_settings", "kv_type_settings",
 ]
 
@@ -40,12 +41,30 @@ KV_TYPES: tuple[str, ...] = get_args(KVType)
 QUANTIZED_KV_TYPES = frozenset({"q8_0"})
 
 
+# The context window when none is given: the model's own (llama-server's default, ``-c 0``), at
+# most this many tokens, so a chat the bare server answers is answered here too. llama.cpp
+# pads a window to a multiple of CONTEXT_PADDING; the window is in no fingerprint (measured:
+# it changes neither payloads nor logits, docs/limits.md).
+DEFAULT_CONTEXT_CAP = 32768
+FALLBACK_CONTEXT = 4096
+CONTEXT_PADDING = 256
+MAX_CONTEXT = 131072
+
+
+def _padded(n_ctx: int) -> int:
+    return -(-n_ctx // CONTEXT_PADDING) * CONTEXT_PADDING
+
+
 class EngineSettings(BaseModel):
-    """How a llama.cpp context is pinned. Every field is part of the runtime fingerprint."""
+    """How a llama.cpp context is pinned. The fingerprint holds every field that changes a payload
+    or the logits: all but the thread count and the window (docs/limits.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    n_ctx: int = Field(4096, ge=64, le=131072, description="context window in tokens")
+    n_ctx: Optional[int] = Field(
+        None, ge=64, le=MAX_CONTEXT,
+        description="context window in tokens (a multiple of 256); None: the model's own, at most DEFAULT_CONTEXT_CAP",
+    )
     n_batch: int = Field(512, ge=1, description="tokens per llama_decode call")
     n_ubatch: int = Field(512, ge=1, description="tokens per compute micro-batch")
     n_threads: int = Field(DEFAULT_THREADS, ge=1, le=256, description="pinned CPU threads")
@@ -56,6 +75,21 @@ class EngineSettings(BaseModel):
     type_k: KVType = "f16"
     type_v: KVType = "f16"
     n_gpu_layers: int = Field(0, ge=0, description="layers offloaded to an accelerator")
+
+    @field_validator("n_ctx")
+    @classmethod
+    def _context_padded(cls, value: Optional[int]) -> Optional[int]:
+        """llama.cpp pads a context to a multiple of its KV padding (256); say so up front."""
+        return None if value is None else _padded(value)
+
+    def for_model(self, context_length: int) -> "EngineSettings":
+        """These settings with the window decided: the one given, else the model's own context
+        (``context_length``, from its GGUF) as llama-server's default takes it, at most
+        :data:`DEFAULT_CONTEXT_CAP`; :data:`FALLBACK_CONTEXT` when the model records none."""
+        if self.n_ctx is not None:
+            return self
+        own = min(context_length, DEFAULT_CONTEXT_CAP) if context_length > 0 else FALLBACK_CONTEXT
+        return self.model_copy(update={"n_ctx": _padded(own)})
 
     @field_validator("n_ubatch")
     @classmethod

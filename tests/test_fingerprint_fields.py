@@ -1,7 +1,8 @@
 """Only what changes a payload's bytes or the logits belongs in the fingerprint.
 
-The thread count was recorded once; these tests show it changes neither, on both models,
-so a store captured with 2 threads serves with 1. benchmarks/fingerprint_fields.py measures
+The thread count and the context window were recorded once; these tests show they change
+neither, on both models, so a store captured with 2 threads serves with 1, and one captured
+under a 4,096-token window serves under the model's own. benchmarks/fingerprint_fields.py measures
 every other field (docs/limits.md has the table).
 """
 
@@ -31,6 +32,23 @@ def test_thread_count_leaves_payload_and_logits_identical(model):
     assert fp1 == fp2, "the thread count is still in the fingerprint"
 
 
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_the_context_window_leaves_payload_and_logits_identical(model):
+    """A block of ~750 tokens, then a query, under windows of 1,024 (the block near its end),
+    4,096 and the model's own (8,192 and 32,768): llama.cpp attends over the cells in use."""
+    results = []
+    for n_ctx in (1024, 4096, None):
+        with Engine(model, engine_settings(n_ctx=n_ctx)) as engine:
+            state = engine.capture(TEXT * 2)
+            logits = engine.graft(state, engine.tokenize(" How do I squash?", add_bos=False))
+            results.append((engine.n_ctx, state.sha256, state.fingerprint.id, logits.tobytes()))
+    windows = [r[0] for r in results]
+    assert windows[:2] == [1024, 4096] and windows[2] == {"smollm2-135m": 8192, "gemma3-270m": 32768}[model]
+    assert len({r[1] for r in results}) == 1, "the payload depends on the window"
+    assert len({r[3] for r in results}) == 1, "the logits depend on the window"
+    assert len({r[2] for r in results}) == 1, "the window is still in the fingerprint"
+
+
 def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):
     """An older store recorded the thread count; opening it re-keys its fingerprints."""
     import hashlib
@@ -50,5 +68,29 @@ def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):
     with Engine("smollm2-135m", engine_settings(n_threads=1)) as one_thread:
         with SkillMemory(store.home, engine=one_thread, embedder=embedder) as reopened:
             assert reopened.store.fingerprint_ids() == {one_thread.fingerprint.id}
+            result = reopened.generate("how do I squash my last commits?", max_tokens=4, gate=False)
+            assert result.decision == "graft" and result.prefill_tokens_avoided > 0
+
+
+def test_a_store_captured_under_another_window_serves_under_the_models_own(stocked, embedder):
+    """An older store recorded the window (4,096, the old default); opening it re-keys it."""
+    import hashlib
+    import json
+
+    from skillgraft.memory import SkillMemory
+
+    store = stocked.store
+    current = stocked.engine.fingerprint
+    old_json = json.dumps({**json.loads(current.canonical_json()), "n_ctx": 4096}, sort_keys=True, separators=(",", ":"))
+    old_id = hashlib.sha256(old_json.encode()).hexdigest()[:16]
+    with store.db.conn:
+        store.db.execute("INSERT INTO fingerprints (id, data, created_at) VALUES (?, ?, '')", [old_id, old_json])
+        store.db.execute("UPDATE blocks SET fingerprint_id = ?", [old_id])
+        store.db.execute("DELETE FROM fingerprints WHERE id = ?", [current.id])
+        store.db.execute("DELETE FROM _migrations WHERE name = 'm024_retire_context_window'")
+    with Engine("smollm2-135m", engine_settings(n_ctx=None)) as own_window:
+        assert own_window.n_ctx == 8192
+        with SkillMemory(store.home, engine=own_window, embedder=embedder) as reopened:
+            assert reopened.store.fingerprint_ids() == {own_window.fingerprint.id}
             result = reopened.generate("how do I squash my last commits?", max_tokens=4, gate=False)
             assert result.decision == "graft" and result.prefill_tokens_avoided > 0

@@ -187,7 +187,7 @@ def test_stop_strings_and_max_tokens_are_honoured(client, model_id):
         ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "n": 9}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}, 400, None),
         ({"model": "M", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, 400, None),
-        ({"model": "M", "messages": [{"role": "user", "content": "word " * 5000}]}, 400, "context_length_exceeded"),
+        ({"model": "M", "messages": [{"role": "user", "content": "word " * 9000}]}, 400, "context_length_exceeded"),
     ],
 )
 def test_bad_requests_get_openai_style_4xx_errors(gateway, model_id, body, status, code):
@@ -240,9 +240,17 @@ def test_null_fields_mean_the_defaults(gateway, model_id):
 def test_a_stream_fails_before_its_first_byte_with_a_status(client, model_id):
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(
-            model=model_id, messages=[{"role": "user", "content": "word " * 5000}], stream=True
+            model=model_id, messages=[{"role": "user", "content": "word " * 9000}], stream=True
         )
     assert raised.value.code == "context_length_exceeded"
+
+
+def test_a_chat_longer_than_the_old_default_window_is_answered(client, model_id):
+    """The window is the model's own, as llama-server's default: SmolLM2's 8,192 tokens, so a
+    4,600-token chat (refused under the old 4,096-token default) is answered."""
+    long_chat = [{"role": "user", "content": "word " * 4600 + "\nSay yes."}]
+    answer = client.chat.completions.create(model=model_id, messages=long_chat, max_tokens=2, temperature=0)
+    assert answer.usage.prompt_tokens > 4600 and answer.choices[0].finish_reason in ("length", "stop")
 
 
 def test_usage_is_streamed_when_asked(client, model_id):

@@ -132,9 +132,9 @@ def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
     from skillgraft.errors import FingerprintMismatchError
     from skillgraft.memory import SkillMemory
 
-    with Engine("smollm2-135m", engine_settings(n_ctx=2048)) as smaller:
+    with Engine("smollm2-135m", engine_settings(n_batch=256, n_ubatch=256)) as smaller:
         strict = SkillMemory(stocked.store.home, engine=smaller, embedder=embedder)
-        with pytest.raises(FingerprintMismatchError, match="n_ctx"):
+        with pytest.raises(FingerprintMismatchError, match="n_batch"):
             strict.generate("how do I squash my last commits?", max_tokens=4, gate=False)
         strict.close()
         lenient = SkillMemory(stocked.store.home, engine=smaller, embedder=embedder, reprefill_foreign=True)

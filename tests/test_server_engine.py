@@ -213,16 +213,16 @@ def test_bad_arguments_are_input_errors(server, state):
     with pytest.raises(InputError):
         server.capture("")
     with pytest.raises(ContextOverflowError):
-        server.capture(list(range(1, 5000)))
+        server.capture(list(range(1, server.n_ctx + 8)))
 
 
-def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_path):
+def test_the_window_facts_are_read_from_the_gguf_and_bad_files_are_refused(tmp_path):
     from skillgraft.errors import EngineError
+    from skillgraft.engine.gguf import GgufFacts, gguf_facts
     from skillgraft.engine.models import resolve_model
-    from skillgraft.server.process import gguf_sliding_window
 
-    assert gguf_sliding_window(resolve_model("smollm2-135m")[1]) == 0
-    assert gguf_sliding_window(resolve_model("gemma3-270m")[1]) == 512
+    assert gguf_facts(resolve_model("smollm2-135m")[1]) == GgufFacts(sliding_window=0, context_length=8192)
+    assert gguf_facts(resolve_model("gemma3-270m")[1]) == GgufFacts(sliding_window=512, context_length=32768)
     not_gguf = tmp_path / "x.gguf"
     not_gguf.write_bytes(b"NOPE" + bytes(64))
     truncated = tmp_path / "t.gguf"
@@ -231,7 +231,7 @@ def test_the_sliding_window_is_read_from_the_gguf_and_bad_files_are_refused(tmp_
     huge_string.write_bytes(b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 2**40))
     for path, message in [(not_gguf, "not a GGUF"), (truncated, "ends inside"), (huge_string, "string of")]:
         with pytest.raises(EngineError, match=message):
-            gguf_sliding_window(path)
+            gguf_facts(path)
 
 
 def test_an_answer_slot_streams_the_graft_the_server_completes(server, state):

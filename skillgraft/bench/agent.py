@@ -282,7 +282,8 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     as blocks when stocked (leading the chat), not stored as text (placed after the app's system
     prompt, their cells made on first use). Returns ``{"rows": [per scenario and measure],
     "summary", "decisions", "requests", ...}``."""
-    from ..config import default_model, engine_settings
+    from ..config import default_model
+    from ..engine.models import settings_for
 
     model = model or default_model()
     repeats = 1 if quick else repeats
@@ -314,7 +315,7 @@ def bench_agent(model: Optional[str] = None, repeats: int = 3, progress: Progres
     finally:
         if done:
             shutil.rmtree(workdir, ignore_errors=True)
-    settings = engine_settings()
+    settings = settings_for(model)
     report = _report(records, repeats)
     report.update(kind="agent", model=model, quick=quick, repeats=repeats, two_slots=two_slots, server_build=build,
                   peer_cache_mib=peer_cache_mib, llama_server_flags=peer_flags, captured=captured,

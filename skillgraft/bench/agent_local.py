@@ -91,11 +91,10 @@ class LlamaSystem:
         import llama_cpp
         import llama_cpp.llama as high_level
 
-        from ..config import engine_settings
-        from ..engine.models import resolve_model
+        from ..engine.models import resolve_model, settings_for
         from ..engine.native import ggml_type
 
-        settings = engine_settings()
+        settings = settings_for(model)
         defaults = high_level.llama_cpp.llama_model_default_params
 
         def without_extra_buffers():  # as the engine: no AMX or repacked weight buffers
@@ -170,7 +169,8 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
     """Time per request, :class:`SkillMemory` in-process against ``Llama`` (module docstring).
     Returns ``{"rows", "summary", "requests", ...}``; ``rows`` name ``llama-cpp-python`` as the
     other system (the ``llama_server_*`` keys of the server benchmark's rows)."""
-    from ..config import default_model, engine_settings
+    from ..config import default_model
+    from ..engine.models import settings_for
 
     model = model or default_model()
     texts = Texts(quick)
@@ -191,7 +191,7 @@ def bench_agent_local(model: Optional[str] = None, progress: Progress = None, qu
         policies = bench_policies(workdir, model, texts, record)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    settings = engine_settings()
+    settings = settings_for(model)
     report = _report([r for r in records if r["scenario"] != "topic change"])
     report["conversation_policy"] = policies
     report.update(kind="agent-in-process", model=model, quick=quick, n_threads=settings.n_threads,

@@ -105,7 +105,8 @@ def bench_agent_skills(skills: Union[str, Path], query_file: Union[str, Path], m
                        progress: Progress = None, peer_cache_mib: Optional[int] = None, limit: Optional[int] = None) -> dict:
     """Time to first token of the agent over real skills, skillgraft against llama-server (module
     docstring); ``limit``: the first N skills (by name) of the query file only."""
-    from ..config import default_model, engine_settings
+    from ..config import default_model
+    from ..engine.models import settings_for
 
     model = model or default_model()
     skills = Path(skills)
@@ -135,7 +136,7 @@ def bench_agent_skills(skills: Union[str, Path], query_file: Union[str, Path], m
     finally:
         if done:
             shutil.rmtree(workdir, ignore_errors=True)
-    settings = engine_settings()
+    settings = settings_for(model)
     rows = _rows(records)
     return {"kind": "agent-skills", "model": model, "skills": len(plan), "peer_cache_mib": peer_cache_mib,
             "n_threads": settings.n_threads, "n_ctx": settings.n_ctx, "rows": rows, "summary": _summary(rows),

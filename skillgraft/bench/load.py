@@ -73,7 +73,7 @@ class LoadGateway:
     def __init__(self, model: str, slots: int, workdir: Path, skills: dict, *, namespaces: bool = False) -> None:
         import httpx
 
-        from ..config import engine_settings
+        from ..engine.models import settings_for
         from .agent import _answer
         from .serve import GatewayProcess
 
@@ -87,7 +87,7 @@ class LoadGateway:
             key_file.write_text("".join(f"{team} {key}\n" for team, key in self.keys.items()))
             key_file.chmod(0o600)
             args += ["--keys", str(key_file), "--deposit-key", secrets.token_hex(24)]
-        n_ctx = str(slots * engine_settings().n_ctx)
+        n_ctx = str(slots * settings_for(model).n_ctx)
         self.process = GatewayProcess(home, servers=1, model=model, log_path=workdir / f"{home.name}.log",
                                       extra_args=args, env={"SKILLGRAFT_N_CTX": n_ctx})
         self.url = self.process.url
@@ -186,6 +186,7 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
                turns: int = 3, namespaces: bool = False, quick: bool = False, progress: Progress = None) -> dict:
     """The load benchmark (module docstring). Returns ``{"rows", "comparisons", ...}``."""
     from ..config import engine_settings
+    from ..engine.models import settings_for
 
     started, load_before = time.perf_counter(), os.getloadavg()
     skills, sizes = manuals(quick), plan_sizes(slots, agents_)
@@ -232,8 +233,9 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
         if finished:
             shutil.rmtree(workdir, ignore_errors=True)
     settings = engine_settings()
+    windows = {model: settings_for(model).n_ctx for model in models}
     return {"kind": "load", "models": list(models), "server_build": builds, "n_threads": settings.n_threads,
-            "n_ctx_per_slot": settings.n_ctx, "max_tokens": MAX_TOKENS, "turns": turns, "quick": quick,
+            "n_ctx_per_slot": windows, "max_tokens": MAX_TOKENS, "turns": turns, "quick": quick,
             "tools_dropped_by_llama_server": dropped, "llama_server_argv": flags.get(LLAMA, []),
             "rows": rows, "comparisons": comparisons, "requests": requests,
             "load_average_before": [round(x, 2) for x in load_before],

@@ -171,7 +171,8 @@ def drops_tools(server) -> bool:
 def bench_placement(model: Optional[str] = None, progress: Progress = None) -> dict:
     """Time to first token in the four shapes (module docstring), the gateway against
     llama-server with its defaults. Returns ``{"rows", "requests", ...}``."""
-    from ..config import default_model, engine_settings
+    from ..config import default_model
+    from ..engine.models import settings_for
 
     model = model or default_model()
     texts, tools, prompt = Texts(False), agent_tools(), agent_prompt()
@@ -203,7 +204,7 @@ def bench_placement(model: Optional[str] = None, progress: Progress = None) -> d
         for server in servers:
             server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    settings = engine_settings()
+    settings = settings_for(model)
     return {"kind": "placement", "model": model, "server_build": build, "n_threads": settings.n_threads,
             "n_ctx": settings.n_ctx, "max_tokens": MAX_TOKENS, "llama_server_flags": peer_flags,
             "tools_dropped_by_llama_server": len(peers) > 1, "rows": _rows(records), "requests": records, "wall_s": round(time.perf_counter() - started, 2)}

@@ -28,12 +28,11 @@ class PlainLlamaServer:
 
     def __init__(self, model: str, slots: int, workdir: Path, *, cache_mib: Optional[int] = None,
                  flags: Sequence[str] = ()) -> None:
-        from ..config import engine_settings
-        from ..engine.models import resolve_model
+        from ..engine.models import resolve_model, settings_for
         from ..server.build import binary_version, find_server
         from ..server.process import ServerProcess, free_port
 
-        settings = engine_settings()
+        settings = settings_for(model)
         binary, (_, path) = find_server(), resolve_model(model)
         self.build = binary_version(binary)
         port, self._key = free_port(), secrets.token_urlsafe(24)

@@ -19,8 +19,9 @@ from ..errors import FingerprintMismatchError
 # Bumped whenever the layout of a captured payload (or what it is paired with) changes.
 STATE_FORMAT_VERSION = 1
 # Recorded by earlier versions, then measured to leave payloads and logits byte-identical
-# (tests/test_fingerprint_fields.py): the thread count.
-RETIRED_FIELDS = frozenset({"n_threads"})
+# (tests/test_fingerprint_fields.py): the thread count and the context window (llama.cpp
+# attends over the cells in use, padded to 256, whatever the window's size).
+RETIRED_FIELDS = frozenset({"n_threads", "n_ctx"})
 
 
 class RuntimeFingerprint(BaseModel):
@@ -32,7 +33,6 @@ class RuntimeFingerprint(BaseModel):
     llama_cpp_python: str
     system_info: str
     state_format: int = STATE_FORMAT_VERSION
-    n_ctx: int
     n_batch: int
     n_ubatch: int
     type_k: str

@@ -341,7 +341,10 @@ class AnswerPipeline:
 
 
 # What a chat longer than the context can do: the context is a setting of the engine (and its fingerprint).
-CONTEXT_HINT = "a larger context holds it: set SKILLGRAFT_N_CTX (say 8192 or 16384) where the model is run"
+CONTEXT_HINT = (
+    "a larger context holds it: set SKILLGRAFT_N_CTX where the model is run (the default is the model's own "
+    "window, at most 32768 tokens)"
+)
 
 
 def reply_room(max_tokens: int, n_ctx: int) -> int:

@@ -32,7 +32,7 @@ from .state_io import SEQ
 from .text import LlamaText
 from ..errors import ConfigError, EngineError, RestoreRejectedError
 from ..core.fingerprint import RuntimeFingerprint, backend_of, file_sha256
-from .models import resolve_model
+from .models import resolve_model, settings_for
 from ..core.sampling import SamplingOptions, sample
 from ..core.states import (
     KVState, TokenStep, append_tokens, capture_tokens, check_state, graft_tokens, prefill_tokens, require_fits, sha256_hex,
@@ -56,7 +56,7 @@ class Engine(LocalContext):
         allow_inexact_swa: bool = False,
     ) -> None:
         self.model_name, self.model_path = resolve_model(model or default_model())
-        self.settings = settings or engine_settings()
+        self.settings = settings_for(self.model_path, settings)
         init_backend()
         self._model = self._ctx = self._batch = None
         model_params = llama_cpp.llama_model_default_params()
@@ -107,7 +107,6 @@ class Engine(LocalContext):
             gguf_sha256=file_sha256(self.model_path),
             llama_cpp_python=info["llama_cpp_python"],
             system_info=info["system_info"],
-            n_ctx=self.n_ctx,
             n_batch=s.n_batch,
             n_ubatch=s.n_ubatch,
             type_k=s.type_k,

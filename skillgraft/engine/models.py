@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..config import EngineSettings, default_model, engine_settings
 from ..errors import ModelNotFoundError
+from .gguf import gguf_facts
 from .model_chunks import QWEN_CODER, ChunkedModel
 
-__all__ = ["EMBEDDED_MODELS", "EmbeddedModel", "resolve_model"]
+__all__ = ["EMBEDDED_MODELS", "EmbeddedModel", "resolve_model", "settings_for"]
 
 
 def _extra_hint(extra: str) -> str:
@@ -117,3 +119,11 @@ def resolve_model(model: str | Path) -> tuple[str, Path]:
         return path.stem, path.resolve()
     known = ", ".join(sorted(EMBEDDED_MODELS))
     raise ModelNotFoundError(f"unknown model {key!r}: use one of {known} or a path to a .gguf file")
+
+
+def settings_for(model: "str | Path | None", settings: Optional[EngineSettings] = None) -> EngineSettings:
+    """``settings`` (the environment's when None) with the window decided for ``model``: the one
+    given, else the model's own context (:meth:`EngineSettings.for_model`). Reads the GGUF's
+    metadata only; nothing is loaded."""
+    _, path = resolve_model(model or default_model())
+    return (settings or engine_settings()).for_model(gguf_facts(path).context_length)

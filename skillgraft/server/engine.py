@@ -41,12 +41,13 @@ import httpx
 from ..config import EngineSettings, default_model, engine_settings
 from ..errors import ConfigError, DamagedCellsError, InputError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
-from ..engine.models import resolve_model
+from ..engine.gguf import gguf_facts
+from ..engine.models import resolve_model, settings_for
 from .build import binary_version, find_server
 from .completions import ServerCompletions
 from .connection import response_to
 from .process import (
-    ServerProcess, free_port, gguf_sliding_window, server_argv, server_fingerprint, supports_gpu_offload,
+    ServerProcess, free_port, server_argv, server_fingerprint, supports_gpu_offload,
 )
 from .records import (
     Completion,
@@ -101,8 +102,8 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         if n_slots < 1:
             raise ConfigError(f"n_slots must be at least 1, got {n_slots}")
         self.model_name, self.model_path = resolve_model(model or default_model())
-        self.settings = settings or engine_settings()
-        self.sliding_window = gguf_sliding_window(self.model_path)
+        self.settings = settings_for(self.model_path, settings)
+        self.sliding_window = gguf_facts(self.model_path).sliding_window
         self.text = LlamaText.open(self.model_path, self.model_name)
         if self.sliding_window and self.settings.swa_full is False:
             raise ConfigError(

@@ -2,10 +2,8 @@
 
 :func:`server_argv` turns :class:`EngineSettings` into the flags that decide KV bytes and
 logits; :class:`ServerProcess` runs one server on loopback and stops it by its own PID
-(on Linux it also dies with its parent); :func:`probe_system_info` and
-:func:`gguf_sliding_window` read the binary's native build and the model's sliding window
-without starting a server; :func:`supports_gpu_offload` reads a started server's log for
-whether it can offload to a GPU.
+(on Linux it also dies with its parent); :func:`probe_system_info` reads the binary's native build without starting a server;
+:func:`supports_gpu_offload` reads a started server's log for whether it can offload to a GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -23,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..config import EngineSettings
-from ..errors import EngineError, ServerError
+from ..errors import ServerError
 
 if TYPE_CHECKING:
     from ..core.fingerprint import RuntimeFingerprint
@@ -205,56 +202,6 @@ def supports_gpu_offload(log: Optional[str]) -> bool:
     return log is None or _NO_GPU_OFFLOAD not in log
 
 
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-
-def gguf_sliding_window(path: Path) -> int:
-    """The model's sliding window from its GGUF metadata (``<arch>.attention.sliding_window``); 0 if none."""
-
-    def read(fmt: str):
-        size = struct.calcsize(fmt)
-        data = handle.read(size)
-        if len(data) != size:
-            raise EngineError(f"{path} ends inside its GGUF metadata")
-        return struct.unpack(fmt, data)[0]
-
-    def read_string() -> str:
-        length = read("<Q")
-        if length > 1 << 24:
-            raise EngineError(f"{path} has a GGUF string of {length} bytes")
-        return handle.read(length).decode("utf-8", "replace")
-
-    def skip(kind: int) -> None:
-        if kind in _GGUF_SCALARS:
-            handle.seek(struct.calcsize(_GGUF_SCALARS[kind]), os.SEEK_CUR)
-        elif kind == 8:
-            handle.seek(read("<Q"), os.SEEK_CUR)
-        elif kind == 9:
-            inner, count = read("<I"), read("<Q")
-            if inner in _GGUF_SCALARS:
-                handle.seek(count * struct.calcsize(_GGUF_SCALARS[inner]), os.SEEK_CUR)
-            else:
-                for _ in range(count):
-                    skip(inner)
-        else:
-            raise EngineError(f"{path} has an unknown GGUF value type {kind}")
-
-    architecture = ""
-    with open(path, "rb") as handle:
-        if handle.read(4) != b"GGUF":
-            raise EngineError(f"{path} is not a GGUF file")
-        read("<I"), read("<Q")
-        for _ in range(read("<Q")):
-            key, kind = read_string(), read("<I")
-            if key == "general.architecture" and kind == 8:
-                architecture = read_string()
-            elif architecture and key == f"{architecture}.attention.sliding_window" and kind in _GGUF_SCALARS:
-                return int(read(_GGUF_SCALARS[kind]))
-            else:
-                skip(kind)
-    return 0
-
-
 def server_fingerprint(
     binary: Optional[Path], build: str, *, started: bool, model_path: Path, settings: EngineSettings,
     sliding_window: int, n_slots: int, gpu_offload: bool = False,
@@ -288,7 +235,6 @@ def server_fingerprint(
         gguf_sha256=file_sha256(model_path),
         llama_cpp_python=runtime,
         system_info=system_info or runtime,
-        n_ctx=settings.n_ctx,
         n_batch=settings.n_batch,
         n_ubatch=settings.n_ubatch,
         type_k=settings.type_k,

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from ..config import engine_settings
+from ..engine.models import settings_for
 from ..core import telemetry
 from ..core.expiry import Expiry, expiry_of
 from ..errors import BlockNotFoundError, SkillgraftError, SkillFolderError
@@ -167,7 +167,7 @@ class SkillImports:
         else the one the settings give; an import never loads the model for it."""
         if self.memory._engine is not None:
             return self.memory._engine.n_ctx
-        return (self.memory.settings or engine_settings()).n_ctx
+        return settings_for(self.memory.model, self.memory.settings).n_ctx
 
     def _versions_of(self, name: str) -> list[dict]:
         versions = self.store.skill_versions(name)

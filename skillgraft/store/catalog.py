@@ -120,6 +120,12 @@ def m006_create_catalog_state(db: Database) -> None:
 @migration
 def m007_retire_thread_count(db: Database) -> None:
     """Fingerprints lose the thread count (it changes no payload or logit): re-key them."""
+    rekey_fingerprints(db)
+
+
+def rekey_fingerprints(db: Database) -> None:
+    """Each recorded fingerprint under the id it has now that fields were retired; its blocks
+    follow it (two that differed only in a retired field become one)."""
     from ..core.fingerprint import RuntimeFingerprint
 
     for old_id, data in list(db.execute("SELECT id, data FROM fingerprints").fetchall()):
@@ -134,6 +140,13 @@ def m007_retire_thread_count(db: Database) -> None:
             )
             db.execute("UPDATE blocks SET fingerprint_id = ? WHERE fingerprint_id = ?", [fingerprint.id, old_id])
             db.execute("DELETE FROM fingerprints WHERE id = ?", [old_id])
+
+
+@migration
+def m024_retire_context_window(db: Database) -> None:
+    """Fingerprints lose the context window (it changes no payload or logit): re-key them, so a
+    store captured under one window serves under another."""
+    rekey_fingerprints(db)
 
 
 @migration

@@ -229,7 +229,7 @@ class CatalogEdits:
             return None
         if old.fingerprint_id == new.fingerprint_id:
             return old
-        # The same bytes under another runtime (measured: n_ctx changes no payload): re-label.
+        # The same bytes under another runtime: re-label.
         with self.catalog.write() as conn:
             self._insert_fingerprint(conn, state.fingerprint)
             conn.execute("UPDATE blocks SET fingerprint_id = ? WHERE id = ?", (new.fingerprint_id, old.id))

@@ -86,7 +86,6 @@ class FakeEngine(LocalContext):
             gguf_sha256=hashlib.sha256(f"fake model {model_name}".encode()).hexdigest(),
             llama_cpp_python="fake",
             system_info="skillgraft.testing.FakeEngine",
-            n_ctx=n_ctx,
             n_batch=n_batch,
             n_ubatch=n_batch,
             type_k="f16",

@@ -284,7 +284,7 @@ SCHEMA_EDITS = {
     "routing_keys not a list": _set("routing_keys", "name"),
     "fingerprint unknown": _set("fingerprint_id", "0" * 16),
     "fingerprint not an object": lambda m, e: m["fingerprints"].update({"x": 1}),
-    "fingerprint invalid": lambda m, e: [fp.update(n_ctx="big") for fp in m["fingerprints"].values()],
+    "fingerprint invalid": lambda m, e: [fp.update(n_batch="big") for fp in m["fingerprints"].values()],
     "fingerprint under another id": lambda m, e: m.update(fingerprints={"0" * 16: next(iter(m["fingerprints"].values()))}),
     "file unhashable": _set("file", ["blocks"]),
     "version wrong": lambda m, e: m.update(version=2),

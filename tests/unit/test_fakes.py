@@ -148,14 +148,15 @@ def test_a_tampered_payload_is_refused_or_gives_other_logits(fake_engine):
 
 def test_a_fingerprint_mismatch_raises_before_anything_is_restored(fake_engine):
     state = block_state(fake_engine)
-    for other in (FakeEngine(n_ctx=2048), FakeEngine("another-model")):
+    for other in (FakeEngine(n_batch=256), FakeEngine("another-model")):
         other.prefill([BOS, 65])
         before = other.context_tokens
         with pytest.raises(FingerprintMismatchError) as caught:
             other.graft(state, [65], "b1")
         assert caught.value.differences and caught.value.block_id == "b1"
         assert other.context_tokens == before
-    assert "n_ctx" in FakeEngine(n_ctx=2048).fingerprint.differences(fake_engine.fingerprint)
+    assert "n_batch" in FakeEngine(n_batch=256).fingerprint.differences(fake_engine.fingerprint)
+    assert FakeEngine(n_ctx=2048).fingerprint == fake_engine.fingerprint  # the window is in no fingerprint
 
 
 def test_context_limits_and_bad_input(fake_engine):

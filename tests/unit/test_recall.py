@@ -128,9 +128,9 @@ def test_chat_with_a_block_streams_what_a_plain_chat_streams(fake_stocked, fake_
 def test_a_block_of_another_runtime_raises_unless_reprefilled(fake_stocked, fake_embedder):
     home = fake_stocked.store.home
     fake_stocked.close()
-    other = FakeEngine(n_ctx=2048, reply=replies)
+    other = FakeEngine(n_batch=256, reply=replies)
     with SkillMemory(home, engine=other, embedder=fake_embedder) as mem:
-        with pytest.raises(FingerprintMismatchError, match="n_ctx"):
+        with pytest.raises(FingerprintMismatchError, match="n_batch"):
             mem.generate(GIT_QUERY)
     with SkillMemory(home, engine=other, embedder=fake_embedder, reprefill_foreign=True) as mem:
         result = mem.generate(GIT_QUERY)

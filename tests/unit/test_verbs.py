@@ -133,7 +133,7 @@ def test_delete_removes_the_block_its_keys_and_its_route(fake_stocked):
     "other",
     [
         pytest.param(lambda: FakeEngine("another-model"), id="new payloads"),
-        pytest.param(lambda: FakeEngine(n_ctx=2048), id="same payloads"),
+        pytest.param(lambda: FakeEngine(n_batch=256), id="same payloads"),
     ],
 )
 def test_recapture_moves_every_block_to_the_current_runtime(fake_stocked, fake_embedder, other):
