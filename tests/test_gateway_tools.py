@@ -86,12 +86,13 @@ class Seen(BaseCallbackHandler):
 
 
 class OneToolRound(AgentMiddleware):
-    """After a tool's result the model answers (``tool_choice="none"``)."""
+    """The first round calls a tool (``tool_choice="required"``: offered the choice, the 135M
+    model answers in text, as it does under plain llama-server); after the tool's result the
+    model answers (``tool_choice="none"``)."""
 
     def wrap_model_call(self, request, handler):
-        if request.messages and isinstance(request.messages[-1], ToolMessage):
-            request = request.override(tool_choice="none")
-        return handler(request)
+        answered = request.messages and isinstance(request.messages[-1], ToolMessage)
+        return handler(request.override(tool_choice="none" if answered else "required"))
 
 
 class ScriptedToolModel(GenericFakeChatModel):

@@ -13,8 +13,8 @@ answered plainly, a ``fallback`` naming the block it tried.
 
 With a format (:class:`~skillgraft.core.tools.OutputFormat` in the options) the same steps run
 on the chat with the format's instructions at the end of the app's system prompt, the model held
-to its grammar; with tools the answer is held until it ends and read as a reply or the tool
-calls it makes (:attr:`AnswerEnd.tool_calls`). An exact answer stays the verified answer.
+to its grammar; with tools a reply streams as text and a call is held until it ends and read
+as the tool calls it makes (:attr:`AnswerEnd.tool_calls`). An exact answer stays the verified answer.
 
 The steps run over an :class:`~skillgraft.protocols.AnswerSlot`, so the memory (an
 in-process context), the gateway (a leased llama-server slot) and LangChain all make the
@@ -44,7 +44,7 @@ from .gate import GATE_TOKENS, GateVerdict, confidence, gate_policy, graft_verdi
 from .states import TokenStep
 from .stops import StopCutter
 from .timings import Timings
-from .tools import OutputFormat
+from .tools import OutputFormat, opens_a_call
 
 MAX_VOICE_TOKENS = 8
 VOICE_PROMPT = "{query}\nReply with the verified answer only."
@@ -404,20 +404,29 @@ def _chat(plan: AnswerPlan, options: AnswerOptions) -> list:
 
 
 def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
-    """A generated answer read against its format. JSON is the text as it streams; with
-    tools the text is held until it ends and is then the reply or the tool calls it makes
-    (``finish_reason`` ``tool_calls``). Cut short by ``max_tokens`` (``finish_reason``
-    ``length``), it is the reply so far, or nothing for a cut call: every door gets no half
-    call and never the envelope's JSON (:meth:`~skillgraft.core.tools.OutputFormat.parse`)."""
+    """A generated answer read against its format. JSON is the text as it streams. With tools
+    a reply is text as it streams too, from its first character on; a call (text opening with
+    ``{``) is held until it ends and is then the tool calls it makes (``finish_reason``
+    ``tool_calls``). A call cut short by ``max_tokens`` (``finish_reason`` ``length``) is
+    nothing: every door gets no half call and never the envelope's JSON
+    (:meth:`~skillgraft.core.tools.OutputFormat.parse`)."""
     if not form.tools:
         yield from events
         return
-    pieces = []
+    held: list[str] = []
+    replying = False
     for event in events:
         if isinstance(event, str):
-            pieces.append(event)
-        elif isinstance(event, AnswerEnd):
-            parsed = form.parse("".join(pieces))
+            if replying:
+                yield event
+                continue
+            held.append(event)
+            text = "".join(held)
+            if text.strip() and not opens_a_call(text):
+                replying = True
+                yield text
+        elif isinstance(event, AnswerEnd) and not replying:
+            parsed = form.parse("".join(held))
             if parsed.content:
                 yield parsed.content
             if parsed.tool_calls:

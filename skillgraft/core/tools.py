@@ -1,15 +1,16 @@
 """Tools and structured output: what an answer must look like, and how a model is held to it.
 
-A local model has no tool-call format of its own that both engines render alike, so
-skillgraft gives it one: the tools are described in the app's system prompt (the prefix a
-context keeps; skills come after it), and
-the answer is constrained by a grammar (:mod:`skillgraft.core.json_grammar`) to one JSON
-object — ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` to call tools, or
-``{"response": "..."}`` to reply — which :meth:`OutputFormat.parse` turns into tool calls
-or text. An envelope cut short (``max_tokens``) is never returned as its JSON: a cut reply
-is the reply's text so far, and a cut call is no call at all (no half call is ever made; the
-answer's ``finish_reason`` ``length`` says why). A response format (``json_object``,
-``json_schema``) constrains the answer to JSON of that schema, which is the answer's text.
+skillgraft gives every model one tool-call format that both engines render alike: the tools
+are described in the app's system prompt (the prefix a context keeps; skills come after it),
+and the answer is constrained by a grammar (:mod:`skillgraft.core.json_grammar`) to either
+plain text (a reply, which never opens with ``{``) or one JSON object
+``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` that calls tools (``required`` or a
+named ``tool_choice``: the object only). The reply comes first and as text because small
+models follow whichever form they are shown first: offered two JSON envelopes, they call a
+tool for "Say hello." (measured: ``benchmarks/tool_choice_eval.py``, docs/benchmarks.md). A
+call cut short (``max_tokens``) is no call at all (no half call is ever made; the answer's
+``finish_reason`` ``length`` says why). A response format (``json_object``, ``json_schema``)
+constrains the answer to JSON of that schema, which is the answer's text.
 The same grammar goes to the in-process sampler and to llama-server, so both engines give
 the same tokens.
 
@@ -24,7 +25,6 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import FormatError
@@ -35,8 +35,8 @@ MAX_TOOLS = 64
 MAX_DESCRIPTION_CHARS = 4_000
 TOOL_CHOICES = ("auto", "none", "required")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
-REPLY_OPENING = re.compile(r'\s*\{\s*"response"\s*:\s*"')
-LONGEST_ESCAPE = 6  # the longest JSON escape: backslash, u, four hex digits
+# With tool_choice auto: the calls' grammar, or text that does not open with "{" (nor blank).
+REPLY_OR_CALL = '\nroot ::= call-envelope | plain-reply\nplain-reply ::= [^{ \\t\\n] [^\\x00]*\n'
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class OutputFormat:
         if self.tools and self.tool_choice not in ("auto", "required") and self.tool_choice not in names:
             raise FormatError("tool_choice", f"names no tool of this request: {self.tool_choice!r} (tools: {', '.join(names)})")
         if not self.grammar:
-            object.__setattr__(self, "grammar", schema_grammar(self._schema(), "tools" if self.tools else "response_format"))
+            object.__setattr__(self, "grammar", self._grammar())
 
     @property
     def demands_structure(self) -> bool:
@@ -133,15 +133,13 @@ class OutputFormat:
             calls["maxItems"] = 1
         return {"type": "object", "additionalProperties": False, "required": ["tool_calls"], "properties": {"tool_calls": calls}}
 
-    def _schema(self) -> dict:
+    def _grammar(self) -> str:
         if not self.tools:
-            return dict(self.schema)
-        calls = self._calls_schema()
+            return schema_grammar(dict(self.schema), "response_format")
+        calls = schema_grammar(self._calls_schema(), "tools")
         if self.tool_choice != "auto":
             return calls
-        reply = {"type": "object", "additionalProperties": False, "required": ["response"],
-                 "properties": {"response": {"type": "string"}}}
-        return {"anyOf": [calls, reply]}
+        return re.sub(r"^root ::=", "call-envelope ::=", calls, count=1, flags=re.M) + REPLY_OR_CALL
 
     def instructions(self) -> str:
         """What the model is told, at the end of the app's system prompt (:meth:`lead`)."""
@@ -152,12 +150,13 @@ class OutputFormat:
         listed = "\n".join(tool.describe() for tool in self.tools)
         call = '{"tool_calls": [{"name": "<tool>", "arguments": {...}}]}'
         if self.tool_choice == "auto":
-            how = f'Reply with one JSON object: {call} to call tools, or {{"response": "<your answer>"}} to answer.'
+            how = f"To call functions, reply with only the JSON object {call}. If no function is needed, answer in plain text."
         elif self.tool_choice == "required":
-            how = f"Reply with one JSON object that calls tools: {call}."
+            how = f"Reply with one JSON object that calls functions: {call}."
         else:
             how = f'Reply with one JSON object that calls {self.tool_choice}: {{"tool_calls": [{{"name": "{self.tool_choice}", "arguments": {{...}}}}]}}.'
-        return f"You can call these tools:\n{listed}\n{how}"
+        return ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                f"<tools>\n{listed}\n</tools>\n\n{how}")
 
     def lead(self, chat: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """``chat`` with :meth:`instructions` as part of the app's prefix: after the text of its
@@ -172,20 +171,17 @@ class OutputFormat:
         return chat
 
     def parse(self, text: str) -> Parsed:
-        """The answer's text and tool calls. JSON formats keep the text as it is. With tools
-        the envelope is read; one cut short is never returned as its JSON: a cut reply is
-        its text so far, a cut call nothing (:func:`reply_so_far`). Text that is no envelope
-        at all (from a model not held to the grammar) is returned as it is."""
-        if not self.tools:
+        """The answer's text and tool calls. JSON formats keep the text as it is. With tools,
+        text that opens with ``{`` is a call envelope: one cut short is no call and no text
+        (never its JSON); other text is the reply, as it is."""
+        if not self.tools or not opens_a_call(text):
             return Parsed(text)
         try:
             envelope = json.loads(text, strict=False)
         except ValueError:
-            return Parsed(reply_so_far(text) if text.lstrip().startswith("{") else text)
+            return Parsed("")
         if not isinstance(envelope, dict):
             return Parsed(text)
-        if "response" in envelope:
-            return Parsed(str(envelope["response"]))
         calls = envelope.get("tool_calls")
         if not isinstance(calls, list):
             return Parsed(text)
@@ -195,24 +191,11 @@ class OutputFormat:
         ))
 
 
-def reply_so_far(text: str) -> str:
-    """What an envelope cut short said to the user: the text of a cut ``{"response": "...``,
-    or "" for a cut tool call (or an envelope cut before its reply began)."""
-    opening = REPLY_OPENING.match(text)
-    if opening is None:
-        return ""
-    try:
-        return scanstring(text, opening.end(), False)[0]  # the reply ended, its envelope did not
-    except ValueError:
-        pass
-    body = text[opening.end():]
-    for end in range(len(body), max(len(body) - LONGEST_ESCAPE, 0) - 1, -1):  # an escape cut in half
-        try:
-            reply = json.loads(f'"{body[:end]}"', strict=False)
-        except ValueError:
-            continue
-        return reply[:-1] if reply and "\ud800" <= reply[-1] <= "\udbff" else reply  # half a surrogate pair
-    return ""
+def opens_a_call(text: str) -> bool:
+    """Whether an answer under tools is (so far) a call envelope, not a reply: its first
+    character that is not blank is ``{``."""
+    stripped = text.lstrip()
+    return stripped.startswith("{")
 
 
 def new_call_id() -> str:

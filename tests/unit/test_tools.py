@@ -35,7 +35,8 @@ for _ in range(400):  # deeper than json.dumps or the converter would recurse sa
 def test_tools_make_one_grammar_of_calls_or_a_reply():
     form = output_format([CALCULATOR])
     assert form.tools == (Tool.from_openai(CALCULATOR),) and form.tool_choice == "auto" and not form.parallel
-    assert "tool-calls" in form.grammar and "response" in form.grammar and '\\"calculator\\"' in form.grammar
+    assert "tool-calls" in form.grammar and "plain-reply" in form.grammar and '\\"calculator\\"' in form.grammar
+    assert "plain-reply" not in output_format([CALCULATOR], "required").grammar  # a call must be made
     assert not form.demands_structure  # a verified answer may stand as plain text
     assert output_format([CALCULATOR], "required").demands_structure
     assert output_format([CALCULATOR], {"type": "function", "function": {"name": "calculator"}}).tool_choice == "calculator"
@@ -50,22 +51,18 @@ def test_an_answer_is_read_as_tool_calls_or_a_reply():
     assert parsed.content == "" and [(c.name, dict(c.arguments)) for c in parsed.tool_calls] == [("calculator", {"expression": "12*7"})]
     assert parsed.tool_calls[0].id.startswith("call_")
     assert json.loads(parsed.tool_calls[0].as_openai()["function"]["arguments"]) == {"expression": "12*7"}
-    assert form.parse('{"response": "84"}').content == "84"
-    assert form.parse("84, no envelope").content == "84, no envelope"  # a model not held to the grammar
+    assert form.parse("It is 84.").content == "It is 84."  # a reply is plain text
+    assert form.parse("84, {not a call}").content == "84, {not a call}"
 
 
 @pytest.mark.parametrize("cut, content", [
     ('{"tool_calls": [{"name": "calc', ""),
     (CALL[:-2], ""),  # every call whole, the envelope not: still cut, no call is made
-    ('{"resp', ""),
-    ('{"response": "It is 8', "It is 8"),
-    ('{\n  "response" :  "It \\"is\\" 8', 'It "is" 8'),
-    ('{"response": "It is 84."\n\t\t', "It is 84."),
-    ('{"response": "caf\\u00', "caf"),
-    ('{"response": "smile \\ud83d', "smile "),
-    ('{"response": "smile \\ud83d\\ude00', "smile \U0001f600"),
+    ('{"tool', ""),
+    ("{", ""),
+    ("It is 8", "It is 8"),  # a reply cut short is its text so far
 ])
-def test_an_envelope_cut_short_is_the_reply_so_far_and_never_a_call_or_its_json(cut, content):
+def test_a_call_cut_short_is_never_a_call_or_its_json(cut, content):
     parsed = output_format([CALCULATOR]).parse(cut)
     assert (parsed.content, parsed.tool_calls) == (content, ())
     json_form = output_format(response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": SCHEMA}})
@@ -102,7 +99,7 @@ def test_a_format_ends_the_apps_system_prompt_so_skills_come_after_it():
     turns = [("user", "hi"), ("assistant", "hello"), ("user", "12*7?")]
     chat = form.lead([("system", "Be terse."), ("system", "Cite sources."), *turns])
     assert chat[0] == ("system", "Be terse.") and chat[2:] == turns
-    assert chat[1][1].startswith("Cite sources.\n\nYou can call these tools:")
+    assert chat[1][1].startswith("Cite sources.\n\n# Tools\n")
     alone = form.lead(turns)  # no system prompt: the tools are one in front
     assert alone[0] == ("system", form.instructions()) and alone[1:] == turns
     assert OutputFormat(schema={"type": "object"}).instructions() == "Reply with a JSON object only."
@@ -127,8 +124,8 @@ def test_tool_turns_render_as_user_turns_and_are_never_the_query():
 
 
 def replies(prompt: str):
-    if "You can call these tools" in prompt:
-        return '{"response": "It is 84."}' if "returned: 84" in prompt else CALL
+    if "# Tools" in prompt:
+        return "It is 84." if "returned: 84" in prompt else CALL
     if "JSON" in prompt:
         return '{"answer": 391}'
     return "Run git rebase -i and squash." if "squashing commits" in prompt else "I can help with that."
@@ -145,7 +142,7 @@ def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(fake_stocked
         prompts.append(prompt)
         if "Tool multiply returned: 84" in prompt:
             return "12 times 7 is 84."
-        return MULTIPLY_CALL if "You can call these tools" in prompt else None
+        return MULTIPLY_CALL if "# Tools" in prompt else None
 
     fake_engine.reply = reply
     scope = {"memory": fake_stocked}
@@ -153,7 +150,7 @@ def test_a_tool_result_is_fed_back_in_process_as_the_api_page_shows(fake_stocked
     chat, answer = scope["chat"], scope["answer"]
     assert chat[1:] == [("assistant", MULTIPLY_CALL), ("tool", "Tool multiply returned: 84")]
     assert answer.text == "12 times 7 is 84." and not answer.tool_calls and answer.end.finish_reason == "stop"
-    assert len(prompts) == 2 and MULTIPLY_CALL in prompts[1] and "You can call these tools" not in prompts[1]
+    assert len(prompts) == 2 and MULTIPLY_CALL in prompts[1] and "# Tools" not in prompts[1]
     assert prompts[1].rstrip().endswith("Tool multiply returned: 84<|im_end|>\n<|im_start|>assistant")
 
 
@@ -202,6 +199,14 @@ def test_tool_calls_stream_in_the_openai_shape(client):
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[0]["skillgraft"]["decision"] == "abstain"
 
 
+def test_a_reply_under_tools_streams_as_it_is_written(fake_stocked):
+    """A reply is text from its first character, so it streams token by token (a call is held)."""
+    fake_stocked.engine.reply = "It is 84, with tools offered."
+    events = list(fake_stocked.stream([("user", OUT_OF_DOMAIN)], AnswerOptions(format=output_format([CALCULATOR]))))
+    deltas = [event for event in events if isinstance(event, str)]
+    assert len(deltas) > 5 and "".join(deltas) == "It is 84, with tools offered."
+
+
 def test_a_tool_call_cut_by_max_tokens_is_no_call_and_finish_reason_length_through_every_door(client, fake_stocked):
     cut_at = len(CALL) // 2  # one token a byte: the call is cut inside its arguments
     direct = fake_stocked.answer([("user", OUT_OF_DOMAIN)], AnswerOptions(max_tokens=cut_at, format=output_format([CALCULATOR])))
@@ -223,7 +228,7 @@ def test_a_reply_cut_by_max_tokens_is_its_text_so_far(client):
     call = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'}}
     messages = [{"role": "user", "content": OUT_OF_DOMAIN}, {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "call_1", "content": "84"}]
-    choice = _post(client, messages, tools=[CALCULATOR], max_tokens=len('{"response": "It is')).json()["choices"][0]
+    choice = _post(client, messages, tools=[CALCULATOR], max_tokens=len("It is")).json()["choices"][0]
     assert choice["finish_reason"] == "length" and choice["message"]["content"] == "It is"
 
 

@@ -91,7 +91,7 @@ def test_a_tool_call_cut_by_max_tokens_is_no_call_and_finish_reason_length(memor
         return "a1 fix typo"
 
     call = '{"tool_calls": [{"name": "git_log", "arguments": {"count": 3}}]}'
-    memory.engine.reply = lambda prompt: call if "You can call these tools" in prompt else None
+    memory.engine.reply = lambda prompt: call if "# Tools" in prompt else None
     chat = ChatSkillGraft(memory=memory, max_tokens=len(call) + 1).bind_tools([git_log])
     assert chat.invoke(GRAFT_QUESTION).tool_calls[0]["args"] == {"count": 3}
     cut = chat.invoke(GRAFT_QUESTION, max_tokens=len(call) // 2)
