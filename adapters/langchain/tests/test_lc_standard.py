@@ -111,6 +111,13 @@ class TestChatSkillGraftIntegration(ChatModelIntegrationTests):
     def test_structured_output_pydantic_2_v1(self, model) -> None:
         super().test_structured_output_pydantic_2_v1(model)
 
+    # The suite's own advice for a model that does not call tools consistently when it may choose.
+    @pytest.mark.xfail(reason="offered the choice (tool_choice auto), SmolLM2-135M replies in text, as it does under "
+                              "plain llama-server; the suite's tool-calling tests, which require a call, pass")
+    @pytest.mark.parametrize("model", [{}, {"output_version": "v1"}], indirect=True)
+    def test_agent_loop(self, model) -> None:
+        super().test_agent_loop(model)
+
     @property
     def supports_model_override(self) -> bool:
         return False  # one pinned llama.cpp context per model; blocks are bound to it
