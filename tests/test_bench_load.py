@@ -40,4 +40,4 @@ def test_quick_load_benchmark(runner):
     assert {("skillgraft", "llama-server"), ("skillgraft, 2 namespaces", "llama-server")} <= against
     assert all(c["requests_per_s_ratio"] > 0 and isinstance(c["met"], bool) for c in report["comparisons"])
     flags = report["llama_server_argv"]
-    assert flags[flags.index("-np") + 1] == "1" and flags[flags.index("-c") + 1] == str(report["n_ctx_per_slot"]["smollm2-135m"])
+    assert flags[flags.index("-np") + 1] == "1" and flags[flags.index("-c") + 1] == str(report["n_ctx_per_slot"]["smollm2-135m"]["1"])

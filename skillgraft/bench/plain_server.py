@@ -16,7 +16,17 @@ from typing import Optional, Sequence
 
 from ..errors import ServerError
 
-__all__ = ["PlainLlamaServer"]
+__all__ = ["PlainLlamaServer", "slot_window"]
+
+
+def slot_window(model: str, slots: int) -> int:
+    """The context each of ``slots`` slots gets, for both systems of a benchmark: the model's
+    window (``SKILLGRAFT_N_CTX`` when set), less where ``slots`` of them would pass the largest
+    window a context takes."""
+    from ..config import MAX_CONTEXT
+    from ..engine.models import settings_for
+
+    return min(settings_for(model).n_ctx, MAX_CONTEXT // slots)
 
 START_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0
@@ -37,7 +47,7 @@ class PlainLlamaServer:
         self.build = binary_version(binary)
         port, self._key = free_port(), secrets.token_urlsafe(24)
         self.argv = [str(binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
-                     "-c", str(slots * settings.n_ctx), "-t", str(settings.n_threads), "-tb", str(settings.n_threads),
+                     "-c", str(slots * slot_window(model, slots)), "-t", str(settings.n_threads), "-tb", str(settings.n_threads),
                      "-ngl", str(settings.n_gpu_layers)]
         if cache_mib is not None:
             self.argv += ["--cache-ram", str(cache_mib)]
