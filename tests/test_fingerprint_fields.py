@@ -49,8 +49,12 @@ def test_the_context_window_leaves_payload_and_logits_identical(model):
     assert len({r[2] for r in results}) == 1, "the window is still in the fingerprint"
 
 
-def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):
-    """An older store recorded the thread count; opening it re-keys its fingerprints."""
+@pytest.mark.parametrize("field, value, migration, settings", [
+    ("n_threads", 2, "m007_retire_thread_count", {"n_threads": 1}),
+    ("n_ctx", 4096, "m024_retire_context_window", {}),  # the old default window; the model's own now
+], ids=["captured with two threads, served with one", "captured under 4096 tokens, served under the model's window"])
+def test_a_store_that_recorded_a_retired_field_is_rekeyed_and_serves(stocked, embedder, field, value, migration, settings):
+    """An older store recorded the field; opening it re-keys its fingerprints."""
     import hashlib
     import json
 
@@ -58,39 +62,15 @@ def test_a_store_captured_with_two_threads_serves_with_one(stocked, embedder):
 
     store = stocked.store
     current = stocked.engine.fingerprint
-    old_json = json.dumps({**json.loads(current.canonical_json()), "n_threads": 2}, sort_keys=True, separators=(",", ":"))
+    old_json = json.dumps({**json.loads(current.canonical_json()), field: value}, sort_keys=True, separators=(",", ":"))
     old_id = hashlib.sha256(old_json.encode()).hexdigest()[:16]
     with store.db.conn:
         store.db.execute("INSERT INTO fingerprints (id, data, created_at) VALUES (?, ?, '')", [old_id, old_json])
         store.db.execute("UPDATE blocks SET fingerprint_id = ?", [old_id])
         store.db.execute("DELETE FROM fingerprints WHERE id = ?", [current.id])
-        store.db.execute("DELETE FROM _migrations WHERE name = 'm007_retire_thread_count'")
-    with Engine("smollm2-135m", engine_settings(n_threads=1)) as one_thread:
-        with SkillMemory(store.home, engine=one_thread, embedder=embedder) as reopened:
-            assert reopened.store.fingerprint_ids() == {one_thread.fingerprint.id}
-            result = reopened.generate("how do I squash my last commits?", max_tokens=4, gate=False)
-            assert result.decision == "graft" and result.prefill_tokens_avoided > 0
-
-
-def test_a_store_captured_under_another_window_serves_under_the_models_own(stocked, embedder):
-    """An older store recorded the window (4,096, the old default); opening it re-keys it."""
-    import hashlib
-    import json
-
-    from skillgraft.memory import SkillMemory
-
-    store = stocked.store
-    current = stocked.engine.fingerprint
-    old_json = json.dumps({**json.loads(current.canonical_json()), "n_ctx": 4096}, sort_keys=True, separators=(",", ":"))
-    old_id = hashlib.sha256(old_json.encode()).hexdigest()[:16]
-    with store.db.conn:
-        store.db.execute("INSERT INTO fingerprints (id, data, created_at) VALUES (?, ?, '')", [old_id, old_json])
-        store.db.execute("UPDATE blocks SET fingerprint_id = ?", [old_id])
-        store.db.execute("DELETE FROM fingerprints WHERE id = ?", [current.id])
-        store.db.execute("DELETE FROM _migrations WHERE name = 'm024_retire_context_window'")
-    with Engine("smollm2-135m", engine_settings(n_ctx=None)) as own_window:
-        assert own_window.n_ctx == 8192
-        with SkillMemory(store.home, engine=own_window, embedder=embedder) as reopened:
-            assert reopened.store.fingerprint_ids() == {own_window.fingerprint.id}
+        store.db.execute("DELETE FROM _migrations WHERE name = ?", [migration])
+    with Engine("smollm2-135m", engine_settings(**settings)) as engine:
+        with SkillMemory(store.home, engine=engine, embedder=embedder) as reopened:
+            assert reopened.store.fingerprint_ids() == {engine.fingerprint.id}
             result = reopened.generate("how do I squash my last commits?", max_tokens=4, gate=False)
             assert result.decision == "graft" and result.prefill_tokens_avoided > 0
