@@ -25,7 +25,7 @@ from . import state_io as engine_state
 from ..kv.context import LocalContext
 from ..core.progress import Progress
 from ..core.chat_layout import split_chat
-from ..config import EngineSettings, default_model, engine_settings
+from ..config import EngineSettings, default_model
 from .native import build_info, context_params, init_backend, kv_bytes_per_token
 from .state_cut import cut_payload, cut_state
 from .state_io import SEQ

@@ -38,7 +38,7 @@ from typing import Optional, Sequence, Union
 
 import httpx
 
-from ..config import EngineSettings, default_model, engine_settings
+from ..config import EngineSettings, default_model
 from ..errors import ConfigError, DamagedCellsError, InputError, ServerError
 from ..core.fingerprint import RuntimeFingerprint
 from ..engine.gguf import gguf_facts
