@@ -327,3 +327,15 @@ def test_chatskillgraft_grafts_with_tools_for_an_agent_whose_model_is_another(me
     call, _, answer = _tool_round(_run(agent))
     assert {m.response_metadata["skillgraft"]["decision"] for m in (call, answer)} == {"graft"}
     assert call.response_metadata["model_provider"] == "skillgraft"
+
+
+def test_a_reply_under_tools_streams_as_it_is_written_on_the_model(client):
+    """With tools offered and a question that needs none, the embedded model replies in text
+    (it calls no tool unless one is required), and the reply arrives in several pieces."""
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Write one sentence about the sea."}], tools=[CALCULATOR],
+        max_tokens=MAX_TOKENS, temperature=0, stream=True)
+    chunks = [chunk for chunk in stream if chunk.choices]
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert len(pieces) > 1 and not any(c.choices[0].delta.tool_calls for c in chunks)
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")

@@ -414,17 +414,19 @@ def _formatted(events: Iterator[Event], form: OutputFormat) -> Iterator[Event]:
         yield from events
         return
     held: list[str] = []
-    replying = False
+    replying = calling = False  # decided by the answer's first character that is not blank
     for event in events:
         if isinstance(event, str):
             if replying:
                 yield event
                 continue
             held.append(event)
-            text = "".join(held)
-            if text.strip() and not opens_a_call(text):
-                replying = True
-                yield text
+            if not calling and event.strip():
+                text = "".join(held)
+                calling = opens_a_call(text)
+                if not calling:
+                    replying = True
+                    yield text
         elif isinstance(event, AnswerEnd) and not replying:
             parsed = form.parse("".join(held))
             if parsed.content:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ..errors import EngineError
@@ -28,12 +29,20 @@ class GgufFacts:
 
 
 def gguf_facts(path: Path) -> GgufFacts:
-    """The facts ``<arch>.attention.sliding_window`` and ``<arch>.context_length`` of ``path``."""
+    """The facts ``<arch>.attention.sliding_window`` and ``<arch>.context_length`` of ``path``,
+    read once for a file of a given size and modification time."""
+    stat = os.stat(path)
+    return _read_facts(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _read_facts(path: str, size: int, mtime_ns: int) -> GgufFacts:
+    """The facts of ``path`` (``size`` and ``mtime_ns`` key the cache: a rewritten file is read again)."""
 
     def read(fmt: str):
-        size = struct.calcsize(fmt)
-        data = handle.read(size)
-        if len(data) != size:
+        need = struct.calcsize(fmt)
+        data = handle.read(need)
+        if len(data) != need:
             raise EngineError(f"{path} ends inside its GGUF metadata")
         return struct.unpack(fmt, data)[0]
 
