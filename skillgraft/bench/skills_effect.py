@@ -83,6 +83,24 @@ class SkillLibrary:
                 return name
         raise NameTakenError(f"two documents of {function['name']!r} in task {task_id}")
 
+    def graft_kind(self, task: BfclTask, block: Optional[str]) -> str:
+        """What a routed graft of ``block`` (a document's name; None: abstained) was for ``task``:
+        ``needed`` (a document the task needs), ``namesake`` (another task's document of a needed
+        function's name: BFCL documents one function many ways), ``offered`` (an irrelevance
+        task's own function, which BFCL says does not fit), ``other`` (another function of the
+        catalog; for an irrelevance task, one the task was not offered, which may fit the
+        question) or ``abstain``."""
+        if block is None or block not in self.documents:
+            return "abstain"
+        if block in self.needs[task.id]:
+            return "needed"
+        function = self.documents[block][0]["name"]
+        if function in {f["name"] for f in task.needed()}:
+            return "namesake"
+        if task.irrelevant and function in {f["name"] for f in task.functions}:
+            return "offered"
+        return "other"
+
     def listing(self) -> str:
         return "\n".join(f"{name}: {function.get('description', '')}" for name, (function, _) in self.documents.items())
 
@@ -193,6 +211,8 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
                     text, note, end, first, whole, run.prompt, run.examples = _ask(
                         memory, _chat(base, document, task), options, route=route)
                 run.text, run.decision, run.block = text, note.decision, blocks.get(note.block_id or "")
+                if route:
+                    run.graft = library.graft_kind(task, run.block if note.decision == "graft" else None)
                 run.routed = tuple(blocks.get(skill["block_id"], "") for skill in note.skills)
                 run.reused_tokens, run.reused_from = note.cache_n, note.reused_from
                 run.prompt_tokens, run.ttft_s, run.total_s = int(prompt_tokens + end.prompt_tokens), ttft + first, total + whole

@@ -23,7 +23,8 @@ class TaskRun:
     (listing); ``fits`` is False where the prompt did not fit the window (not answered).
     ``prompt`` holds the tokens the answer was prompted with, ``reused_tokens`` how many of them
     the context reused (from ``reused_from``) rather than evaluated; the tokens stay out of
-    :meth:`as_dict`. ``examples``: the verified examples placed beside the routed skills."""
+    :meth:`as_dict`. ``examples``: the verified examples placed beside the routed skills;
+    ``graft``: what a routed graft was for the task (``SkillLibrary.graft_kind``)."""
 
     model: str
     condition: str
@@ -45,6 +46,7 @@ class TaskRun:
     reused_tokens: int = 0
     reused_from: str = ""
     examples: int = 0
+    graft: str = ""
     prompt: tuple[int, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict:
@@ -94,11 +96,25 @@ def summarize(runs: list[TaskRun], conditions: tuple[str, ...]) -> dict:
             "tasks": len(rs), **Counter(r.decision or "error" for r in rs),
             "graft_on_a_needed_skill": sum(r.decision == "graft" and r.block in r.skills for r in rs),
             "every_needed_skill_placed": sum(r.decision == "graft" and set(r.skills) <= set(r.routed) for r in rs),
-            "skills_placed": sum(len(r.routed) for r in rs), "with_examples": sum(r.examples > 0 for r in rs)}
+            "skills_placed": sum(len(r.routed) for r in rs), "with_examples": sum(r.examples > 0 for r in rs),
+            "grafts": _graft_kinds(rs)}
         for (m, c), rs in _group(routed, lambda r: [(r.model, r.condition)]).items()
     }
     return {"rows": rows, "per_category": per_category, "per_skill": per_skill, "worse": worse,
             "routed_decisions": decisions, "exactness": exactness(runs)}
+
+
+def _graft_kinds(runs: list[TaskRun]) -> dict:
+    """Per kind of task (``functions``: some function fits; ``no_function_fits``: an irrelevance
+    task) and kind of graft, the tasks and how many of them passed."""
+    kinds: dict = {}
+    for run in runs:
+        if run.graft:
+            task_kind = "functions" if run.skills else "no_function_fits"
+            cell = kinds.setdefault(task_kind, {}).setdefault(run.graft, {"tasks": 0, "passed": 0})
+            cell["tasks"] += 1
+            cell["passed"] += run.passed
+    return kinds
 
 
 def exactness(runs: list[TaskRun]) -> dict:

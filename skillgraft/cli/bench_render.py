@@ -24,7 +24,9 @@ def _render_skills_effect(report: dict) -> str:
     for model, counts in (report.get("learned") or {}).items():
         lines.append(f"learned on {model} from the other half: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     for model, decisions in report["routed_decisions"].items():
-        lines.append(f"routed on {model}: " + ", ".join(f"{k} {v}" for k, v in decisions.items()))
+        lines.append(f"routed on {model}: " + ", ".join(f"{k} {v}" for k, v in decisions.items() if k != "grafts"))
+        lines += [f"    {task_kind}: " + ", ".join(f"{kind} {c['tasks']} ({c['passed']} passed)" for kind, c in kinds.items())
+                  for task_kind, kinds in decisions.get("grafts", {}).items()]
     for model, counts in report["exactness"]["models"].items():
         lines.append(f"routed = pasted on {model}: {counts['identical']}/{counts['compared']} grafts of a needed "
                      f"document answered as pasted; {counts['identical_where_same_prompt']}/{counts['same_prompt']} "

@@ -108,6 +108,10 @@ def test_every_condition_on_the_fake(se, report):
         assert runs[task.id, "routed"]["routed"] == ([runs[task.id, "routed"]["block"]]
                                                      if runs[task.id, "routed"]["decision"] == "graft" else [])
     assert routed_set["every_needed_skill_placed"] >= report["routed_decisions"]["fake"]["every_needed_skill_placed"]
+    grafts = decisions["grafts"]["functions"]  # every routed task is told by what it grafted, with its passes
+    assert sum(c["tasks"] for c in grafts.values()) == len(tasks)
+    assert grafts.get("needed", {}).get("tasks", 0) == decisions["graft_on_a_needed_skill"]
+    assert sum(c["passed"] for c in grafts.values()) == sum(runs[t.id, "routed"]["passed"] for t in tasks)
     assert "prompt" not in report["runs"][0]
     # every answer starts on an empty context: it reuses prefix states, never the last answer's cells
     assert {r["reused_from"] for r in report["runs"]} <= {"", "derived"} and any(r["reused_tokens"] for r in report["runs"])
@@ -178,6 +182,25 @@ def test_a_name_documented_twice_differently_gets_a_second_skill(se):
     assert library.needs == {task.id: (name,), "other_0": (f"{name}@other_0",)}
     assert library.chosen(f"I pick {name}@other_0 then {name}") == f"{name}@other_0"
     assert library.chosen("none of them") is None
+
+
+def test_a_graft_is_told_needed_namesake_offered_or_other(se):
+    """What a routed graft was for a task: its own document, another task's document of the same
+    function, an irrelevance task's own (unfitting) function, or another function of the catalog."""
+    checker, task = se.tasks.BfclChecker(), se.sample[0]
+    name = task.functions[0]["name"]
+    other = se.tasks.BfclTask("other_0", task.category, task.messages,
+                              ({**task.functions[0], "description": "Another text."},), task.ground_truth)
+    irrelevant = se.tasks.category_tasks("irrelevance")[0]
+    library = se.effect.SkillLibrary([task, other, irrelevant], checker)
+    assert library.needs[irrelevant.id] == ()  # an irrelevance task needs none of its functions
+    own = next(n for n, (f, _) in library.documents.items() if f["name"] == irrelevant.functions[0]["name"])
+    assert library.graft_kind(task, name) == "needed"
+    assert library.graft_kind(task, f"{name}@other_0") == "namesake"
+    assert library.graft_kind(task, own) == "other"
+    assert library.graft_kind(irrelevant, own) == "offered"
+    assert library.graft_kind(irrelevant, name) == "other"
+    assert library.graft_kind(task, None) == library.graft_kind(task, "no such document") == "abstain"
 
 
 def test_without_bfcl_installed_or_with_an_unknown_category_it_says_so(se, monkeypatch):
