@@ -216,7 +216,7 @@ class _OnnxEncoder:
         each masked to its own tokens, so a text's vector does not depend on its batch; with
         ``workers`` above 1 the batches run on that many threads at once (each run one thread)."""
         encodings = self.tokenizer.encode_batch(list(texts))
-        batches = length_batches([len(e.ids) for e in encodings])
+        batches = length_batches([len(e.ids) for e in encodings], least=workers)
 
         def run(rows: list[int]) -> np.ndarray:
             width = max(len(encodings[i].ids) for i in rows)
@@ -240,16 +240,27 @@ class _OnnxEncoder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
-def length_batches(lengths: Sequence[int], most_rows: int = BATCH, most_tokens: int = BATCH_TOKENS) -> list[list[int]]:
+def length_batches(lengths: Sequence[int], most_rows: int = BATCH, most_tokens: int = BATCH_TOKENS,
+                   least: int = 1) -> list[list[int]]:
     """The indexes of ``lengths`` sorted by length (stable) and cut into batches of at most
-    ``most_rows`` rows and ``most_rows`` × width at most ``most_tokens`` (a longer text alone)."""
+    ``most_rows`` rows and ``most_rows`` × width at most ``most_tokens`` (a longer text alone),
+    and into at least ``least`` batches where there are that many texts, the costliest batch cut
+    where its two halves' padded tokens are most even (one per worker: a skill's few keys in one
+    batch left the second worker idle and padded the short keys to the longest)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+    for i in order:
         rows = batches[-1] if batches else None
         if rows is None or len(rows) >= most_rows or (len(rows) + 1) * lengths[i] > most_tokens:
             batches.append([i])
         else:
             rows.append(i)
+    cost = lambda rows: len(rows) * max(lengths[i] for i in rows)  # noqa: E731  (padded tokens)
+    while len(batches) < least and any(len(rows) > 1 for rows in batches):
+        rows = max((rows for rows in batches if len(rows) > 1), key=cost)
+        cut = min(range(1, len(rows)), key=lambda k: max(cost(rows[:k]), cost(rows[k:])))
+        at = batches.index(rows)
+        batches[at:at + 1] = [rows[:cut], rows[cut:]]
     return batches
 
 

@@ -66,3 +66,13 @@ def test_length_batches_sort_by_length_and_bound_rows_and_tokens():
                for rows in batches)
     flat = [lengths[i] for rows in batches for i in rows]
     assert flat == sorted(flat) and np.array_equal(batches[0], [0, 4, 2])
+
+
+def test_a_bulk_for_two_workers_is_cut_in_two_where_the_padded_tokens_are_most_even():
+    lengths = [3, 40, 5, 60, 4, 8]  # one batch by the bounds: the second worker would wait
+    assert length_batches(lengths) == [[0, 4, 2, 5, 1, 3]]
+    first, second = length_batches(lengths, least=2)
+    assert first + second == [0, 4, 2, 5, 1, 3]  # still sorted by length, each text once
+    assert (first, second) == ([0, 4, 2, 5], [1, 3])  # 4 x 8 = 32 padded tokens beside 2 x 60: at most 120, not 5 x 40
+    assert length_batches([7], least=2) == [[0]] and length_batches([], least=2) == []
+    assert len(length_batches([5] * 70, least=2)) == 3  # the bounds already give enough
