@@ -27,7 +27,7 @@ from pathlib import Path
 from skillgraft.bench.bfcl_select import select_tasks
 from skillgraft.bench.bfcl_tasks import BfclChecker
 from skillgraft.bench.route_catalog import FAKE_N_CTX
-from skillgraft.bench.skills_effect import SkillLibrary, _chat
+from skillgraft.bench.skills_effect import SkillLibrary, task_chat
 from skillgraft.memory import SkillMemory
 from skillgraft.testing import FakeEngine
 
@@ -39,7 +39,7 @@ def route_half(memory, tasks, library, blocks, base) -> dict:
     counts: dict[str, Counter] = {}
     started = time.perf_counter()
     for task in tasks:
-        recall = memory.plan(_chat(base, None, task)).recall
+        recall = memory.plan(task_chat(base, None, task)).recall
         kind = library.graft_kind(task, blocks[recall.block.id] if recall.decision == "graft" else None)
         for group in ("no_function_fits" if task.irrelevant else "functions", task.category):
             counts.setdefault(group, Counter())[kind] += 1

@@ -49,7 +49,7 @@ from .bfcl_select import Selection, select_tasks
 from .bfcl_tasks import DEFAULT_CATEGORIES, BfclChecker, BfclTask, BfclVerifier
 from .skills_effect_report import TaskRun, summarize
 
-__all__ = ["CONDITIONS", "EXPERIENCE", "SkillLibrary", "bench_skills_effect", "learn_from", "run_conditions"]
+__all__ = ["CONDITIONS", "EXPERIENCE", "SkillLibrary", "bench_skills_effect", "learn_from", "run_conditions", "task_chat"]
 
 EXPERIENCE = "routed-set+experience"
 CONDITIONS = ("none", "pasted", "routed", "routed-set", EXPERIENCE, "listing", "all")
@@ -144,7 +144,7 @@ def _set_size(memory, size: int):
         memory.store.set_setting(SET_SIZE_SETTING, before if before is not None else "1")
 
 
-def _chat(base: str, document: Optional[str], task: BfclTask) -> list[tuple[str, str]]:
+def task_chat(base: str, document: Optional[str], task: BfclTask) -> list[tuple[str, str]]:
     """The app's system turn, then ``document`` as a system turn of its own (where a routed skill
     goes), then the task's chat less its own system turns."""
     return [("system", base), *([("system", document)] if document else []),
@@ -161,7 +161,7 @@ def learn_from(memory, tasks: Sequence[BfclTask], checker: BfclChecker, library:
     for task in tasks:
         try:
             with _set_size(memory, SET_SIZE):
-                text, note, *_ = _ask(memory, _chat(base, None, task), options, route=True)
+                text, note, *_ = _ask(memory, task_chat(base, None, task), options, route=True)
             if checker.check(task, text)[0]:
                 counts["passed"] += 1
                 called = {name for call in checker.calls(text) for name in call}
@@ -209,7 +209,7 @@ def run_conditions(memory, model: str, tasks: Sequence[BfclTask], checker: BfclC
                         document = library.documents[run.chosen][1]
                 with _set_size(memory, SET_SIZE if condition in SETS else 1):
                     text, note, end, first, whole, run.prompt, run.examples = _ask(
-                        memory, _chat(base, document, task), options, route=route)
+                        memory, task_chat(base, document, task), options, route=route)
                 run.text, run.decision, run.block = text, note.decision, blocks.get(note.block_id or "")
                 if route:
                     run.graft = library.graft_kind(task, run.block if note.decision == "graft" else None)
