@@ -67,10 +67,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bfcl-routing-") as folder, \
             SkillMemory(Path(folder) / "store", engine=FakeEngine(n_ctx=FAKE_N_CTX)) as memory:
         started = time.perf_counter()
-        blocks, ids = {}, {}
-        for name, (function, document) in library.documents.items():
-            block = memory.add_manual(name, document, description=function.get("description", ""), capture=False)
-            blocks[block.id], ids[name] = name, block.id
+        blocks = library.store(memory)
+        ids = {name: block_id for block_id, name in blocks.items()}
         report["import_s"] = round(time.perf_counter() - started, 1)
         if args.experience:
             for task in test.learn:

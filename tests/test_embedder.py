@@ -37,6 +37,9 @@ def test_a_bulk_on_two_threads_gives_each_text_its_vector_alone():
     bulk = embedder.encode_bulk(texts, workers=2)
     single = np.stack([embedder.encode([t])[0] for t in texts])
     assert bulk.shape == single.shape and float(np.abs(bulk - single).max()) < 1e-5
+    few = TEXTS[:3] + ["short key", "a skill's description, a sentence or two of what it is for"]  # one batch, cut in two
+    alone = np.stack([embedder.encode([t])[0] for t in few])
+    assert float(np.abs(embedder.encode_bulk(few, workers=2) - alone).max()) < 1e-5
 
 
 def test_a_damaged_export_is_made_again(tmp_path, monkeypatch):

@@ -83,6 +83,15 @@ class SkillLibrary:
                 return name
         raise NameTakenError(f"two documents of {function['name']!r} in task {task_id}")
 
+    def store(self, memory) -> dict[str, str]:
+        """Store every document in ``memory`` as a text skill (its name, the function's
+        description its description); block id → document name."""
+        blocks = {}
+        for name, (function, document) in self.documents.items():
+            block = memory.add_manual(name, document, description=function.get("description", ""), capture=False)
+            blocks[block.id] = name
+        return blocks
+
     def graft_kind(self, task: BfclTask, block: Optional[str]) -> str:
         """What a routed graft of ``block`` (a document's name; None: abstained) was for ``task``:
         ``needed`` (a document the task needs), ``namesake`` (another task's document of a needed
@@ -264,10 +273,7 @@ def bench_skills_effect(models: Sequence[str], *, categories: Sequence[str] = DE
     plain = tuple(c for c in conditions if c != EXPERIENCE)
     for model in models:
         with tempfile.TemporaryDirectory(prefix="skills-effect-") as folder, open_memory(Path(folder) / "store", model) as memory:
-            blocks = {}
-            for name, (function, document) in library.documents.items():
-                block = memory.add_manual(name, document, description=function.get("description", ""), capture=False)
-                blocks[block.id] = name
+            blocks = library.store(memory)
             common = dict(max_tokens=max_tokens, tick=tick)
             runs += run_conditions(memory, model, chosen.tasks, checker, library, blocks, conditions=plain, **common)
             if EXPERIENCE in conditions:  # learned after every other condition ran, so none of them sees it

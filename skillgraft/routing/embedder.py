@@ -257,9 +257,9 @@ def length_batches(lengths: Sequence[int], most_rows: int = BATCH, most_tokens: 
             rows.append(i)
     cost = lambda rows: len(rows) * max(lengths[i] for i in rows)  # noqa: E731  (padded tokens)
     while len(batches) < least and any(len(rows) > 1 for rows in batches):
-        rows = max((rows for rows in batches if len(rows) > 1), key=cost)
+        at = max((n for n, rows in enumerate(batches) if len(rows) > 1), key=lambda n: cost(batches[n]))
+        rows = batches[at]
         cut = min(range(1, len(rows)), key=lambda k: max(cost(rows[:k]), cost(rows[k:])))
-        at = batches.index(rows)
         batches[at:at + 1] = [rows[:cut], rows[cut:]]
     return batches
 
