@@ -127,3 +127,43 @@ def test_the_conversion_runs_under_a_time_and_a_size_budget(monkeypatch):
     monkeypatch.setattr(json_grammar, "MAX_GRAMMAR_CHARS", 1_000)
     with pytest.raises(FormatError, match="more than 1,000 characters"):
         json_grammar.schema_grammar(schema, "response_format")
+
+
+def test_the_collectors_time_inside_the_conversion_is_not_the_conversions(monkeypatch):
+    # A full collection of a large process (a gateway, a long test run) can take a second of
+    # CPU in whichever thread triggers it; a 2 ms conversion was refused once one ran inside it.
+    import gc
+
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(8)}}
+    slow_collection = 2 * json_grammar.CONVERT_BUDGET_S
+
+    def burn(phase, info):
+        if phase == "start":
+            until = time.thread_time() + slow_collection
+            while time.thread_time() < until:
+                pass
+
+    original = json_grammar._budgeted
+    collected = []
+
+    def collecting(module):
+        converter = original(module)
+
+        class Collecting(converter):
+            def _add_rule(self, name, rule):
+                if not collected:
+                    collected.append(gc.collect())  # a collection between the deadline and its check
+                return super()._add_rule(name, rule)
+
+        return Collecting
+
+    monkeypatch.setattr(json_grammar, "_budgeted", collecting)
+    gc.callbacks.append(burn)
+    try:
+        started = time.thread_time()
+        grammar = json_grammar.schema_grammar(schema, "tools")
+        spent = time.thread_time() - started
+    finally:
+        gc.callbacks.remove(burn)
+    assert collected and spent > slow_collection  # the collection ran inside, at its full cost
+    assert "root ::=" in grammar
