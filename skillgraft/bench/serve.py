@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from ..server.process import spawn_child
+
 MAX_TOKENS = 24
 START_TIMEOUT_S = 300.0
 
@@ -78,8 +80,9 @@ class GatewayProcess:
             argv += ["--model", model]
         argv += list(extra_args)
         self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
-                                        env={**os.environ, **env} if env else None)
+        # a session of its own, and it stops when the process that started it dies
+        self.process = spawn_child(argv, new_session=True, stdout=subprocess.PIPE, stderr=self._log,
+                                   env={**os.environ, **env} if env else None)
         line = self._ready_line()
         self.url, self.server_pids = line["url"], line["servers"]
 

@@ -79,12 +79,16 @@ def server_argv(
     return argv
 
 
-def _child_setup() -> None:
-    """In the child, before exec: a process group of its own, and ask Linux to send SIGTERM
-    when the parent dies."""
+def _in_group_dying_with_parent() -> None:
+    """In the child, before exec: a process group of its own; SIGTERM when the parent dies."""
+    os.setpgid(0, 0)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent dies."""
     import ctypes
 
-    os.setpgid(0, 0)
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -99,6 +103,23 @@ def _spawner() -> ThreadPoolExecutor:
         if _SPAWNER is None:
             _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skillgraft-spawn")
         return _SPAWNER
+
+
+def spawn_child(argv: list, *, new_session: bool = False, **popen) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **popen)`` for a server this process owns: on Linux it gets
+    SIGTERM when this process dies (killed included), so nothing it started outlives it.
+
+    Spawned from one thread that lives as long as this process: the death signal follows the
+    thread that forked, and a request thread may be retired at any time. ``new_session`` gives
+    it a session of its own; otherwise a process group of its own in this session (a
+    terminal's Ctrl-C reaches this process, which stops it in order), where Linux weighs its
+    threads against this process's own (a new session would be a scheduling group of its
+    own, as strong as this whole process).
+    """
+    if sys.platform == "linux":
+        setup = _die_with_parent if new_session else _in_group_dying_with_parent
+        return _spawner().submit(subprocess.Popen, argv, start_new_session=new_session, preexec_fn=setup, **popen).result()
+    return subprocess.Popen(argv, start_new_session=True, **popen)
 
 
 class ServerProcess:
@@ -123,17 +144,10 @@ class ServerProcess:
         environment = {key: value for key, value in os.environ.items() if not key.startswith("LLAMA_ARG_")}
         environment.update(env or {})
         with open(self.log_path, "ab") as log:
-            # Spawned from one thread that lives as long as this process: the death signal
-            # follows the thread that forked, and a request thread may be retired at any time.
-            # Its own process group (a terminal's Ctrl-C reaches this process, which stops it in
-            # order) in this session: Linux then weighs its threads against this process's own
-            # (a new session would be a scheduling group of its own, as strong as this whole
-            # process), so states kept off the answer's path at a low priority yield to its prefill.
-            self._process = _spawner().submit(
-                subprocess.Popen, self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=environment, start_new_session=sys.platform != "linux",
-                preexec_fn=_child_setup if sys.platform == "linux" else None,
-            ).result()
+            # In this session (spawn_child): states kept off the answer's path at a low
+            # priority yield to its prefill.
+            self._process = spawn_child(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        env=environment)
 
     def exited_within(self, timeout: float) -> bool:
         """Whether the process has ended, waiting up to ``timeout`` seconds for it to."""
