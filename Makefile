@@ -27,8 +27,11 @@ demo: install
 	$(BIN)/skillgraft demo
 
 # The verifier's sandbox needs nothing installed (Linux namespaces); its tests fail, never skip, here.
+# Two workers share the cores (the models run one thread each by default on 2 cores); a worker takes
+# a module whole, and the modules on PostgreSQL and S3 together (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: install server browser
-	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 SKILLGRAFT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest --durations=25 tests $(wildcard $(ADAPTER)/tests)
+	SKILLGRAFT_REQUIRE_SERVER=1 SKILLGRAFT_REQUIRE_SANDBOX=1 SKILLGRAFT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 tests $(wildcard $(ADAPTER)/tests)
 
 # Debian's Chromium for the inspector's browser tests (Playwright drives it; it downloads no
 # browser of its own). Installed with apt-get when missing, as root (CI); nothing to do when present.
@@ -46,7 +49,7 @@ dist: install
 # The fast suite alone: fakes only (skillgraft.testing), no model loaded; the adapter's fast tier too.
 .PHONY: test-fast
 test-fast: install
-	$(BIN)/python -m pytest tests/unit $(wildcard $(ADAPTER)/tests/unit)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile tests/unit $(wildcard $(ADAPTER)/tests/unit)
 
 # llama-server built from the llama.cpp sources of the installed llama-cpp-python, cached per
 # version and CPU (scripts/build_llama_server.py); `make demo` does not wait for it.

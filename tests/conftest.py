@@ -170,8 +170,40 @@ def parts_of(module: str, fixturenames) -> set[str]:
     return {part for name in fixturenames for part in (*own.get(name, ()), *SHARED_FIXTURES.get(name, ()))}
 
 
+# -- two workers (``make test``: ``pytest -n 2 --dist loadfile``) ----------------------------
+#
+# A worker takes a test module whole (its module-scoped servers start once), and the modules on
+# PostgreSQL and the S3-API server together, so those start once for the run.
+SHARED_SERVER_FIXTURES = {"postgres", "s3"}
+SHARED_SERVER_MODULES = {"tests/test_shared_store.py", "tests/test_expiry_stores.py"}
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; absent without xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModulesWhole(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "shared-servers" if module in SHARED_SERVER_MODULES else module
+
+    return ModulesWhole(config, log)
+
+
+def unlisted_shared_server_modules(items) -> set[str]:
+    """Modules whose tests use PostgreSQL or S3 but that :data:`SHARED_SERVER_MODULES` lacks."""
+    used = {Path(item.path).resolve() for item in items if SHARED_SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    return {path.relative_to(HERE.parent).as_posix() for path in used if path.is_relative_to(HERE.parent)} - SHARED_SERVER_MODULES
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(items):
+    unlisted = unlisted_shared_server_modules(items)
+    if unlisted:
+        raise pytest.UsageError(f"tests/conftest.py: add {sorted(unlisted)} to SHARED_SERVER_MODULES "
+                                "(a worker runs every module on PostgreSQL and S3)")
     for item in items:
         path = Path(item.path).resolve()
         if not path.is_relative_to(HERE) or path.is_relative_to(HERE / "unit"):
