@@ -15,6 +15,7 @@ import importlib.util
 import json
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
@@ -31,23 +32,44 @@ CONVERT_BUDGET_S = 0.5
 _converter: Optional[ModuleType] = None
 _lock = threading.Lock()
 _collector = threading.local()
+_converting = 0  # conversions running; the collector is timed only while there are any
 
 
-def _count_collections(phase: str, info: dict) -> None:
-    """A ``gc`` callback: the CPU time each thread spends in the garbage collector, which a
-    budget of its own work must not count (a full collection of a large process takes a
-    second or more: a 2 ms conversion was refused once one ran inside it)."""
+def _collection_starts(phase: str, info: dict) -> None:
+    """``gc`` callbacks, first and last of the list: the CPU time each thread spends in a
+    collection (the collector and every other callback), which a budget of its own work must
+    not count (a full collection of a large process takes a second or more: a 2 ms conversion
+    was refused once one ran inside it)."""
     if phase == "start":
         _collector.started = time.thread_time()
-    elif hasattr(_collector, "started"):
+
+
+def _collection_stops(phase: str, info: dict) -> None:
+    if phase == "stop" and hasattr(_collector, "started"):
         _collector.spent = getattr(_collector, "spent", 0.0) + time.thread_time() - _collector.started
         del _collector.started
 
 
-gc.callbacks.append(_count_collections)
+@contextmanager
+def _collections_timed():
+    """While at least one conversion runs, the collections are timed (:func:`_collection_starts`)."""
+    global _converting
+    with _lock:
+        _converting += 1
+        if _converting == 1:
+            gc.callbacks.insert(0, _collection_starts)
+            gc.callbacks.append(_collection_stops)
+    try:
+        yield
+    finally:
+        with _lock:
+            _converting -= 1
+            if _converting == 0:
+                gc.callbacks.remove(_collection_starts)
+                gc.callbacks.remove(_collection_stops)
 
 
-def own_cpu_time() -> float:
+def _own_cpu_time() -> float:
     """This thread's CPU time, less what the garbage collector took of it."""
     return time.thread_time() - getattr(_collector, "spent", 0.0)
 
@@ -75,16 +97,16 @@ class _OverBudget(Exception):
 def _budgeted(module: ModuleType):
     """The converter's class, stopped (:class:`_OverBudget`) once its rules pass
     :data:`MAX_GRAMMAR_CHARS` or its CPU time :data:`CONVERT_BUDGET_S` (the collector's
-    excluded, :func:`own_cpu_time`): every rule it writes goes through ``_add_rule``."""
+    excluded, :func:`_own_cpu_time`): every rule it writes goes through ``_add_rule``."""
 
     class Budgeted(module.SchemaConverter):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self._deadline = own_cpu_time() + CONVERT_BUDGET_S
+            self._deadline = _own_cpu_time() + CONVERT_BUDGET_S
             self._chars = 0
 
         def _add_rule(self, name, rule):
-            if own_cpu_time() > self._deadline:
+            if _own_cpu_time() > self._deadline:
                 raise _OverBudget(f"turning it into a grammar took more than {CONVERT_BUDGET_S} s")
             count = len(self._rules)
             key = super()._add_rule(name, rule)
@@ -100,9 +122,10 @@ def _budgeted(module: ModuleType):
 def _convert(schema: dict) -> str:
     """What ``json_schema_to_gbnf`` does, with the budgeted converter."""
     module = _load()
-    converter = _budgeted(module)(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    converter.visit(converter.resolve_refs(schema, "stdin"), "")
-    return converter.format_grammar()
+    with _collections_timed():
+        converter = _budgeted(module)(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+        converter.visit(converter.resolve_refs(schema, "stdin"), "")
+        return converter.format_grammar()
 
 
 def schema_grammar(schema: dict, field: str = "response_format") -> str:
