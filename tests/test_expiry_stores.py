@@ -39,18 +39,18 @@ def _hidden_after_expiry(tmp_path: Path, catalog) -> None:
     with _open(tmp_path / "a", catalog) as a:
         assert [b.expires_at for b in a.list()] == [None] * len(a.list()) and len(a.list()) >= 3  # rows kept
         assert a.route(QUERY).decision == "graft" and a.recall("what is 17*23").decision == "exact"
-        a.expire("git-squash", PAST)
-        a.expire(solution.id, PAST)
-        a.expire("sourdough", "2030-01-01T00:00:00Z")
+        a.expiry.set("git-squash", PAST)
+        a.expiry.set(solution.id, PAST)
+        a.expiry.set("sourdough", "2030-01-01T00:00:00Z")
     with _open(tmp_path / ("b" if catalog else "a"), catalog) as b:  # another host of a shared catalog
         assert b.route(QUERY).decision == "abstain"
         assert b.recall("what is 17*23").decision != "exact"
         assert [x.name for x in b.list()] == ["sourdough"] and b.skills.list() == []
         assert b.get("sourdough").expires_at == "2030-01-01T00:00:00.000+00:00"
-        assert {r.name: r.expired for r in b.expiries()} == {"git-squash": True, solution.name: True, "sourdough": False}
+        assert {r.name: r.expired for r in b.expiry.list()} == {"git-squash": True, solution.name: True, "sourdough": False}
         with pytest.raises(ExpiredError):
             b.answer([("user", QUERY)], block="git-squash")
-        assert sorted(r.name for r in b.prune_expired()) == sorted(["git-squash", solution.name])
+        assert sorted(r.name for r in b.expiry.prune()) == sorted(["git-squash", solution.name])
         assert [x.name for x in b.list(include_expired=True)] == ["sourdough"]
 
 

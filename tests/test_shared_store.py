@@ -179,7 +179,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         solution = local.add_solution("What is 17 * 23?", "391", method="print(17 * 23)", verifier="python")
         local.skills.import_folders([pdf_skill(tmp_path / "skills")], expires="30d")  # stored as text
         local.store.set_skill_pin("pdf", True)
-        local.add_app("coder", "You are a coding agent.")
+        local.apps.add("coder", "You are a coding agent.")
         skill_files, skill_blocks = local.skills.get("pdf").files, {b.id for b in local.store.blocks()} - {manual.id, solution.id}
     out = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                               "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
@@ -190,7 +190,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         assert {blk.id for blk in b.store.blocks()} == {manual.id, solution.id} | skill_blocks
         assert b.route("squash commits").block_id == manual.id
         assert b.skills.names() == ["pdf"] and b.skills.get("pdf").files == skill_files and b.skills.get("pdf").expires_at
-        assert b.store.pinned_skills() == ["pdf"] and [app.name for app in b.apps()] == ["coder"]
+        assert b.store.pinned_skills() == ["pdf"] and [app.name for app in b.apps.list()] == ["coder"]
         assert b.check()["ok"]
     back = runner.invoke(cli, ["--home", str(tmp_path / "b"), "--catalog", shared["catalog"], "--blocks",
                                shared["blocks"], "migrate-store", "--to-home", str(tmp_path / "back")])
@@ -541,20 +541,20 @@ def test_an_apps_prefix_is_one_for_every_host_of_its_namespace(tmp_path, shared)
     with host(tmp_path, "a", shared):  # the base the namespaces read
         pass
     with host(tmp_path, "a", shared, namespace="team-a") as a:
-        a.add_app("coder", prompt)
+        a.apps.add("coder", prompt)
         a.skills.import_folders(pdf_skill(tmp_path / "skills"))
     with host(tmp_path, "b", shared, namespace="team-a") as a_on_b, host(tmp_path, "b", shared) as base_on_b:
-        assert [(app.name, app.system) for app in a_on_b.apps()] == [("coder", prompt)]
+        assert [(app.name, app.system) for app in a_on_b.apps.list()] == [("coder", prompt)]
         with pytest.raises(AppTakenError):
-            a_on_b.add_app("coder", "Another prompt.")
-        assert base_on_b.apps() == []
+            a_on_b.apps.add("coder", "Another prompt.")
+        assert base_on_b.apps.list() == []
         with pytest.raises(AppNotFoundError):
             base_on_b.skills.warm(["pdf"], app="coder")
         report = a_on_b.skills.warm(["pdf"], app="coder")
         assert report.warmed and not report.left_out
-        a_on_b.remove_app("coder")
+        a_on_b.apps.remove("coder")
     with host(tmp_path, "a", shared, namespace="team-a") as a:
-        assert a.apps() == []
+        assert a.apps.list() == []
 
 
 # -- the namespaces of a shared store: listed, deleted whole, cleaned behind a base block ------

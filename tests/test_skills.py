@@ -226,7 +226,7 @@ def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path,
     system = "You are a careful assistant for a small team. Answer in two sentences at most. " * 3
     with SkillMemory(tmp_path / "store", engine=smollm2, embedder=embedder) as memory:
         memory.skills.import_folders(tmp_path / "skills")
-        memory.add_app("team", system)
+        memory.apps.add("team", system)
         report = memory.skills.warm(["regex-crafting"], app="team")
         assert report.warmed and not report.left_out
         first = report.warmed[0]

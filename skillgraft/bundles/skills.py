@@ -165,7 +165,7 @@ def import_skills_of(memory: "SkillMemory", tar: "tarfile.TarFile", members: dic
         if local_default is not None:
             memory.skills.set_default(name, local_default)
         if new and expires_at is not None and name in memory.skills.names(include_expired=True):
-            memory.expire(name, expires_at)
+            memory.expiry.set(name, expires_at)
     return reports
 
 

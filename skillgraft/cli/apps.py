@@ -27,7 +27,7 @@ def apps() -> None:
 def add_app(ctx, name, prefix_file, replace, as_json) -> None:
     """Store app NAME's system prompt, read from the --prefix file."""
     system = read_text_file(prefix_file, "the app's prefix")
-    emit(open_memory(ctx).add_app(name, system, replace=replace).as_dict(), as_json, _render_app)
+    emit(open_memory(ctx).apps.add(name, system, replace=replace).as_dict(), as_json, _render_app)
 
 
 @apps.command("list")
@@ -35,7 +35,7 @@ def add_app(ctx, name, prefix_file, replace, as_json) -> None:
 @click.pass_context
 def list_apps(ctx, as_json) -> None:
     """List the stored apps and the size of their prefixes."""
-    rows = [app.as_dict() for app in open_memory(ctx).apps()]
+    rows = [app.as_dict() for app in open_memory(ctx).apps.list()]
     emit({"rows": rows}, as_json, lambda d: "\n".join(_render_app(row) for row in d["rows"]) or "(no apps)")
 
 
@@ -45,7 +45,7 @@ def list_apps(ctx, as_json) -> None:
 @click.pass_context
 def remove_app(ctx, name, as_json) -> None:
     """Forget app NAME (what was warmed behind it stays cached until evicted)."""
-    open_memory(ctx).remove_app(name)
+    open_memory(ctx).apps.remove(name)
     emit({"removed": name}, as_json, lambda d: f"removed app {d['removed']}")
 
 

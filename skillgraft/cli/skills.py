@@ -218,7 +218,7 @@ def expire(ctx, name, at, never, as_json) -> None:
     --all; it is kept until `skills prune` or `skills rm` / `rm` removes it."""
     if (at is None) == (not never):
         raise click.UsageError("give --at WHEN or --never")
-    emit(open_memory(ctx).expire(name, None if never else at).as_dict(), as_json, _render_expiry)
+    emit(open_memory(ctx).expiry.set(name, None if never else at).as_dict(), as_json, _render_expiry)
 
 
 @skills.command("prune")
@@ -226,7 +226,7 @@ def expire(ctx, name, at, never, as_json) -> None:
 @click.pass_context
 def prune(ctx, as_json) -> None:
     """Remove every skill, manual and solution whose expiry has passed (skills with their blocks)."""
-    removed = open_memory(ctx).prune_expired()
+    removed = open_memory(ctx).expiry.prune()
     emit({"removed": [r.as_dict() for r in removed]}, as_json, lambda d: "\n".join(
         f"removed {r['kind']:8} {r['name']} (expired at {r['expires_at']})" for r in d["removed"])
         or "nothing has expired")

@@ -123,7 +123,7 @@ class SkillRecall(BaseModel):
 def skill_text(memory: Memory, ref: str) -> SkillText:
     """The text of the skill ``ref`` (id, id prefix, name or a solution's question);
     :class:`~skillgraft.errors.BlockNotFoundError` when there is none (or it expired)."""
-    return _text_of(memory, memory.live(memory.get(ref)))
+    return _text_of(memory, memory.expiry.live(memory.get(ref)))
 
 
 def recall_text(memory: Memory, query: str) -> SkillRecall:

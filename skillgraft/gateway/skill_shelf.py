@@ -85,7 +85,7 @@ class SkillShelf:
     def expire(self, name: str, at: Optional[str]) -> None:
         """Set skill ``name``'s expiry (None: none)."""
         with self.gateway.writer_lock:
-            self.gateway.writer.expire(name, at)
+            self.gateway.writer.expiry.set(name, at)
 
     def remove(self, name: str, version: Optional[int] = None) -> list[str]:
         """Remove one version of ``name``, or the whole skill; the ids of the blocks removed."""

@@ -1,7 +1,7 @@
 """Apps' own prefixes by name: an app's system prompt, stored in the memory's catalog so that
 skills are warmed behind it (:meth:`~skillgraft.skills.component.Skills.warm` with
-``app=``) exactly as that app's chats will use them. :class:`AppPrefixVerbs` is mixed into
-:class:`~skillgraft.memory.SkillMemory`.
+``app=``) exactly as that app's chats will use them. :class:`Apps` is the memory's component
+``memory.apps``.
 
 An app's prefix is its leading system turn (:func:`~skillgraft.core.chat_layout.placed_prompt`
 places a skill after it); a chat's tools are described at the end of that turn
@@ -12,13 +12,14 @@ serves that app's chats without tools; with tools it is captured on first use. N
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 from ..core.chat_layout import with_system
 from ..errors import InputError
 from ..skills.frontmatter import name_problem
 
-__all__ = ["AppPrefix", "AppPrefixVerbs", "MAX_APP_PREFIX_CHARS"]
+__all__ = ["AppPrefix", "Apps", "MAX_APP_PREFIX_CHARS"]
 
 MAX_APP_PREFIX_CHARS = 256_000  # an agent's prompt of some 60k tokens; longer is refused, never stored
 
@@ -54,23 +55,31 @@ def check_app_prefix(system) -> str:
     return system
 
 
-class AppPrefixVerbs:
-    """``add_app``, ``apps``, ``app`` and ``remove_app``: the app prefixes of a memory's store."""
+class Apps:
+    """``memory.apps``: the app prefixes of a memory's own store, by name."""
 
-    def add_app(self, name: str, system: str, *, replace: bool = False) -> AppPrefix:
+    def __init__(self, memory) -> None:
+        self.memory = memory
+
+    def add(self, name: str, system: str, *, replace: bool = False) -> AppPrefix:
         """Store app ``name``'s ``system`` prompt (refused with :class:`AppTakenError` if the
         name is taken, unless ``replace``)."""
-        self.store.put_app_prefix(check_app_name(name), check_app_prefix(system), replace=replace)
-        return self.app(name)
+        self.memory.store.put_app_prefix(check_app_name(name), check_app_prefix(system), replace=replace)
+        return self.get(name)
 
-    def apps(self) -> list[AppPrefix]:
+    def list(self) -> list[AppPrefix]:
         """Every stored app prefix, by name."""
-        return [AppPrefix(**row) for row in self.store.app_prefix_rows()]
+        return [AppPrefix(**row) for row in self.memory.store.app_prefix_rows()]
 
-    def app(self, name: str) -> AppPrefix:
+    def get(self, name: str) -> AppPrefix:
         """App ``name``'s prefix (:class:`AppNotFoundError` if none)."""
-        return AppPrefix(**self.store.app_prefix_row(check_app_name(name)))
+        return AppPrefix(**self.memory.store.app_prefix_row(check_app_name(name)))
 
-    def remove_app(self, name: str) -> None:
+    def remove(self, name: str) -> None:
         """Forget app ``name`` (the states warmed behind it stay in the cache until evicted)."""
-        self.store.delete_app_prefix(check_app_name(name))
+        self.memory.store.delete_app_prefix(check_app_name(name))
+
+    def __call__(self) -> list[AppPrefix]:
+        """``memory.apps()``, the old list, for one release (warned): use :meth:`list`."""
+        warnings.warn("SkillMemory.apps() is deprecated: use memory.apps.list()", DeprecationWarning, stacklevel=2)
+        return self.list()

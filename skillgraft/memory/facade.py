@@ -8,8 +8,9 @@ KV state restored at its own position and the answer generated after it (no re-p
 or a plain answer. Every recall and answer writes a ledger row.
 
 Deposits (:mod:`skillgraft.memory.deposits`), learning from verified answers (:mod:`.learning`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
-mixed in; the imported Agent Skills are a component, ``memory.skills``
-(:class:`~skillgraft.skills.component.Skills`); this module holds recall and answers.
+mixed in; the imported Agent Skills (``memory.skills``, :class:`~skillgraft.skills.component.Skills`),
+apps' prefixes (``memory.apps``, :class:`~.app_prefixes.Apps`) and expiry (``memory.expiry``,
+:class:`~.expiry.Expiries`) are components; this module holds recall and answers.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ from ..errors import InputError
 from ..kv.prefixes import PrefixCache
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
-from ..skills.component import RENAMED, Skills, renamed_verb
+from ..skills.component import Skills
 from ..store.block_states import BlockStates
 from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
 from ..store.ledger import LedgerEvent
 from ..store.shared_derived import open_derived_states
-from .app_prefixes import AppPrefixVerbs
+from .app_prefixes import Apps
 from .deposits import Deposits
+from .expiry import Expiries
 from .learning import Learning
+from .old_names import MOVED, moved_verb
 from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
 from .planning_view import PlanningView
 from .store_verbs import StoreVerbs
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs):
+class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -131,6 +134,10 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs):
         self._prefixes: Optional[PrefixCache] = None
         self.skills = Skills(self)
         """The imported Agent Skills: import, versions, warm, pins, evals (:class:`~skillgraft.skills.component.Skills`)."""
+        self.apps = Apps(self)
+        """Apps' own prefixes by name: add, list, get, remove (:class:`~skillgraft.memory.app_prefixes.Apps`)."""
+        self.expiry = Expiries(self)
+        """Expiries: set, list, prune, and what they hide now (:class:`~skillgraft.memory.expiry.Expiries`)."""
 
     @classmethod
     def open(cls, home: Union[str, Path, None] = None, **options) -> "SkillMemory":
@@ -161,10 +168,10 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs):
         self._close_base()
 
     def __getattr__(self, name: str):
-        """The Agent Skills verbs by their names before ``memory.skills``
-        (:data:`~skillgraft.skills.component.RENAMED`), for one release: each call warns."""
-        if name in RENAMED and "skills" in self.__dict__:
-            return renamed_verb(self.__dict__["skills"], name)
+        """The verbs by their names before the components held them (:data:`~.old_names.MOVED`),
+        for one release: each call warns."""
+        if name in MOVED and MOVED[name][0] in self.__dict__:
+            return moved_verb(self.__dict__[MOVED[name][0]], MOVED[name][0], name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _close_base(self) -> None:
@@ -211,7 +218,7 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep, AppPrefixVerbs):
         """The recall of one clean query, alone: its verified answer, else :meth:`route`."""
         key = normalize_question(query)
         for store in self._stores():
-            matches = self._visible(store.solutions_for(key))  # an expired solution answers nothing
+            matches = self.expiry.visible(store.solutions_for(key))  # an expired solution answers nothing
             if matches:
                 block = matches[0]
                 return Recall("exact", block, 1.0, 1.0, f"the question recurs: verified answer in block {block.id}")

@@ -11,12 +11,11 @@ from ..core.planning import forced_recall
 from ..core.questions import normalize_question
 from ..core.recall import Recall
 from ..errors import BlockNotFoundError, InputError, SharedBaseError
-from .expiry import Expiring
 
 
-class StoreVerbs(Expiring):
+class StoreVerbs:
     """Mixed into :class:`~skillgraft.memory.SkillMemory`: ``store`` (its own) and ``base`` (None
-    but for a namespace's memory); with what has expired hidden (:class:`~.expiry.Expiring`)."""
+    but for a namespace's memory); with what has expired hidden (``memory.expiry``, :class:`~.expiry.Expiries`)."""
 
     def _stores(self) -> list:
         """The stores this memory reads, its own first: with a namespace, then the base."""
@@ -46,7 +45,7 @@ class StoreVerbs(Expiring):
         past their expiry (or their skill's) only with ``include_expired``."""
         blocks = [block for store in self._stores()
                   for block in store.blocks(kind=kind, include_quarantined=include_quarantined)]
-        return blocks if include_expired else self._visible(blocks)
+        return blocks if include_expired else self.expiry.visible(blocks)
 
     def get(self, ref: str) -> Block:
         """A block by id, unique id prefix, name, an imported skill's name (the first block of
@@ -63,9 +62,9 @@ class StoreVerbs(Expiring):
         """The recall that grafts ``block`` (a :class:`Block`, or what :meth:`get` reads: a
         namespace's own block, else the base's) whatever routing would say: every forced graft
         (``answer(block=...)``, an adapter's ``block_id``) is made here. One expired, or part of
-        an expired skill, is :class:`ExpiredError` (:meth:`live`); one quarantined is answered
+        an expired skill, is :class:`ExpiredError` (``memory.expiry.live``); one quarantined is answered
         plainly by the pipeline, as a routed one is."""
-        block = self.live(block if isinstance(block, Block) else self.get(block))
+        block = self.expiry.live(block if isinstance(block, Block) else self.get(block))
         return forced_recall(block, self.router.threshold, f"block {block.name!r} named by {named_by}")
 
     def delete(self, ref: str) -> Block:

@@ -10,7 +10,6 @@ work for one release, with a :class:`DeprecationWarning`.
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 import weakref
@@ -27,7 +26,7 @@ from .versions import SkillExport, SkillRecord, export_files, folder_changes, fo
 from .versions import skill_contents, skill_record
 from .warm import SkillWarmReport, WarmJob, start_warm, warm_parts
 
-__all__ = ["RENAMED", "Skills", "renamed_verb"]
+__all__ = ["RENAMED", "Skills"]
 
 # The verbs' names on SkillMemory before memory.skills, and their names here.
 RENAMED = {
@@ -67,7 +66,7 @@ class Skills:
     def names(self, *, include_expired: bool = False) -> list[str]:
         """The names of the imported skills, sorted; those past their expiry only with
         ``include_expired`` (every door lists and reads only these)."""
-        hidden = set() if include_expired else self.memory.hidden_skills()
+        hidden = set() if include_expired else self.memory.expiry.hidden_skills()
         return [name for name in self.memory.store.skill_names() if name not in hidden]
 
     def list(self, *, include_expired: bool = False) -> list[SkillRecord]:
@@ -164,7 +163,7 @@ class Skills:
             return system
         if system is not None:
             raise InputError("warm behind an app's stored prefix or a system prompt given here, not both")
-        return self.memory.app(app).system
+        return self.memory.apps.get(app).system
 
     def cache(self) -> CacheReport:
         """Which skills have states kept, their bytes, pins, the budget and how much is used."""
@@ -204,17 +203,3 @@ class Skills:
         """``memory.skills()``, the old list of records, for one release (warned): use :meth:`list`."""
         warnings.warn("SkillMemory.skills() is deprecated: use memory.skills.list()", DeprecationWarning, stacklevel=2)
         return self.list(include_expired=include_expired)
-
-
-def renamed_verb(skills: Skills, old: str):
-    """SkillMemory's verb ``old`` (:data:`RENAMED`): ``skills``' verb under its new name, warning
-    (:class:`DeprecationWarning`) at each call."""
-    new = RENAMED[old]
-    verb = getattr(skills, new)
-
-    @functools.wraps(verb)
-    def deprecated(*args, **kwargs):
-        warnings.warn(f"SkillMemory.{old} is deprecated: use memory.skills.{new}", DeprecationWarning, stacklevel=2)
-        return verb(*args, **kwargs)
-
-    return deprecated

@@ -63,7 +63,7 @@ def _parts(memory, name: str) -> list:
             raise SkillNotFoundError(name) from None
         if block.kind != "manual":
             raise
-        memory.live(block)
+        memory.expiry.live(block)
         return [ManualPart(block.id, block.name)]
     if expired(record.expires_at):
         raise ExpiredError(name, record.expires_at)

@@ -28,35 +28,35 @@ def _memory(tmp_path, **options) -> SkillMemory:
 
 def test_an_app_is_added_listed_replaced_and_removed_and_outlives_a_restart(tmp_path):
     with _memory(tmp_path) as memory:
-        added = memory.add_app("coder", APP)
+        added = memory.apps.add("coder", APP)
         assert (added.name, added.system, added.as_dict()["chars"]) == ("coder", APP, len(APP))
         with pytest.raises(AppTakenError, match="'coder'") as taken:
-            memory.add_app("coder", "Another prompt.")
-        assert taken.value.name == "coder" and memory.app("coder").system == APP
-        memory.add_app("writer", "You edit prose.")
+            memory.apps.add("coder", "Another prompt.")
+        assert taken.value.name == "coder" and memory.apps.get("coder").system == APP
+        memory.apps.add("writer", "You edit prose.")
     with _memory(tmp_path) as memory:
-        assert [app.name for app in memory.apps()] == ["coder", "writer"]
-        assert memory.add_app("writer", "You edit prose tersely.", replace=True).system == "You edit prose tersely."
-        memory.remove_app("writer")
-        assert [app.name for app in memory.apps()] == ["coder"]
+        assert [app.name for app in memory.apps.list()] == ["coder", "writer"]
+        assert memory.apps.add("writer", "You edit prose tersely.", replace=True).system == "You edit prose tersely."
+        memory.apps.remove("writer")
+        assert [app.name for app in memory.apps.list()] == ["coder"]
         with pytest.raises(AppNotFoundError, match="'writer'") as missing:
-            memory.remove_app("writer")
+            memory.apps.remove("writer")
         assert missing.value.name == "writer"
         with pytest.raises(AppNotFoundError):
-            memory.app("writer")
+            memory.apps.get("writer")
 
 
 @pytest.mark.parametrize("name", ["", " coder", "../coder", "a/b", "co der", "x" * 200, "c\x00der", "beef",
                                   "solution-coder", None, 7])
 def test_a_name_that_could_not_name_a_skill_cannot_name_an_app(tmp_path, name):
     with _memory(tmp_path) as memory:
-        calls = [lambda: memory.add_app(name, APP), lambda: memory.app(name), lambda: memory.remove_app(name)]
+        calls = [lambda: memory.apps.add(name, APP), lambda: memory.apps.get(name), lambda: memory.apps.remove(name)]
         if name is not None:  # app=None: a warm behind no app
             calls.append(lambda: memory.skills.warm(["pdf"], app=name))
         for call in calls:
             with pytest.raises(InputError, match="an app cannot have"):
                 call()
-        assert memory.apps() == []
+        assert memory.apps.list() == []
 
 
 @pytest.mark.parametrize("system, message", [
@@ -67,15 +67,15 @@ def test_a_name_that_could_not_name_a_skill_cannot_name_an_app(tmp_path, name):
 def test_an_apps_prefix_is_real_text_of_a_bounded_size(tmp_path, system, message):
     with _memory(tmp_path) as memory:
         with pytest.raises(InputError, match=message):
-            memory.add_app("coder", system)
-        assert memory.apps() == []
+            memory.apps.add("coder", system)
+        assert memory.apps.list() == []
 
 
 def test_a_read_only_store_lists_apps_and_refuses_to_add_one(tmp_path):
     from skillgraft.store.block_store import BlockStore
 
     with _memory(tmp_path) as memory:
-        memory.add_app("coder", APP)
+        memory.apps.add("coder", APP)
     store = BlockStore(tmp_path / "store", read_only=True)
     try:
         assert [row["name"] for row in store.app_prefix_rows()] == ["coder"]
@@ -87,7 +87,7 @@ def test_a_read_only_store_lists_apps_and_refuses_to_add_one(tmp_path):
 
 def test_warming_behind_an_app_is_warming_behind_its_text_and_serves_its_chats(tmp_path):
     with _memory(tmp_path) as memory:
-        memory.add_app("coder", APP)
+        memory.apps.add("coder", APP)
         report = memory.skills.warm(["pdf"], app="coder")
         parts = memory.skills.get("pdf").parts
         assert len(report.warmed) == len(parts) and not report.left_out
@@ -104,7 +104,7 @@ def test_warming_behind_an_app_is_warming_behind_its_text_and_serves_its_chats(t
 
 def test_a_warm_names_an_app_or_gives_a_prompt_not_both_and_a_missing_app_stops_it_before_it_runs(tmp_path):
     with _memory(tmp_path) as memory:
-        memory.add_app("coder", APP)
+        memory.apps.add("coder", APP)
         calls = dict(memory.engine.calls)
         with pytest.raises(InputError, match="not both"):
             memory.skills.warm(["pdf"], system=APP, app="coder")
@@ -120,13 +120,13 @@ def test_a_warm_names_an_app_or_gives_a_prompt_not_both_and_a_missing_app_stops_
 
 def test_a_namespaces_apps_live_in_its_own_store(tmp_path):
     with _memory(tmp_path) as base:
-        base.add_app("coder", APP)
+        base.apps.add("coder", APP)
     with SkillMemory(tmp_path / "store", namespace="team-a", engine=FakeEngine(), embedder=FakeEmbedder()) as team:
-        assert team.apps() == []
-        team.add_app("coder", "You review the team's pull requests.")
-        assert team.app("coder").system.startswith("You review")
+        assert team.apps.list() == []
+        team.apps.add("coder", "You review the team's pull requests.")
+        assert team.apps.get("coder").system.startswith("You review")
     with _memory(tmp_path) as base:
-        assert base.app("coder").system == APP
+        assert base.apps.get("coder").system == APP
 
 
 def test_apps_from_the_cli_and_a_warm_behind_one(runner, home, tmp_path, fake_cli):

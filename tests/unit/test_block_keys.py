@@ -147,13 +147,13 @@ def test_expired_quarantined_and_other_runtimes_blocks_are_not_found(tmp_path, m
     with memory_at(home) as memory:
         prompt = prompt_of(memory)
         assert memory.prefixes.lookup(prompt) is not None
-        memory.expire("git-squash", "2h")
+        memory.expiry.set("git-squash", "2h")
         assert memory.prefixes.lookup(prompt) is not None
         later = __import__("time").time() + 3 * 3600
         monkeypatch.setattr("skillgraft.store.block_states.time.time", lambda: later)
         assert memory.prefixes.lookup(prompt) is None  # its expiry passed: no catalog change needed
         monkeypatch.undo()
-        memory.expire("git-squash", None)
+        memory.expiry.set("git-squash", None)
         assert memory.prefixes.lookup(prompt) is not None
         memory.store.mark_quarantined(block)
         assert memory.prefixes.lookup(prompt) is None

@@ -63,7 +63,7 @@ def test_stamps_compare_in_time_order_and_an_unreadable_one_counts_as_passed():
 def test_an_expired_manual_is_hidden_never_deleted(fake_stocked):
     memory = fake_stocked
     assert memory.route(GIT_QUERY).block.name == "git-squash"
-    record = memory.expire("git-squash", PAST)
+    record = memory.expiry.set("git-squash", PAST)
     assert (record.kind, record.expired, record.expires_at) == ("manual", True, "2001-01-01T00:00:00.000+00:00")
     assert memory.route(GIT_QUERY).block_id != record.block_id
     assert "git-squash" not in [b.name for b in memory.list()]
@@ -73,7 +73,7 @@ def test_an_expired_manual_is_hidden_never_deleted(fake_stocked):
     with pytest.raises(ExpiredError) as caught:
         memory.answer([("user", GIT_QUERY)], block="git-squash")
     assert caught.value.name == "git-squash" and caught.value.expires_at == record.expires_at
-    assert memory.expire("git-squash", None).expires_at is None  # renewed: routed again
+    assert memory.expiry.set("git-squash", None).expires_at is None  # renewed: routed again
     assert memory.route(GIT_QUERY).block.name == "git-squash"
 
 
@@ -94,7 +94,7 @@ def test_an_expired_solution_answers_nothing(fake_stocked):
     memory = fake_stocked
     assert memory.recall(QUESTION).decision == "exact"
     solution = memory.list("solution")[0]
-    memory.expire(solution.id, PAST)
+    memory.expiry.set(solution.id, PAST)
     assert memory.recall(QUESTION).decision != "exact"
     assert memory.list("solution") == []
     again = memory.add_solution(QUESTION, ANSWER, verifier="exact", expected=ANSWER, expires="30d")
@@ -110,15 +110,15 @@ def test_an_expired_imported_skill_is_hidden_and_pruned_only_when_asked(fake_mem
     assert memory.route(GIT_QUERY).decision == "graft"
     part = memory.skills.get("git-squash").parts[0].block_id
     with pytest.raises(InputError, match="part of skill"):
-        memory.expire(part, PAST)
-    memory.expire("git-squash", PAST)
+        memory.expiry.set(part, PAST)
+    memory.expiry.set("git-squash", PAST)
     assert memory.skills.list() == [] and memory.list() == []
     assert memory.skills.list(include_expired=True)[0].as_dict()["expired"] is True
     assert memory.route(GIT_QUERY).decision == "abstain"
     with pytest.raises(ExpiredError):
         memory.answer([("user", GIT_QUERY)], block=part)
     memory.add_manual("kept", "Skill manual: a manual that never expires.")
-    assert [r.name for r in memory.prune_expired()] == ["git-squash"]
+    assert [r.name for r in memory.expiry.prune()] == ["git-squash"]
     assert memory.skills.list(include_expired=True) == [] and [b.name for b in memory.list(include_expired=True)] == ["kept"]
 
 
@@ -177,7 +177,7 @@ def test_a_bundle_carries_a_blocks_expiry_and_refuses_a_bad_one(fake_stocked, tm
 
     from .test_exportable import _forged
 
-    fake_stocked.expire("git-squash", PAST)
+    fake_stocked.expiry.set("git-squash", PAST)
     export_bundle(fake_stocked.store, tmp_path / "bundle.tar")
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=fake_embedder) as other:
         import_bundle(other, tmp_path / "bundle.tar")

@@ -31,7 +31,7 @@ WRITERS = DepositPolicy(allowed=True, per_minute=1000)  # following polls: room 
 def home(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
-        memory.add_app("coder", APP)
+        memory.apps.add("coder", APP)
     return tmp_path / "home"
 
 

@@ -31,14 +31,14 @@ def test_a_text_block_whose_text_was_edited_in_the_source_is_skipped_and_not_wri
 def test_a_skill_file_without_its_bytes_skips_its_version_and_the_copy_goes_on(
         fake_memory, tmp_path, fake_engine, fake_embedder):
     fake_memory.skills.import_folders([git_skill(tmp_path / "skills")])
-    fake_memory.add_app("coder", "You are a coding agent. Keep changes small.")
+    fake_memory.apps.add("coder", "You are a coding agent. Keep changes small.")
     with fake_memory.store.catalog.write() as conn:
         conn.execute("UPDATE skill_files SET data = ? WHERE path = 'SKILL.md'", (b"tampered",))
     with _other(tmp_path, "copy", fake_engine, fake_embedder) as copy:
         report = copy_store(fake_memory.store, copy.store)
         assert [(s.get("skill"), s.get("version")) for s in report.skipped] == [("git-squash", 1)]
         assert "SKILL.md" in report.skipped[0]["problem"]
-        assert copy.skills.names() == [] and [a.name for a in copy.apps()] == ["coder"]
+        assert copy.skills.names() == [] and [a.name for a in copy.apps.list()] == ["coder"]
 
 
 def test_another_skill_of_the_same_name_in_the_destination_is_left_as_it_is_and_said(
@@ -60,14 +60,14 @@ def test_a_bundle_carries_the_expiry_of_a_skill_and_of_a_text_manual(fake_memory
     fake_memory.add_manual("release-notes", NOTES, capture=False, expires="2d")
     fake_memory.skills.import_folders([git_skill(tmp_path / "skills")], expires="1d")
     fake_memory.skills.import_folders([pdf_skill(tmp_path / "skills")])
-    fake_memory.expire("pdf", "2000-01-01T00:00:00Z")  # expired: hidden here, and hidden where it is imported
+    fake_memory.expiry.set("pdf", "2000-01-01T00:00:00Z")  # expired: hidden here, and hidden where it is imported
     export_bundle(fake_memory.store, tmp_path / "bundle.tar")
     with _other(tmp_path, "other", fake_engine, fake_embedder) as other:
         import_bundle(other, tmp_path / "bundle.tar")
         assert other.store.skill_expiries() == fake_memory.store.skill_expiries()
         assert other.skills.names() == ["git-squash"]
-        assert [(r.name, r.expires_at) for r in other.expiries()] == [
-            (r.name, r.expires_at) for r in fake_memory.expiries()]
+        assert [(r.name, r.expires_at) for r in other.expiry.list()] == [
+            (r.name, r.expires_at) for r in fake_memory.expiry.list()]
 
 
 def test_a_bundle_text_with_a_malformed_expiry_is_refused():

@@ -44,7 +44,7 @@ def test_a_pruned_or_removed_solution_leaves_no_experience_behind(tmp_path):
         answer = "git rebase -i HEAD~3"
         solution = memory.learn(LEARNED, answer, skills=[skill], verifier="exact", expected=answer)
         memory.store.set_block_expiry(solution, "2001-01-01T00:00:00+00:00")  # expired: pruned below
-        assert [r.block_id for r in memory.prune_expired()] == [solution.id]
+        assert [r.block_id for r in memory.expiry.prune()] == [solution.id]
         assert not [k for k in memory.store.routing_keys() if k["kind"] == EXPERIENCE]
         assert memory.recall(NEAR, log=False).score == plain  # no evidence left for the skill
 

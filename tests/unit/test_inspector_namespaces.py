@@ -98,6 +98,6 @@ def test_the_skill_list_marks_what_has_expired(tenants):
     mount_inspector(app, LocalSource(a))
     client = TestClient(app)
     assert ">expired<" not in client.get("/ui").text
-    a.expire("sourdough", "2001-01-01")
+    a.expiry.set("sourdough", "2001-01-01")
     page = client.get("/ui").text
     assert page.count(">expired<") == 1 and ">sourdough<" in page  # shown, marked

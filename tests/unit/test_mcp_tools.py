@@ -293,7 +293,7 @@ def test_an_expired_skill_is_neither_listed_nor_read_over_mcp_as_the_gateway_hid
     pdf_skill(tmp_path / "skills")
     git_skill(tmp_path / "skills")
     fake_memory.skills.import_folders(tmp_path / "skills")
-    fake_memory.expire("pdf", "2000-01-01T00:00:00Z")
+    fake_memory.expiry.set("pdf", "2000-01-01T00:00:00Z")
 
     ListSkills, GetParams, GetSkill = _skills_requests()
 

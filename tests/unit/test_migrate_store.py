@@ -23,7 +23,7 @@ def test_a_copy_keeps_text_manuals_imported_skills_and_apps_and_copying_again_ad
                                       "# Squash\n\nSquash with git rebase -i and mark the commits as fixup.\n")])
     source.skills.set_default("git-squash", 1)
     source.store.set_skill_pin("pdf", True)
-    source.add_app("coder", "You are a coding agent. Keep changes small.")
+    source.apps.add("coder", "You are a coding agent. Keep changes small.")
     with SkillMemory(tmp_path / "copy", engine=fake_engine, embedder=fake_embedder) as copy:
         report = copy_store(source.store, copy.store)
         assert report.ok, report.as_dict()
@@ -36,7 +36,7 @@ def test_a_copy_keeps_text_manuals_imported_skills_and_apps_and_copying_again_ad
         for name in ("git-squash", "pdf"):
             assert copy.skills.get(name).files == source.skills.get(name).files
         assert copy.store.skill_expiries() == source.store.skill_expiries() and copy.store.pinned_skills() == ["pdf"]
-        assert [a.name for a in copy.apps()] == ["coder"]
+        assert [a.name for a in copy.apps.list()] == ["coder"]
         assert copy.route(GIT_QUERY).block_id == source.route(GIT_QUERY).block_id
         assert copy.route("how do I write release notes?").block_id == text.id
         again = copy_store(source.store, copy.store)
@@ -55,13 +55,13 @@ def test_a_skill_version_whose_blocks_did_not_arrive_is_skipped_and_said(fake_me
 
 
 def test_an_app_row_edited_in_the_source_is_skipped_and_said(fake_memory, tmp_path, fake_engine, fake_embedder):
-    fake_memory.add_app("coder", "You are a coding agent. Keep changes small.")
+    fake_memory.apps.add("coder", "You are a coding agent. Keep changes small.")
     with fake_memory.store.catalog.write() as conn:  # rows no app verb would store
         conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)", ("", "You are terse.", "x"))
         conn.execute("INSERT INTO app_prefixes (name, system, created_at) VALUES (?, ?, ?)", ("nul", "a\x00b", "x"))
     with SkillMemory(tmp_path / "copy", engine=fake_engine, embedder=fake_embedder) as copy:
         report = copy_store(fake_memory.store, copy.store)
-        assert report.apps == ["coder"] and [a.name for a in copy.apps()] == ["coder"]
+        assert report.apps == ["coder"] and [a.name for a in copy.apps.list()] == ["coder"]
         assert sorted(item["app"] for item in report.skipped) == ["", "nul"] and not report.ok
         problems = {item["app"]: item["problem"] for item in report.skipped}
         assert problems[""].startswith("an app cannot have") and "NUL" in problems["nul"]

@@ -39,7 +39,7 @@ def test_no_routable_blocks_only_when_neither_store_has_any(tmp_path, fake_engin
 def test_a_store_whose_blocks_cannot_be_offered_is_not_called_empty(tmp_path, fake_engine, fake_embedder):
     with open_at(tmp_path / "home", fake_engine, fake_embedder) as memory:
         memory.add_manual("git-squash", GIT_MANUAL)
-        memory.expire("git-squash", "2001-01-01")
+        memory.expiry.set("git-squash", "2001-01-01")
         recall = memory.route(GIT_QUERY)
     assert recall.decision == "abstain" and "no routable blocks" not in recall.reason
     assert "1 routable block " in recall.reason and "expiry" in recall.reason

@@ -33,9 +33,9 @@ def home(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
         memory.add_manual("git-squash", GIT_MANUAL)
         memory.skills.import_folders(pdf_skill(tmp_path / "skills"))
-        memory.add_app("coder", APP)
-        memory.expire("git-squash", PAST)
-        memory.expire("pdf", PAST)
+        memory.apps.add("coder", APP)
+        memory.expiry.set("git-squash", PAST)
+        memory.expiry.set("pdf", PAST)
     return tmp_path / "home"
 
 
@@ -63,5 +63,5 @@ def test_the_memory_refuses_to_warm_an_expired_one_before_it_starts(home, name):
         assert isinstance(raised.value, BlockNotFoundError) and raised.value.name == name
         with pytest.raises(ExpiredError):
             memory.skills.warm([name])
-        memory.expire(name, None)  # renewed: it warms again
+        memory.expiry.set(name, None)  # renewed: it warms again
         assert memory.skills.warm_in_background([name]).wait(30) is not None

@@ -74,7 +74,7 @@ def test_a_block_id_of_the_base_grafts_it_as_the_memory_does(homes):
 def test_a_block_id_of_an_expired_block_is_refused_as_the_memory_refuses_it(homes, where):
     base, team = homes
     owner, name = (team, "sourdough") if where == "own" else (base, "git-squash")
-    owner.expire(name, PAST)
+    owner.expiry.set(name, PAST)
     with pytest.raises(ExpiredError) as refused_by_memory:
         team.answer([("user", GIT_QUERY)], AnswerOptions(max_tokens=4), block=name)
     for chat in (ChatSkillGraft(memory=team, max_tokens=4, block_id=name), ChatSkillGraft(memory=team, max_tokens=4)):
@@ -92,7 +92,7 @@ def test_a_block_id_of_a_part_of_an_expired_skill_is_refused(homes, tmp_path):
     (folder / "SKILL.md").write_text("---\nname: note-taking\ndescription: Taking notes in meetings.\n---\n"
                                      "Write the decisions first, then the owners.\n", encoding="utf-8")
     (imported,) = team.skills.import_folders(folder).imported
-    team.expire("note-taking", PAST)
+    team.expiry.set("note-taking", PAST)
     with pytest.raises(ExpiredError):
         team.answer([("user", "how do I take notes?")], block=imported.blocks[0])
     with pytest.raises(ExpiredError, match="note-taking"):
