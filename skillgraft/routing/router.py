@@ -342,8 +342,8 @@ class Router:
                 candidates.append(PartCandidate(part, role, number, max(sims[at:at + len(own)]) if own else None))
                 at += len(own)
             chosen = choose_part(candidates)
-            if chosen is not None:
-                nearest.setdefault(chosen, nearest[block_id])
+            if chosen is not None:  # judged by its skill's nearest key (a veto too), not by the part's own
+                nearest[chosen] = nearest[block_id]
                 out.append((chosen, score))
         return out
 

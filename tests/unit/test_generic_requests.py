@@ -3,8 +3,10 @@ they fit clearly better than the skill's own keys; a plain block is never held a
 
 import numpy as np
 
+from skillgraft import SkillMemory
 from skillgraft.routing.generic_requests import GENERIC_MARGIN, GENERIC_REQUESTS, GenericPrior
 from skillgraft.routing.ranking import Ranking
+from skillgraft.testing import FakeEmbedder, FakeEngine
 
 from .skill_folders import write_skill
 
@@ -39,3 +41,22 @@ def test_a_generic_chore_abstains_on_a_skill_but_reaches_a_manual_that_names_it(
     assert recall.decision == "abstain" and "generic request" in recall.reason
     fake_memory.add_manual("my-bugs", "Skill manual: run the failing case under the debugger first.", examples=[CHORE])
     assert fake_memory.route(CHORE).block.name == "my-bugs"
+
+
+def test_a_skills_later_part_is_judged_by_the_skills_nearest_key_not_its_own(tmp_path):
+    """A query routed to a split skill gets the part that fits it, and a generic request is held
+    against the skill's nearest key: a correction that names the skill for this very query makes
+    it nearest (cosine 1), so the query is grafted, whichever part it gets (it was kept out when
+    the part's own name and description keys were the measure)."""
+    steps = lambda what: " ".join(f"Step {i}: {what}." for i in range(40))  # noqa: E731
+    body = (f"# Reproducing\n\n{steps('reproduce the failure again and write down what changed')}\n\n"
+            f"# Flamegraph profiling\n\n{steps('record a flamegraph of the slow path and read its widest frames')}\n")
+    write_skill(tmp_path / "skills", "bug-fixing", "Fix the bug in a function: reproduce it, find the cause.", body)
+    with SkillMemory(tmp_path / "store", engine=FakeEngine(n_ctx=2048), embedder=FakeEmbedder()) as memory:
+        memory.skills.import_folders(tmp_path / "skills")
+        assert len(memory.skills.get("bug-fixing").parts) > 2
+        query = f"{CHORE} flamegraph"
+        memory.feedback(query, "bug-fixing")
+        recall = memory.route(query)
+        assert recall.decision == "graft", recall.reason
+        assert memory.skills.of_block(recall.block_id) == "bug-fixing" and recall.block.name != "bug-fixing"
