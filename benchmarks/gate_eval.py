@@ -82,7 +82,7 @@ def graft_row(memory: SkillMemory, skill: str, index: int, query: str, block: st
     messages = ([("system", SYSTEM_PROMPTS[system])] if SYSTEM_PROMPTS[system] else []) + [("user", query)]
     steps = memory.answer(messages, AnswerOptions(max_tokens=GATE_TOKENS), block=block, gate="advisory").end.steps
     logprobs = [s.logprob for s in steps]
-    names = {memory.get(b).name: s for b, s in recall.candidates}
+    names = {memory.blocks.get(b).name: s for b, s in recall.candidates}
     best, runner_up = recall.candidates[0][1], recall.candidates[1][1]
     routed = recall.decision == "graft" and recall.block.name == block
     return GraftRow(skill, index, block, kind is None, kind, system, routed,
@@ -102,8 +102,8 @@ def collect(model: str, intents: dict, with_random: bool, queries: int, progress
         for skill in names:
             for index, query in enumerate(intents[skill]["test"][:queries]):
                 recall = memory.route(query)
-                top = memory.get(recall.candidates[0][0]).name
-                second = memory.get(recall.candidates[1][0]).name
+                top = memory.blocks.get(recall.candidates[0][0]).name
+                second = memory.blocks.get(recall.candidates[1][0]).name
                 blocks = [(skill, None), (top, "misroute") if top != skill else (second, "runner-up")]
                 if with_random:
                     blocks.append((pick.choice([n for n in names if n not in {b for b, _ in blocks}]), "random"))

@@ -79,7 +79,7 @@ def static(memory: SkillMemory, data: dict) -> dict:
     outcomes = [(expected, correct(memory.route(q), expected)) for q, expected in tests]
     in_queries = [(q, n) for q, n in tests if n is not None]
     best = memory.router.scores([q for q, _ in in_queries])
-    ids = {b.name: b.id for b in memory.list()}
+    ids = {b.name: b.id for b in memory.blocks.list()}
     top1 = [bool(r) and r[0][0] == ids[n] for r, (_, n) in zip(best, in_queries)]
     report = rates(outcomes)
     report.update(threshold=round(memory.router.threshold, 4), top1=round(sum(top1) / len(top1), 4))

@@ -124,7 +124,7 @@ def describe(memory: SkillMemory, report, args, parser):
     train_out = [q for items in trigger.values() for q, positive in items if not positive and not is_held_out(q)]
     sections = {s.name: sum(p.role == "section" for p in s.parts) for s in skills}
     results = {
-        "skills": len(skills), "blocks": len(memory.list()), "fake_n_ctx": args.n_ctx,
+        "skills": len(skills), "blocks": len(memory.blocks.list()), "fake_n_ctx": args.n_ctx,
         "split": {name: n for name, n in sections.items() if n > 1},
         "folder_names": {Path(s.folder).name: s.name for s in skills if Path(s.folder).name != s.name},
         "disabled": sorted(disabled), "skipped": report.skipped,
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
             report = memory.skills.import_folders(args.root, keys=policy)
             if not results:
                 results, queries, train_in, train_out, disabled = describe(memory, report, args, parser)
-            stored = {b.id: [dict(k) for k in memory.store.routing_keys(b.id) if k["kind"] in SWITCHED] for b in memory.list()}
+            stored = {b.id: [dict(k) for k in memory.store.routing_keys(b.id) if k["kind"] in SWITCHED] for b in memory.blocks.list()}
             results.setdefault("near_misses", sum(r["kind"] == NEAR_MISS for rows in stored.values() for r in rows))
             results.setdefault("examples", sum(r["kind"] == "example" for rows in stored.values() for r in rows))
             guarded = {memory.skills.of_block(b) for b, rows in stored.items() if any(r["kind"] == NEAR_MISS for r in rows)}

@@ -6,9 +6,9 @@ layout can change under it.
 - open a memory (:class:`SkillMemory`, :func:`default_home`, :func:`default_model`, :class:`Embedder`);
 - answer through the pipeline (:meth:`SkillMemory.stream` with :class:`AnswerOptions`), reading
   its :class:`AnswerNote`, text deltas and :class:`AnswerEnd`; a block the caller names is
-  :meth:`SkillMemory.forced_graft` (the memory's rule: an expired one is refused, a namespace's
+  :meth:`memory.blocks.forced_graft <skillgraft.memory.blocks.Blocks.forced_graft>` (the memory's rule: an expired one is refused, a namespace's
   base is read), no recall at all a :func:`forced_recall`; a routed candidate is read with
-  :meth:`SkillMemory.get` (a namespace's block or its base's);
+  :meth:`memory.blocks.get <skillgraft.memory.blocks.Blocks.get>` (a namespace's block or its base's);
 - hand a routed skill's text to a model skillgraft does not run (:func:`skill_context`), placed
   where the one rule places a chat's skills (:func:`skill_places`), and report that decision with
   :func:`answer_note`;

@@ -126,7 +126,7 @@ def stocked_store(tmp_path_factory, smollm2, embedder):
 @pytest.fixture
 def stocked(memory):
     """A memory with two manuals and one verified solution: a copy of the session's stocked store."""
-    assert len(memory.list()) == 3
+    assert len(memory.blocks.list()) == 3
     return memory
 
 

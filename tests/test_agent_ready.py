@@ -14,7 +14,7 @@ SYSTEM = "You are a terse assistant."
 
 def test_a_system_prompt_composes_with_a_graft_under_the_default_gate(stocked):
     result = stocked.generate("how do I squash my last commits?", system=SYSTEM, max_tokens=8)
-    block = stocked.get("git-squash")
+    block = stocked.blocks.get("git-squash")
     assert result.decision == "graft" and result.block_id == block.id, result.gate
     again = stocked.generate("how can I squash my last two commits?", system=SYSTEM, max_tokens=8)
     placed = chat_tokens(stocked.engine, [("system", SYSTEM), ("system", block.source), ("user", "")], stop_at_user=True)
@@ -23,7 +23,7 @@ def test_a_system_prompt_composes_with_a_graft_under_the_default_gate(stocked):
 
 def test_graft_with_system_prompt_equals_a_fresh_prefill_of_the_same_tokens(stocked):
     engine = stocked.engine
-    block = stocked.get("git-squash")
+    block = stocked.blocks.get("git-squash")
     messages = [("system", SYSTEM), ("user", "how do I squash my last commits?")]
     grafted = [s.token for s in stocked.answer(messages, AnswerOptions(max_tokens=8), block=block).end.steps]
     # The same as prefilling the chat with the app's system prompt first and the block's text after it.

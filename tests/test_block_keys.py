@@ -40,7 +40,7 @@ def test_a_chat_opening_with_a_manual_reuses_its_block_by_key_and_answers_as_a_p
         found = memory.answer(whole, OPTIONS, route=False)
         assert found.note.decision == "abstain" and found.note.block_id is None  # nothing routed
         assert (found.note.reused_from, found.note.cache_n) == ("derived", block.n_tokens)
-        assert smollm2.context.reused_cells == block.n_tokens and len(memory.prefixes.store) == 0  # the block's own
+        assert smollm2.context.reused_cells == block.n_tokens and len(memory.states.cache.store) == 0  # the block's own
         smollm2.reset()
         shared = memory.answer(cut, OPTIONS, route=False)
         assert shared.note.reused_from == "derived" and 64 <= shared.note.cache_n < block.n_tokens

@@ -33,7 +33,7 @@ def test_export_import_is_byte_identical_and_idempotent(stocked, tmp_path, embed
         assert again.blocks == 0 and {s.reason for s in again.skipped} == {"already in the store"}
         assert other.recall("what is 17*23").decision == "exact"
         assert other.route("how do I squash my last commits?").block.name == "git-squash"
-        assert other.check()["ok"]
+        assert other.blocks.check()["ok"]
 
 
 def test_trust_payloads_skips_only_the_recompute(stocked, tmp_path, embedder):

@@ -227,8 +227,8 @@ def test_every_door_gives_the_same_answer(doors, case, stream):
     expected = answers["memory"]
     assert all(answer == expected for answer in answers.values()), answers
     decision, block_id, text, _ = expected
-    manual, solution = memory.get("git-squash").id, memory.get("What is 17 * 23?").id
-    skill = memory.get("pdf-merging")  # placed after the app's system turns, its cells made on use
+    manual, solution = memory.blocks.get("git-squash").id, memory.blocks.get("What is 17 * 23?").id
+    skill = memory.blocks.get("pdf-merging")  # placed after the app's system turns, its cells made on use
     wanted = {"exact": {("exact", solution)}, "abstain": {("abstain", None)}, "gate fallback": {("fallback", manual)},
               "near miss": {("graft", solution), ("fallback", solution)},
               **{name: {("graft", skill.id)} for name in CASES if name.startswith("skill stored as text")}}
@@ -280,7 +280,7 @@ def test_every_door_gives_the_same_tool_call(doors, stream):
     meta = message.response_metadata["skillgraft"]
     answers["ChatSkillGraft"] = (meta["decision"], meta["block_id"], _calls(message.tool_calls))
     assert all(answer == answers["memory"] for answer in answers.values()), answers
-    assert answers["memory"][:2] == ("graft", memory.get("git-squash").id) and answers["memory"][2][0][0] == "run_git"
+    assert answers["memory"][:2] == ("graft", memory.blocks.get("git-squash").id) and answers["memory"][2][0][0] == "run_git"
 
 
 def test_both_engines_render_and_tokenize_a_chat_alike(smollm2, gemma3):
@@ -491,7 +491,7 @@ def test_a_multi_topic_conversation_with_tools_is_placed_alike_through_every_doo
     memory.store.set_setting(GATE_SETTING, "-100")
     turns = [answers["memory"] for answers in (
         _same_answers(_tool_turn(name, memory, client, MULTI_TOPIC[:end], stream)) for end in (2, 4, 6))]
-    manual, bread = memory.get("git-squash"), memory.get("sourdough")
+    manual, bread = memory.blocks.get("git-squash"), memory.blocks.get("sourdough")
     assert [turn[:4] for turn in turns] == [
         ("graft", manual.id, [("git-squash", 0)], ""),
         ("graft", bread.id, [("git-squash", 0), ("sourdough", 1)], "entered"),

@@ -37,7 +37,7 @@ def _hidden_after_expiry(tmp_path: Path, catalog) -> None:
                 conn.execute(f"ALTER TABLE {table} DROP COLUMN expires_at")
             conn.execute("DELETE FROM _migrations WHERE name = 'm019_record_expiry'")
     with _open(tmp_path / "a", catalog) as a:
-        assert [b.expires_at for b in a.list()] == [None] * len(a.list()) and len(a.list()) >= 3  # rows kept
+        assert [b.expires_at for b in a.blocks.list()] == [None] * len(a.blocks.list()) and len(a.blocks.list()) >= 3  # rows kept
         assert a.route(QUERY).decision == "graft" and a.recall("what is 17*23").decision == "exact"
         a.expiry.set("git-squash", PAST)
         a.expiry.set(solution.id, PAST)
@@ -45,13 +45,13 @@ def _hidden_after_expiry(tmp_path: Path, catalog) -> None:
     with _open(tmp_path / ("b" if catalog else "a"), catalog) as b:  # another host of a shared catalog
         assert b.route(QUERY).decision == "abstain"
         assert b.recall("what is 17*23").decision != "exact"
-        assert [x.name for x in b.list()] == ["sourdough"] and b.skills.list() == []
-        assert b.get("sourdough").expires_at == "2030-01-01T00:00:00.000+00:00"
+        assert [x.name for x in b.blocks.list()] == ["sourdough"] and b.skills.list() == []
+        assert b.blocks.get("sourdough").expires_at == "2030-01-01T00:00:00.000+00:00"
         assert {r.name: r.expired for r in b.expiry.list()} == {"git-squash": True, solution.name: True, "sourdough": False}
         with pytest.raises(ExpiredError):
             b.answer([("user", QUERY)], block="git-squash")
         assert sorted(r.name for r in b.expiry.prune()) == sorted(["git-squash", solution.name])
-        assert [x.name for x in b.list(include_expired=True)] == ["sourdough"]
+        assert [x.name for x in b.blocks.list(include_expired=True)] == ["sourdough"]
 
 
 def test_expiry_in_a_real_sqlite_catalog(tmp_path):

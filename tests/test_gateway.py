@@ -47,7 +47,7 @@ def store(tmp_path_factory, stocked_store, smollm2, embedder):
     home = tmp_path_factory.mktemp("gateway") / "store"
     shutil.copytree(stocked_store, home)
     with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
-        blocks = {block.name: block for block in memory.list()}
+        blocks = {block.name: block for block in memory.blocks.list()}
     assert len(blocks) == 3 and {"git-squash", "sourdough"} <= set(blocks)
     return home, blocks
 

@@ -111,7 +111,7 @@ def store(tmp_path_factory, smollm2, embedder):
         memory.add_manual("calculator", CALCULATOR_MANUAL, examples=["what is 12 times 7?", "compute 345 * 12"])
         memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])
         memory.add_solution(SOLVED, "391", method="print(17 * 23)", verifier="python")
-        blocks = {block.name: block for block in memory.list()}
+        blocks = {block.name: block for block in memory.blocks.list()}
     return home, blocks
 
 

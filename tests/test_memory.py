@@ -117,13 +117,13 @@ def test_a_named_block_is_grafted_through_the_pipeline_and_equals_a_fresh_prefil
 def test_calibrate_gate_keeps_every_right_answer(stocked):
     cases = [("how do I squash my commits with git?", "git-squash", "git"),
              ("how do I squash my commits with git?", "sourdough", "git rebase")]
-    report = stocked.calibrate_gate(cases, max_tokens=12)
+    report = stocked.confidence_gate.calibrate(cases, max_tokens=12)
     assert report.right >= 1 and report.cases == 2
     kept = [r.mean_logprob for r in report.rows if r.correct]
     assert all(v >= report.threshold for v in kept)
-    assert stocked.gate_threshold == report.threshold
+    assert stocked.confidence_gate.threshold == report.threshold
     with pytest.raises(InputError, match="no grafted answer was right"):
-        stocked.calibrate_gate([("how do I squash my commits?", "sourdough", "zzz-never")], max_tokens=4)
+        stocked.confidence_gate.calibrate([("how do I squash my commits?", "sourdough", "zzz-never")], max_tokens=4)
 
 
 def test_foreign_block_raises_or_is_reprefilled_when_allowed(stocked, embedder):
@@ -157,7 +157,7 @@ def test_a_derived_state_read_from_disk_after_a_restart_answers_as_a_prefill(tmp
         memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
         memory.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert memory.flush_derived() == 1
+        assert memory.states.flush() == 1
     reads, read = [], FileRef.read
     monkeypatch.setattr(FileRef, "read", lambda ref: reads.append(ref) or read(ref))
     smollm2.reset()

@@ -38,7 +38,7 @@ def test_feedback_through_the_cli(runner, stocked, monkeypatch):
     if before.decision == "graft" and before.block.name == "sourdough":
         assert given["kind"] == "none"
     else:
-        assert given["kind"] == "feedback" and given["block_id"] == stocked.get("sourdough").id
+        assert given["kind"] == "feedback" and given["block_id"] == stocked.blocks.get("sourdough").id
     negative = invoke_json(runner, "--home", home, "feedback", "what is the capital of sourdough land", "--none")
     assert negative["kind"] in ("negative", "none")
     rows = invoke_json(runner, "--home", home, "feedback", "list")["rows"]

@@ -89,7 +89,7 @@ def test_four_writers_on_two_hosts_lose_nothing(tmp_path, shared):
         assert len(a.store) == 4 * 3 + 2  # the shared manual and the solution are stored once
         assert len(set(ids)) == len(a.store)
         assert len(a.store.solutions_for(a.store.blocks(kind="solution")[0].question_key)) == 1
-        assert a.check()["ok"] and b.check()["ok"]
+        assert a.blocks.check()["ok"] and b.blocks.check()["ok"]
         assert sorted(bucket_keys_of(a)) == sorted(blk.file_name for blk in a.store.blocks())
 
 
@@ -141,7 +141,7 @@ def test_catalog_restart_gives_clear_errors_then_recovers(tmp_path, shared, post
         assert {blk.name for blk in b.store.blocks()} == {"before", "after"}
         assert b.route("deposited after the catalog came back").block_id == second.id
         assert b.store.load_state(b.store.get(first.id)).state.sha256 == first.sha256
-        assert a.check()["ok"] and b.check()["ok"]
+        assert a.blocks.check()["ok"] and b.blocks.check()["ok"]
 
 
 def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, shared, s3):
@@ -165,7 +165,7 @@ def test_object_flipped_in_the_bucket_is_quarantined_for_every_host(tmp_path, sh
         assert block.file_name not in bucket_keys(s3, shared["blocks"])
         assert any(k.startswith("quarantine/" + block.file_name) for k in bucket_keys(s3, shared["blocks"]))
 
-        report = a.check(repair=True)  # re-captured from its source text, byte-identical
+        report = a.blocks.check(repair=True)  # re-captured from its source text, byte-identical
         assert report.ok and report.repaired, report.as_dict()
         assert c.store.load_state(c.store.get(block.id)).state.sha256 == block.sha256
 
@@ -191,7 +191,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         assert b.route("squash commits").block_id == manual.id
         assert b.skills.names() == ["pdf"] and b.skills.get("pdf").files == skill_files and b.skills.get("pdf").expires_at
         assert b.store.pinned_skills() == ["pdf"] and [app.name for app in b.apps.list()] == ["coder"]
-        assert b.check()["ok"]
+        assert b.blocks.check()["ok"]
     back = runner.invoke(cli, ["--home", str(tmp_path / "b"), "--catalog", shared["catalog"], "--blocks",
                                shared["blocks"], "migrate-store", "--to-home", str(tmp_path / "back")])
     assert back.exit_code == 0, back.output
@@ -199,7 +199,7 @@ def test_migrate_store_copies_a_local_store_into_a_shared_one_and_back(tmp_path,
         for original in (manual, solution):
             assert (tmp_path / "back" / "blocks" / original.file_name).read_bytes() == \
                 (tmp_path / "local" / "blocks" / original.file_name).read_bytes()
-        assert copy.check()["ok"] and copy.skills.get("pdf").files == skill_files
+        assert copy.blocks.check()["ok"] and copy.skills.get("pdf").files == skill_files
     again = runner.invoke(cli, ["--home", str(tmp_path / "local"), "--catalog", "", "--blocks", "",
                                 "migrate-store", "--to-home", str(tmp_path / "a"), "--to-catalog", shared["catalog"],
                                 "--to-blocks", shared["blocks"], "--json"])
@@ -251,8 +251,8 @@ def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
     with host(tmp_path, "a", shared) as a, host(tmp_path, "b", shared) as b:
         block = a.add_manual("git-squash", MANUAL, description="Squash commits.", examples=["squash my commits"])
         new_text = "Skill manual: rebasing a branch onto main. Run git fetch, then git rebase origin/main."
-        updated = a.update("git-squash", text=new_text, description="Rebase a branch.", examples=["rebase onto main"])
-        renamed = a.rename(updated.id, "git-rebase")
+        updated = a.blocks.update("git-squash", text=new_text, description="Rebase a branch.", examples=["rebase onto main"])
+        renamed = a.blocks.rename(updated.id, "git-rebase")
         keys = {(k["kind"], k["text"]) for k in b.store.routing_keys(renamed.id)}
         assert keys == {
             ("name", "git rebase"), ("description", "Rebase a branch."), ("example", "rebase onto main"),
@@ -260,7 +260,7 @@ def test_edits_swap_a_manual_and_its_keys_on_the_shared_store(tmp_path, shared):
         }
         assert not b.store.routing_keys(block.id)
         assert b.route("rebase onto main").block.name == "git-rebase"
-        assert a.check(repair=True).as_dict() == {"blocks": 1, "ok": True, "problems": [], "repaired": []}
+        assert a.blocks.check(repair=True).as_dict() == {"blocks": 1, "ok": True, "problems": [], "repaired": []}
 
 
 def test_the_inspector_reads_a_shared_store(tmp_path, shared):
@@ -397,7 +397,7 @@ def test_a_derived_state_captured_on_one_host_is_restored_on_another(tmp_path, s
         b.engine.reset()
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways after the agent's prefix: pending
-        assert a.flush_derived() == 1  # kept (as when the context turns to another prompt) and published
+        assert a.states.flush() == 1  # kept (as when the context turns to another prompt) and published
         (key,) = derived_keys(s3, shared["blocks"])
         third = b.answer(chat(QUESTIONS[4]), OPTIONS)  # B's next request finds it by key, no wait
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
@@ -409,7 +409,7 @@ def test_a_derived_state_captured_on_one_host_is_restored_on_another(tmp_path, s
             "SELECT d.n_tokens, count(*) AS n FROM derived_keys k JOIN derived_states d ON d.key = k.state_key"
             " GROUP BY d.n_tokens")]
         assert n_keys == n_tokens // 16  # one key row a whole block
-        assert a.check()["ok"] and b.check()["ok"]
+        assert a.blocks.check()["ok"] and b.blocks.check()["ok"]
         assert derived_keys(s3, shared["blocks"]) == [key]  # check leaves a derived state alone
 
 
@@ -418,7 +418,7 @@ def test_a_damaged_derived_state_in_the_bucket_is_ignored_and_removed(tmp_path, 
     with a, b, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
-        a.flush_derived()
+        a.states.flush()
         (key,) = derived_keys(s3, shared["blocks"])
         name = shared["blocks"].split("/", 3)[3] + "/" + key
         client = s3.client()
@@ -441,7 +441,7 @@ def test_published_states_are_keyed_by_the_migration_and_a_forged_key_row_leads_
     with a, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert a.flush_derived() == 1
+        assert a.states.flush() == 1
         held = a.store.catalog.query("SELECT block_key, state_key, depth FROM derived_keys ORDER BY depth")
         with a.store.catalog.write() as conn:  # as a catalog published to before the key index
             conn.execute("DROP TABLE derived_keys")
@@ -460,7 +460,7 @@ def test_published_states_are_keyed_by_the_migration_and_a_forged_key_row_leads_
                                                       for depth, key in enumerate(chain_keys(engine.fingerprint.id, tokens), 1)])
     catalog.close()
     with b:
-        assert b.prefixes.lookup([*tokens, *range(300, 320)]) is None and b.prefixes.store.entries() == []
+        assert b.states.cache.lookup([*tokens, *range(300, 320)]) is None and b.states.cache.store.entries() == []
         third = b.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.text == fresh.text
         assert b.store.catalog.query("SELECT key FROM derived_states WHERE key = ?", [forged])  # never fetched
@@ -477,7 +477,7 @@ def test_the_published_derived_states_keep_within_the_shared_budget(tmp_path, sh
     with host(tmp_path, "a", shared) as a:
         a.store.set_setting(BUDGET_SETTING, str(2 * one))  # one setting for every host
     with host(tmp_path, "b", shared) as b:
-        store = b.prefixes.store
+        store = b.states.cache.store
         assert store.max_bytes == 2 * one
         for state in states:
             store.put(state_key(engine.fingerprint.id, state.tokens), state)
@@ -493,7 +493,7 @@ def test_a_real_models_derived_state_restored_on_another_host_answers_as_a_prefi
     with a, b, c:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert a.flush_derived() == 1
+        assert a.states.flush() == 1
         smollm2.reset()  # host B's context holds nothing of A's
         third = b.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived"
@@ -516,18 +516,18 @@ def test_namespaces_of_a_shared_store_keep_apart_on_every_host_and_read_one_base
     assert prefix in bucket_keys(s3, shared["blocks"])
     with host(tmp_path, "b", shared, namespace="team-a") as a_on_b, \
             host(tmp_path, "b", shared, namespace="team-b") as team_b, host(tmp_path, "b", shared) as base_on_b:
-        assert {x.name for x in a_on_b.list()} == {"sourdough", "git-squash"}
-        assert {x.name for x in team_b.list()} == {"git-squash"} == {x.name for x in base_on_b.list()}
+        assert {x.name for x in a_on_b.blocks.list()} == {"sourdough", "git-squash"}
+        assert {x.name for x in team_b.blocks.list()} == {"git-squash"} == {x.name for x in base_on_b.blocks.list()}
         assert a_on_b.recall("how do I bake sourdough bread?").block_id == block.id
         assert team_b.recall("how do I bake sourdough bread?").block_id != block.id
         with pytest.raises(BlockNotFoundError):
-            team_b.get("sourdough")
+            team_b.blocks.get("sourdough")
         with pytest.raises(SharedBaseError):
-            a_on_b.delete("git-squash")
-        a_on_b.delete("sourdough")
+            a_on_b.blocks.delete("git-squash")
+        a_on_b.blocks.delete("sourdough")
     assert prefix not in bucket_keys(s3, shared["blocks"])
     with host(tmp_path, "a", shared, namespace="team-a") as a:
-        assert {x.name for x in a.list()} == {"git-squash"}
+        assert {x.name for x in a.blocks.list()} == {"git-squash"}
 
 
 def test_an_apps_prefix_is_one_for_every_host_of_its_namespace(tmp_path, shared):
@@ -596,13 +596,13 @@ def test_deleting_a_base_skill_deletes_the_states_every_namespace_published_behi
         with host(tmp_path, "a", shared, namespace=namespace) as memory:
             for query in (GIT_QUERY, "how do I squash my last commits?"):  # an agent's prompt, twice behind it
                 assert memory.generate(query, system=AGENT, max_tokens=4).block_id == block.id
-            memory.flush_derived()
+            memory.states.flush()
         keys, key_rows = published_rows(shared, namespace)
         assert keys and key_rows
         assert sorted(k for k in bucket_keys(s3, shared["blocks"]) if k.startswith(f"namespaces/{namespace}/derived/")) \
             == [f"namespaces/{namespace}/derived/{k}.state" for k in keys]
     with host(tmp_path, "b", shared) as base_on_b:
-        base_on_b.delete("git-squash")
+        base_on_b.blocks.delete("git-squash")
     for namespace in ("team-a", "team-ab"):
         assert published_rows(shared, namespace) == ([], 0)
     assert not [k for k in bucket_keys(s3, shared["blocks"]) if "/derived/" in k]
@@ -668,7 +668,7 @@ def test_the_namespaces_of_a_shared_store_are_listed_and_one_deleted_whole(tmp_p
     again = runner.invoke(cli, [*options, "namespaces", "delete", "team-a"])
     assert again.exit_code == 1 and "no namespace 'team-a'" in again.output
     with host(tmp_path, "b", shared, namespace="team-ab") as team_ab, host(tmp_path, "b", shared) as base_on_b:
-        assert {x.name for x in team_ab.list()} == {"sourdough", "git-squash"}
-        assert team_ab.recall("how do I bake sourdough bread?").block_id == team_ab.get("sourdough").id
-        assert {x.name for x in base_on_b.list()} == {"git-squash"}
-        assert base_on_b.check()["ok"] and team_ab.check()["ok"]
+        assert {x.name for x in team_ab.blocks.list()} == {"sourdough", "git-squash"}
+        assert team_ab.recall("how do I bake sourdough bread?").block_id == team_ab.blocks.get("sourdough").id
+        assert {x.name for x in base_on_b.blocks.list()} == {"git-squash"}
+        assert base_on_b.blocks.check()["ok"] and team_ab.blocks.check()["ok"]

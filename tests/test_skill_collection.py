@@ -62,18 +62,18 @@ def test_every_skill_is_stored_the_long_ones_split_their_references_child_blocks
         sections = [p for p in skill.parts if p.role == "section"]
         if len(sections) > 1:
             split.add(name)
-        assert all(0 < p.n_tokens <= room and len(memory.get(p.block_id).source) <= most for p in skill.parts), name
+        assert all(0 < p.n_tokens <= room and len(memory.blocks.get(p.block_id).source) <= most for p in skill.parts), name
         references = sorted(p.relative_to(folder).as_posix() for p in (folder / "references").glob("*.md"))
         assert sorted({p.title for p in skill.parts if p.role == "resource"}) == references, name
         for part in skill.parts:
             if part.role == "resource":
                 text = (folder / part.title).read_text(encoding="utf-8")
-                assert memory.get(part.block_id).source.split("\n\n", 1)[1] in text
+                assert memory.blocks.get(part.block_id).source.split("\n\n", 1)[1] in text
         assert skill.scripts == sorted(p.relative_to(folder).as_posix() for p in (folder / "scripts").glob("*"))
     assert split >= LONG
     for name in LONG:  # every word of the body kept, in order, across its blocks
         body = (expected[name] / "SKILL.md").read_text(encoding="utf-8").split("---\n", 2)[2]
-        parts = [memory.get(p.block_id).source.split("\n\n", 1)[1] for p in memory.skills.get(name).parts if p.role == "section"]
+        parts = [memory.blocks.get(p.block_id).source.split("\n\n", 1)[1] for p in memory.skills.get(name).parts if p.role == "section"]
         assert "".join(body.split()) == "".join("".join(parts).split())
 
 
@@ -103,7 +103,7 @@ def test_near_misses_keep_out_of_scope_queries_away_and_cost_no_in_scope_answer(
     memory, _, _ = imported
     held_out = json.loads(HELD_OUT.read_text())
     offered = [(i["query"], i["skill"]) for i in held_out["in_scope"] if i["skill"] != "release-notes"]
-    stored = {b.id: [k for k in memory.store.routing_keys(b.id) if k["kind"] == NEAR_MISS] for b in memory.list()}
+    stored = {b.id: [k for k in memory.store.routing_keys(b.id) if k["kind"] == NEAR_MISS] for b in memory.blocks.list()}
     stored = {b: rows for b, rows in stored.items() if rows}
     assert len({memory.skills.of_block(b) for b in stored}) == 13  # every skill with negatives in its training half
 
@@ -126,10 +126,10 @@ def test_near_misses_keep_out_of_scope_queries_away_and_cost_no_in_scope_answer(
 
 def test_a_second_import_is_a_no_op(imported):
     memory, skills, _ = imported
-    blocks = {b.id for b in memory.list()}
+    blocks = {b.id for b in memory.blocks.list()}
     again = memory.skills.import_folders(skills)
     assert again.imported == [] and len(again.unchanged) == len(folders()) and not again.skipped
-    assert {b.id for b in memory.list()} == blocks
+    assert {b.id for b in memory.blocks.list()} == blocks
 
 
 def test_every_skill_exports_byte_for_byte(imported, tmp_path):
@@ -152,9 +152,9 @@ def test_an_edited_skill_becomes_a_new_version_and_the_earlier_is_kept(tmp_path,
         assert memory.skills.get("regex-crafting").default_version == 2 and memory.skills.get("regex-crafting").versions == [1, 2]
         kept = memory.skills.get("regex-crafting", 1)
         assert [p.block_id for p in kept.parts] == [p.block_id for p in v1.parts]
-        assert all(memory.get(p.block_id).status == "ok" for p in kept.parts)
+        assert all(memory.blocks.get(p.block_id).status == "ok" for p in kept.parts)
         sections = [p for p in memory.skills.get("regex-crafting").parts if p.role == "section"]
-        assert memory.get(sections[-1].block_id).source.endswith("where the engine has it.")
+        assert memory.blocks.get(sections[-1].block_id).source.endswith("where the engine has it.")
         old = memory.skills.export("regex-crafting", tmp_path / "v1", version=1)
         assert files_of(Path(old.folder)) == files_of(COLLECTION / "regex-crafting")
         new = memory.skills.export("regex-crafting", tmp_path / "v2")

@@ -51,7 +51,7 @@ def test_import_route_and_graft_a_split_skill(tmp_path, small_engine, embedder):
         assert memory.skills.of_block(layout.block_id) == "pdf-layout"
         answer = memory.generate("which page sizes and fonts should my PDF layout use?", max_tokens=4)
         assert answer.decision in ("graft", "fallback") and answer.block_id == layout.block_id
-        assert answer.prefill_tokens_avoided == memory.get(layout.block_id).n_tokens
+        assert answer.prefill_tokens_avoided == memory.blocks.get(layout.block_id).n_tokens
 
 
 def test_the_cli_imports_lists_shows_and_exports(runner, home, tmp_path):
@@ -96,7 +96,7 @@ def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, 
         sections = [title for role, title in roles if role == "section"]
         assert roles[: len(sections)] == [("section", t) for t in sections] and sections[0] == "Filling PDF forms"
         assert {title for role, title in roles if role == "resource"} == {"references/FORMS.md"}
-        assert all(memory.get(p.block_id).text_only for s in report.imported for p in memory.skills.get(s.name).parts)
+        assert all(memory.blocks.get(p.block_id).text_only for s in report.imported for p in memory.skills.get(s.name).parts)
         routed = []
         for item in held_out:
             if item["skill"] in {s.name for s in report.imported}:
@@ -108,7 +108,7 @@ def test_skills_of_the_collection_import_route_and_graft_on_the_model(tmp_path, 
         recall = memory.route(query)
         answer = memory.generate(query, max_tokens=4)
         assert answer.decision in ("graft", "fallback") and answer.block_id == recall.block_id
-        block = memory.get(recall.block_id)
+        block = memory.blocks.get(recall.block_id)
         mark = skill_prompt(smollm2, block.source, [("user", query)])[1]
         again = memory.answer([("user", query + " please")], AnswerOptions(max_tokens=4), block=block.id)
         assert again.note.cache_n >= mark  # the skill's cells, made on first use, are reused
@@ -200,7 +200,7 @@ def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tm
         parts = [p.block_id for s in memory.skills.list() for p in s.parts]
         assert len(parts) > 40
         for block_id in parts:
-            recall = forced_recall(memory.get(block_id), memory.router.threshold, "every part, in turn")
+            recall = forced_recall(memory.blocks.get(block_id), memory.router.threshold, "every part, in turn")
             plan = memory.plan(chat, recall=recall, format=options.format)
             prompt = pipeline.prompt(plan, options)
             assert len(prompt.tokens) + 256 <= smollm2.n_ctx
@@ -210,7 +210,7 @@ def test_an_agents_long_prompt_and_tools_never_fail_because_of_any_skill_part(tm
                 left_out.append(prompt.reason)
                 assert "answered without it" in prompt.reason and len(prompt.tokens) == app
         assert placed >= len(parts) * 0.9, left_out
-        largest = max(parts, key=lambda b: len(memory.get(b).source))
+        largest = max(parts, key=lambda b: len(memory.blocks.get(b).source))
         answer = memory.answer(chat, AnswerOptions(max_tokens=4, format=options.format), block=largest)
         assert answer.note.decision in ("graft", "fallback") and answer.end.prompt_tokens + 4 <= smollm2.n_ctx
 
@@ -230,7 +230,7 @@ def test_warming_a_skill_on_the_model_is_what_its_first_use_would_make(tmp_path,
         report = memory.skills.warm(["regex-crafting"], app="team")
         assert report.warmed and not report.left_out
         first = report.warmed[0]
-        block = memory.get(first["block_id"])
+        block = memory.blocks.get(first["block_id"])
         memory.answer([("user", "hello")], AnswerOptions(max_tokens=2), route=False)  # the cells turn elsewhere
         chat = [("system", system), ("user", "Write a regex for an ISO date.")]
         answer = memory.answer(chat, AnswerOptions(max_tokens=6), block=block.id)

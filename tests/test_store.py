@@ -60,9 +60,9 @@ def test_damaged_block_fails_cleanly_and_repair_recaptures_it(stocked, damage):
     assert report["ok"] is False and report["problems"][0]["block_id"] == block.id
     if damage != "delete":
         assert list(store.quarantine_dir.iterdir()), "a corrupt file is quarantined, not deleted"
-    repaired = stocked.check(repair=True)
+    repaired = stocked.blocks.check(repair=True)
     assert repaired["repaired"] and "byte-identical" in repaired["repaired"][0]["action"]
-    assert stocked.check()["ok"] is True
+    assert stocked.blocks.check()["ok"] is True
     again = stocked.generate("how do I squash my last commits?", max_tokens=4, gate=False)
     assert (again.decision, again.block_id, again.prefill_tokens_avoided) == ("graft", block.id, block.n_tokens)
 
@@ -78,7 +78,7 @@ def test_block_from_another_model_is_refused(memory, gemma3):
 def test_catalog_row_whose_file_was_deleted_is_reported(stocked):
     block = stocked.store.get("sourdough")
     stocked.store.path_of(block).unlink()
-    problems = stocked.check()["problems"]
+    problems = stocked.blocks.check()["problems"]
     assert problems == [{"block_id": block.id, "name": "sourdough", "problem": "file missing"}]
 
 

@@ -80,7 +80,7 @@ def _add_split_manual(ctx, name: str, text: str, description: str, model, as_jso
         engine = memory.engine
         parts = split_manual(text, lambda part: len(block_tokens(engine, part)), block_room(engine.n_ctx))
         names = [f"{name}-{number}" for number in range(1, len(parts) + 1)]
-        stored = {block.name: block for block in memory.list(include_quarantined=True)}
+        stored = {block.name: block for block in memory.blocks.list(include_quarantined=True)}
         for part_name, part in zip(names, parts):  # the same part stored already is no clash
             if part_name in stored and stored[part_name].source != part.text:
                 raise NameTakenError(part_name, stored[part_name].id)
@@ -114,9 +114,9 @@ def list_blocks(ctx, kind, everything, as_json) -> None:
     """List the blocks in the store (not those past their expiry, unless --all)."""
     memory = open_memory(ctx)
     skill_of, _ = memory.store.skill_routing()
-    live = {b.id for b in memory.list(kind=kind, include_quarantined=True)}
+    live = {b.id for b in memory.blocks.list(kind=kind, include_quarantined=True)}
     rows = [{**b.summary(), "skill": skill_of.get(b.id), "expired": b.id not in live}
-            for b in memory.list(kind=kind, include_quarantined=True, include_expired=everything)]
+            for b in memory.blocks.list(kind=kind, include_quarantined=True, include_expired=everything)]
     emit(
         {"rows": rows},
         as_json,
@@ -140,8 +140,8 @@ def show(ctx, ref, as_json) -> None:
     solution. `get` is the same command.
     """
     memory = open_memory(ctx)
-    block = memory.get(ref)
-    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.store_of(block).routing_keys(block.id)]
+    block = memory.blocks.get(ref)
+    keys = [{"kind": k["kind"], "text": k["text"]} for k in memory.blocks.store_of(block).routing_keys(block.id)]
     emit({**block.summary(), "routing_keys": keys}, as_json, _render_block)
 
 
@@ -171,9 +171,9 @@ def update(ctx, ref, file, examples, description, model, as_json) -> None:
         raise click.UsageError("nothing to update: give --file, --example or --description")
     text = read_text_file(file, "text") if file is not None else None
     memory = open_memory(ctx, model)
-    before = memory.get(ref)
+    before = memory.blocks.get(ref)
     with Activity(f"capture {before.name}", f"loading {memory.model}", unit="tok") as progress:
-        block = memory.update(
+        block = memory.blocks.update(
             before.id, text=text, examples=list(examples) or None, description=description, progress=progress
         )
     emit(_block_result(block, previous_block_id=before.id), as_json)
@@ -187,8 +187,8 @@ def update(ctx, ref, file, examples, description, model, as_json) -> None:
 def rename(ctx, ref, new_name, as_json) -> None:
     """Give a block (by id, id prefix, name or question) the name NEW_NAME."""
     memory = open_memory(ctx)
-    before = memory.get(ref)
-    block = memory.rename(before.id, new_name)
+    before = memory.blocks.get(ref)
+    block = memory.blocks.rename(before.id, new_name)
     emit({"block_id": block.id, "name": block.name, "previous_name": before.name}, as_json)
 
 
@@ -198,7 +198,7 @@ def rename(ctx, ref, new_name, as_json) -> None:
 @click.pass_context
 def rm(ctx, ref, as_json) -> None:
     """Remove a block (by id, id prefix, name or question): its row, routing keys and file."""
-    block = open_memory(ctx).delete(ref)
+    block = open_memory(ctx).blocks.delete(ref)
     emit({"removed": block.id, "name": block.name}, as_json)
 
 
@@ -215,7 +215,7 @@ def recapture(ctx, model, as_json) -> None:
     """
     memory = open_memory(ctx, model)
     with Activity("recapture", f"loading {memory.model}", unit="block") as progress:
-        report = memory.recapture(progress=progress).as_dict()
+        report = memory.blocks.recapture(progress=progress).as_dict()
     emit(report, as_json, _render_recapture)
     if report["failed"]:
         sys.exit(1)
@@ -251,7 +251,7 @@ def check(ctx, repair, model, as_json) -> None:
     except StoreError as exc:  # a catalog that cannot even be opened is the problem to report
         report = {"blocks": 0, "ok": False, "problems": [{"block_id": None, "problem": str(exc)}], "repaired": []}
     else:
-        report = memory.check(repair=repair).as_dict()
+        report = memory.blocks.check(repair=repair).as_dict()
         if memory.skills.names(include_expired=True):  # a store without imported skills reports as it always did
             report["skills_changed"] = memory.skills.changes()
     emit(report, as_json, _render_check)

@@ -189,7 +189,7 @@ def route(ctx, query, as_json) -> None:
 def _candidate(memory, item) -> dict:
     """One ranked ``(block_id, score)`` of a recall as a row with the block's name."""
     block_id, score = item
-    return {"block_id": block_id, "name": memory.get(block_id).name, "score": round(float(score), 6)}
+    return {"block_id": block_id, "name": memory.blocks.get(block_id).name, "score": round(float(score), 6)}
 
 
 def _render_route(data: dict) -> str:

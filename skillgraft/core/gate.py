@@ -112,7 +112,7 @@ class GateCase:
 
 @dataclass(frozen=True)
 class GateCalibration:
-    """The threshold :meth:`~skillgraft.SkillMemory.calibrate_gate` chose, and what it does
+    """The threshold :meth:`memory.confidence_gate.calibrate <skillgraft.memory.confidence_gate.ConfidenceGate.calibrate>` chose, and what it does
     to the cases: ``right`` answers all kept, ``wrong_turned_away`` of ``wrong`` refused."""
 
     threshold: float

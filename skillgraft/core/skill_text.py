@@ -123,7 +123,7 @@ class SkillRecall(BaseModel):
 def skill_text(memory: Memory, ref: str) -> SkillText:
     """The text of the skill ``ref`` (id, id prefix, name or a solution's question);
     :class:`~skillgraft.errors.BlockNotFoundError` when there is none (or it expired)."""
-    return _text_of(memory, memory.expiry.live(memory.get(ref)))
+    return _text_of(memory, memory.expiry.live(memory.blocks.get(ref)))
 
 
 def recall_text(memory: Memory, query: str) -> SkillRecall:
@@ -145,7 +145,7 @@ def recall_note(recall: Recall, *, reason: str = "") -> AnswerNote:
 
 
 def _text_of(memory: Memory, block: Block) -> SkillText:
-    keys = memory.store_of(block).routing_keys(block.id)
+    keys = memory.blocks.store_of(block).routing_keys(block.id)
     examples = [key["text"] for key in keys if key["kind"] == "example" and key["text"] != block.question]
     return SkillText(
         id=block.id, name=block.name, kind=block.kind, description=block.description, text=block.source,

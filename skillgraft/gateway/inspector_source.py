@@ -62,13 +62,13 @@ class GatewaySource:
 
     def known_tokens(self, block) -> Optional[int]:
         """Counted by the pool's tokenizer (loaded with the gateway): no slot is taken."""
-        return self.gateway.memory.known_tokens(block)
+        return self.gateway.memory.blocks.known_tokens(block)
 
     def runtime(self) -> Runtime:
         memory, status = self.gateway.memory, self.gateway.pool.status()
         fingerprint = self.gateway.pool.fingerprint
         with self.gateway.memory_lock:
-            thresholds = memory.router.threshold, memory.gate_threshold
+            thresholds = memory.router.threshold, memory.confidence_gate.threshold
             stored = stored_fingerprints(memory.store)
         pool = dict(servers=status.servers, slots_total=status.slots_total, slots_leased=status.slots_leased,
                     restarts=status.restarts) if self.pool_shown else {}

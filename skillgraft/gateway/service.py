@@ -121,7 +121,7 @@ class Gateway:
         self.n_ctx = engine.n_ctx
         self.memory_lock = threading.Lock()
         self.writer_lock = threading.Lock()
-        self.prefixes = self.memory.prefixes  # derived prefix states, shared by every slot
+        self.prefixes = self.memory.states.cache  # derived prefix states, shared by every slot
         self.captures = BackgroundCaptures(self.memory, self.memory_lock)  # the captures clients ask for
         self._warm_routing()
 
@@ -162,7 +162,7 @@ class Gateway:
 
     def _record(self, plan: AnswerPlan, note: AnswerNote, end: AnswerEnd) -> None:
         with self.memory_lock:
-            self.memory.record_answer(plan, note, end)
+            self.memory.ledger.answered(plan, note, end)
         if end.timings.graft_s is not None:
             self.metrics.graft(end.timings.graft_s)
 
@@ -253,7 +253,7 @@ class Gateway:
 
     def list_skills(self, kind: Optional[str] = None) -> list[Block]:
         with self.memory_lock:
-            return self.memory.list(kind)
+            return self.memory.blocks.list(kind)
 
     def add_manual(self, name: str, text: str, *, description: str = "", examples: Sequence[str] = (),
                    expires: Optional[str] = None) -> Block:
@@ -273,12 +273,12 @@ class Gateway:
     def capture_status(self, ref: str) -> Optional[CaptureStatus]:
         """Where the background capture of skill ``ref`` stands (None: none was asked for)."""
         with self.memory_lock:
-            block = self.memory.get(ref)
+            block = self.memory.blocks.get(ref)
         return self.captures.status(block.id)
 
     def delete_skill(self, ref: str) -> Block:
         with self.writer_lock:
-            return self.writer.delete(ref)
+            return self.writer.blocks.delete(ref)
 
     # -- skill texts for a host's own model --------------------------------------------------
 

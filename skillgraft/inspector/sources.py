@@ -116,11 +116,11 @@ class LocalSource:
             return self.memory.skills.cache()
 
     def known_tokens(self, block) -> Optional[int]:
-        return self.memory.known_tokens(block)
+        return self.memory.blocks.known_tokens(block)
 
     def runtime(self) -> Runtime:
         with self.lock:
-            thresholds = self.memory.router.threshold, self.memory.gate_threshold
+            thresholds = self.memory.router.threshold, self.memory.confidence_gate.threshold
             stored = stored_fingerprints(self.memory.store)
         return Runtime("local store", str(self.memory.model), self.memory.router.embedder.name, *thresholds,
                        self.memory.gate, stored_fingerprints=stored)

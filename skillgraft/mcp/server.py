@@ -143,7 +143,7 @@ def _read_tools(server, memory: SkillMemory, one_call) -> None:
     def list_skills(kind: Optional[Literal["manual", "solution"]] = None) -> list[SkillInfo]:
         """The skills in the memory (manuals and verified solutions)."""
         with one_call():
-            return [SkillInfo.of(block) for block in memory.list(kind)]
+            return [SkillInfo.of(block) for block in memory.blocks.list(kind)]
 
 
 def _skill_resources(server, memory: SkillMemory, lock) -> None:

@@ -1,5 +1,5 @@
 """The memory an agent calls: the :class:`SkillMemory` facade and what is its own —
-deposits (:mod:`.deposits`), upkeep (:mod:`.upkeep`), expiry (:mod:`.expiry`), copying a store
+blocks (:mod:`.blocks`), deposits (:mod:`.deposits`), expiry (:mod:`.expiry`), copying a store
 (:mod:`.migrate`) and apps' prefixes (:mod:`.app_prefixes`). Agent Skills folders are
 :mod:`skillgraft.skills`' (their records are named here too).
 """
@@ -9,7 +9,7 @@ from ..skills import SkillExport, SkillImportReport, SkillPart, SkillRecord, Ski
 from .app_prefixes import AppPrefix
 from .expiry import ExpiryRecord
 from .facade import SkillMemory
-from .upkeep import RecaptureReport
+from .blocks import RecaptureReport
 
 __all__ = [
     "AppPrefix", "CacheReport", "EvalAnswer", "EvalOutcome", "ExpiryRecord", "ImportedSkill",

@@ -51,8 +51,8 @@ class Expiries:
         if name in memory.store.skill_names():
             memory.store.set_skill_expiry(name, stamp)
             return ExpiryRecord(name, "skill", stamp, expired(stamp))
-        block = memory.get(name)
-        if memory.store_of(block) is not memory.store:
+        block = memory.blocks.get(name)
+        if memory.blocks.store_of(block) is not memory.store:
             raise SharedBaseError(name, memory.namespace)
         skill = memory.store.skill_of_block(block.id)
         if skill is not None:
@@ -84,7 +84,7 @@ class Expiries:
         hidden = self._hidden([block])
         if not hidden.passed:
             return block
-        store = self.memory.store_of(block)
+        store = self.memory.blocks.store_of(block)
         skill = store.skill_of_block(block.id)
         if hidden.hides(block.id, skill):
             raise (ExpiredError(block.name, block.expires_at) if block.id in hidden.passed
@@ -102,7 +102,7 @@ class Expiries:
         hidden = self._hidden(blocks)
         if not hidden.passed:
             return blocks
-        return [b for b in blocks if not hidden.hides(b.id, self.memory.store_of(b).skill_of_block(b.id))]
+        return [b for b in blocks if not hidden.hides(b.id, self.memory.blocks.store_of(b).skill_of_block(b.id))]
 
     def _skill_stamps(self) -> dict[str, str]:
         """The expiries of the imported skills of this memory and the base it reads, by name."""

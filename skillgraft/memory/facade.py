@@ -7,51 +7,48 @@ the same steps the gateway and the LangChain adapter run: the verified answer, t
 KV state restored at its own position and the answer generated after it (no re-prefill),
 or a plain answer. Every recall and answer writes a ledger row.
 
-Deposits (:mod:`skillgraft.memory.deposits`), learning from verified answers (:mod:`.learning`) and upkeep (:mod:`skillgraft.memory.upkeep`) are
-mixed in; the imported Agent Skills (``memory.skills``, :class:`~skillgraft.skills.component.Skills`),
-apps' prefixes (``memory.apps``, :class:`~.app_prefixes.Apps`) and expiry (``memory.expiry``,
-:class:`~.expiry.Expiries`) are components; this module holds recall and answers.
+Deposits (:mod:`skillgraft.memory.deposits`) and learning from verified answers (:mod:`.learning`)
+are mixed in; the blocks (``memory.blocks``, :class:`~.blocks.Blocks`), the imported Agent Skills
+(``memory.skills``, :class:`~skillgraft.skills.component.Skills`), apps' prefixes (``memory.apps``,
+:class:`~.app_prefixes.Apps`) and expiry (``memory.expiry``, :class:`~.expiry.Expiries`) are
+components; this module holds recall and answers.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from ..config import EngineSettings, default_home, default_model
 from ..core import telemetry
-from ..core.answer import Answer, AnswerNote, AnswerOptions, AnswerPlan
+from ..core.answer import Answer, AnswerOptions, AnswerPlan
 from ..core.blocks import Block
 from ..core.chat_layout import with_system
-from ..core.gate import DEFAULT_GATE_LOGPROB, GATE_SETTING, GateCalibration, GateCase, GateVerdict
-from ..core.gate import calibrate_threshold, confidence, gate_policy
+from ..core.gate import gate_policy
 from ..core.pipeline import AnswerPipeline, Event
 from ..core.planning import CONVERSATION_POLICIES, DEFAULT_CONVERSATION_POLICY, chat_recall, near_miss, plan_answer
-from ..core.questions import normalize_question, question_sha256
+from ..core.questions import normalize_question
 from ..core.recall import Recall
 from ..core.text_checks import clean_query
 from ..core.timings import Timings
 from ..core.tools import OutputFormat
 from ..errors import InputError
-from ..kv.prefixes import PrefixCache
 from ..routing.calibration import RouterCalibration
 from ..routing.router import Router
 from ..skills.component import Skills
-from ..store.block_states import BlockStates
-from ..store.derived_states import DEFAULT_DERIVED_BYTES, DERIVED_FOLDER
-from ..store.ledger import LedgerEvent
-from ..store.shared_derived import open_derived_states
+from ..store.derived_states import DEFAULT_DERIVED_BYTES
+from .answer_records import Ledger
 from .app_prefixes import Apps
+from .blocks import Blocks
+from .confidence_gate import ConfidenceGate
 from .deposits import Deposits
 from .expiry import Expiries
 from .learning import Learning
 from .old_names import MOVED, moved_verb
-from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, namespace_scope, open_base
+from .prefix_states import PrefixStates
+from .namespaces import better_recall, check_namespace, namespace_backends, namespace_home, open_base
 from .planning_view import PlanningView
-from .store_verbs import StoreVerbs
-from .upkeep import Upkeep
 
 if TYPE_CHECKING:
     from ..engine.llama import Engine
@@ -59,7 +56,7 @@ if TYPE_CHECKING:
     from ..routing.feedback import FeedbackResult
 
 
-class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
+class SkillMemory(Deposits, Learning):
     """A block store, its router and (lazily) one engine.
 
     ``reprefill_foreign=True`` lets a routed block captured under another runtime (other
@@ -78,6 +75,16 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
     ``namespace`` (default ``default``: the home's own store) opens a namespace's memory: its
     own store in the home, over the home's store as a read-only base
     (:mod:`skillgraft.memory.namespaces`).
+
+    Its components: ``blocks`` (list, get, delete, rename, update, recapture, check:
+    :class:`~skillgraft.memory.blocks.Blocks`), ``skills`` (the imported Agent Skills: import,
+    versions, warm, pins, evals: :class:`~skillgraft.skills.Skills`), ``apps`` (apps' own
+    prefixes by name: :class:`~skillgraft.memory.app_prefixes.Apps`), ``expiry`` (set, list,
+    prune, and what expiries hide now: :class:`~skillgraft.memory.expiry.Expiries`), ``states``
+    (the prefix states of this runtime: :class:`~skillgraft.memory.prefix_states.PrefixStates`),
+    ``ledger`` (the rows of recalls and answers: :class:`~skillgraft.memory.answer_records.Ledger`)
+    and ``confidence_gate`` (the gate's threshold and its calibration:
+    :class:`~skillgraft.memory.confidence_gate.ConfidenceGate`).
     """
 
     def __init__(
@@ -131,13 +138,8 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
             raise
         self.gate = gate_policy(gate)
         self.derived_bytes = DEFAULT_DERIVED_BYTES if derived_bytes is None else derived_bytes
-        self._prefixes: Optional[PrefixCache] = None
-        self.skills = Skills(self)
-        """The imported Agent Skills: import, versions, warm, pins, evals (:class:`~skillgraft.skills.component.Skills`)."""
-        self.apps = Apps(self)
-        """Apps' own prefixes by name: add, list, get, remove (:class:`~skillgraft.memory.app_prefixes.Apps`)."""
-        self.expiry = Expiries(self)
-        """Expiries: set, list, prune, and what they hide now (:class:`~skillgraft.memory.expiry.Expiries`)."""
+        self.blocks, self.skills, self.apps, self.expiry = Blocks(self), Skills(self), Apps(self), Expiries(self)
+        self.states, self.ledger, self.confidence_gate = PrefixStates(self), Ledger(self), ConfidenceGate(self)
 
     @classmethod
     def open(cls, home: Union[str, Path, None] = None, **options) -> "SkillMemory":
@@ -154,13 +156,9 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
             self._engine = Engine(self.model, self.settings)
         return self._engine
 
-    def flush_derived(self) -> int:
-        """Keep the derived states pending on the context now (else when it turns, or on close)."""
-        return self._engine.settle_derived() if self._engine is not None else 0
-
     def close(self) -> None:
         self.skills.stop_warming()
-        self.flush_derived()  # the derived states the context still holds reach the store
+        self.states.flush()  # the derived states the context still holds reach the store
         if self._engine is not None and self._owns_engine:
             self._engine.close()
             self._engine = None
@@ -173,6 +171,10 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
         if name in MOVED and MOVED[name][0] in self.__dict__:
             return moved_verb(self.__dict__[MOVED[name][0]], MOVED[name][0], name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _stores(self) -> list:
+        """The stores this memory reads, its own first: with a namespace, then the base."""
+        return [self.store] if self.base is None else [self.store, self.base]
 
     def _close_base(self) -> None:
         if self.base is not None:
@@ -211,7 +213,7 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
         recall, took = telemetry.recalled(self.namespace, query, lambda: chat_recall(PlanningView(self), [*earlier, query])
                                           if earlier else self._recalled(query))
         if log:
-            self._log("recall", query, recall, timings=Timings(recall_s=took))
+            self.ledger.recalled("recall", query, recall, timings=Timings(recall_s=took))
         return recall
 
     def _recalled(self, query: str) -> Recall:
@@ -230,11 +232,6 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
 
     # -- answers ---------------------------------------------------------------------------
 
-    @property
-    def gate_threshold(self) -> float:
-        stored = self.store.setting(GATE_SETTING)
-        return float(stored) if stored is not None else DEFAULT_GATE_LOGPROB
-
     def plan(self, messages: Sequence[tuple[str, str]], *, voice: bool = False, recall: Optional[Recall] = None,
              format: Optional[OutputFormat] = None, route: bool = True) -> AnswerPlan:
         """The pipeline's plan for a chat (:func:`~skillgraft.core.planning.plan_answer`):
@@ -244,7 +241,7 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
 
     def pipeline(self, gate: Union[str, bool, None] = None) -> AnswerPipeline:
         """The answer pipeline over this memory's engine, recording answers in the ledger."""
-        return AnswerPipeline(self.engine, gate=self.gate if gate is None else gate, record=self.record_answer)
+        return AnswerPipeline(self.engine, gate=self.gate if gate is None else gate, record=self.ledger.answered)
 
     def answer(self, messages: Sequence[tuple[str, str]], options: Optional[AnswerOptions] = None, *,
                gate: Union[str, bool, None] = None, recall: Optional[Recall] = None,
@@ -283,7 +280,7 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
             return recall
         if recall is not None:
             raise InputError("give a recall or a block to graft, not both")
-        return self.forced_graft(block)
+        return self.blocks.forced_graft(block)
 
     def _forced(self, block: Union[Block, str], messages, options: AnswerOptions) -> Answer:
         """``block`` grafted for ``messages`` through the pipeline, the gate advisory, nothing recorded."""
@@ -291,23 +288,10 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
         with self._slot(plan, options) as slot:
             return AnswerPipeline(self.engine, gate="advisory").answer(plan, slot, options)
 
-    @property
-    def prefixes(self) -> Optional[PrefixCache]:
-        """The prefix states of this memory's runtime, in the namespace's reuse scope (:mod:`skillgraft.kv.prefixes`):
-        derived ones on the home's disk and published (:mod:`skillgraft.store.shared_derived`), and its stores' captured
-        blocks (:mod:`skillgraft.store.block_states`); None when the store is read-only or ``derived_bytes`` is 0."""
-        if self._prefixes is None and self.derived_bytes and not self.store.read_only:
-            fingerprint = self.engine.fingerprint
-            folder = self.store.home / DERIVED_FOLDER / fingerprint.id[:16]
-            store = open_derived_states(self.store, fingerprint, folder, max_bytes=self.derived_bytes)
-            self._prefixes = PrefixCache(store, fingerprint.id, self.engine.cut_state, scope=namespace_scope(self.namespace),
-                                         blocks=BlockStates(self._stores(), fingerprint.id))
-        return self._prefixes
-
     def _slot(self, plan: AnswerPlan, options: AnswerOptions):
         if not (plan.needs_model or options.voice):
             return nullcontext(None)
-        return self.engine.answer_slot(self.prefixes)
+        return self.engine.answer_slot(self.states.cache)
 
     def generate(
         self,
@@ -330,45 +314,9 @@ class SkillMemory(StoreVerbs, Deposits, Learning, Upkeep):
         options = AnswerOptions(max_tokens=max_tokens, temperature=temperature, seed=seed, voice=voice, stop=tuple(stop))
         return self.answer(with_system(system, [("user", query)]), options, gate=gate, recall=recall, route=route)
 
-    def calibrate_gate(
-        self, cases: Sequence[tuple[str, str, str]], *, max_tokens: int = 32, save: bool = True
-    ) -> GateCalibration:
-        """Choose the gate threshold from grafted answers whose correctness is known.
-
-        ``cases`` are ``(query, block name or id, text a right answer contains)``. The
-        threshold is the highest that keeps every right answer; the report says how many
-        wrong answers it turns away. It matters where the gate is enforced.
-        """
-        rows = []
-        for query, block, expected in cases:
-            answer = self._forced(block, [("user", clean_query(query))], AnswerOptions(max_tokens=max_tokens))
-            steps = answer.end.steps
-            text = "".join(s.piece for s in steps)
-            rows.append(GateCase(query, block, expected in text, confidence(steps, self.gate_threshold).mean_logprob))
-        report = calibrate_threshold(rows)
-        if save:
-            self.store.set_setting(GATE_SETTING, repr(report.threshold))
-        return report
-
-    def record_answer(self, plan: AnswerPlan, note: AnswerNote, end) -> None:
-        """The ledger row of one answer (every door's answers are recorded here)."""
-        self.store.log(LedgerEvent(
-            "generate", decision=note.decision, block_id=note.block_id, query_sha256=question_sha256(plan.query),
-            score=note.score, threshold=note.threshold, decoded_tokens=end.completion_tokens,
-            prefill_tokens_avoided=note.prefill_tokens_avoided, timings=end.timings.as_dict(),
-            detail={"routed": note.routed, "gate": note.gate.as_dict() if note.gate else None, "reason": note.reason,
-                    "cache_n": note.cache_n, "reused_from": note.reused_from},
-        ))
-
     def feedback(self, query: str, expected: Optional[str]) -> "FeedbackResult":
         """Correct the routing of ``query``: it belongs to block ``expected`` (name or id), or
         to no block with ``None`` (see :mod:`skillgraft.routing.feedback`)."""
         from ..routing.feedback import give_feedback
 
         return give_feedback(self, query, expected)
-
-    def _log(self, event: str, query: str, recall: Recall, timings: Optional[Timings] = None) -> None:
-        self.store.log(LedgerEvent(
-            event, decision=recall.decision, block_id=recall.block_id, query_sha256=question_sha256(query),
-            score=recall.score, threshold=recall.threshold, timings=timings.as_dict() if timings else {},
-        ))

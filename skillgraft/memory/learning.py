@@ -14,10 +14,10 @@ from typing import Optional, Sequence, Union
 from ..core import telemetry
 from ..core.blocks import Block
 from ..errors import InputError
-from ..routing.experience import EXPERIENCE, SOLUTION_ORIGIN, experience_rows
+from ..routing.experience import EXPERIENCE, experience_rows
 from ..store.catalog import utc_now
 from ..store.ledger import LedgerEvent
-from .store_verbs import block_in
+from .blocks import block_in
 
 __all__ = ["Learning"]
 
@@ -25,7 +25,7 @@ MAX_LEARNED_SKILLS = 8  # as many as a routed set holds
 
 
 class Learning:
-    """``learn`` and ``forget_experience`` of a memory."""
+    """``learn`` of a memory."""
 
     def learn(self, question: str, answer: str, *, skills: Sequence[Union[Block, str]], verifier,
               expected: Optional[str] = None, method: Optional[str] = None) -> Block:
@@ -63,11 +63,3 @@ class Learning:
             self.store.log(LedgerEvent("deposit", decision="experience", block_id=solution.id,
                                        detail={"skills": [block.id for block in blocks], "keys": added}))
         return solution
-
-    def forget_experience(self, solution: Block) -> int:
-        """Remove the experience keys ``solution`` gave its skills; how many."""
-        origin = f"{SOLUTION_ORIGIN}{solution.id}"
-        ids = [k["id"] for k in self.store.routing_keys() if k["kind"] == EXPERIENCE and k.get("created_by") == origin]
-        if ids:
-            self.store.delete_routing_keys_by_id(ids)
-        return len(ids)

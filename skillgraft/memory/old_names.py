@@ -17,13 +17,22 @@ MOVED = {
     "add_app": ("apps", "add"), "app": ("apps", "get"), "remove_app": ("apps", "remove"),
     "expire": ("expiry", "set"), "expiries": ("expiry", "list"), "prune_expired": ("expiry", "prune"),
     "live": ("expiry", "live"), "hidden_skills": ("expiry", "hidden_skills"),
+    **{verb: ("blocks", verb) for verb in ("list", "get", "delete", "rename", "update", "recapture", "check",
+                                           "store_of", "known_tokens", "forced_graft", "forget_experience")},
+    "record_answer": ("ledger", "answered"), "prefixes": ("states", "cache"), "flush_derived": ("states", "flush"),
+    "gate_threshold": ("confidence_gate", "threshold"), "calibrate_gate": ("confidence_gate", "calibrate"),
 }
 
 
 def moved_verb(component, component_name: str, old: str):
-    """``SkillMemory.old`` (:data:`MOVED`): ``component``'s verb under its new name, warning at each call."""
+    """``SkillMemory.old`` (:data:`MOVED`): ``component``'s verb under its new name, warning at each
+    call; an old property (``gate_threshold``) warns when read and gives the value."""
     new = MOVED[old][1]
     verb = getattr(component, new)
+    if not callable(verb):
+        warnings.warn(f"SkillMemory.{old} is deprecated: use memory.{component_name}.{new}", DeprecationWarning,
+                      stacklevel=3)
+        return verb
 
     @functools.wraps(verb)
     def deprecated(*args, **kwargs):

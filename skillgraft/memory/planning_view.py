@@ -21,7 +21,7 @@ class PlanningView:
 
     @property
     def gate_threshold(self) -> float:
-        return self.memory.gate_threshold
+        return self.memory.confidence_gate.threshold
 
     @property
     def runtime(self):
@@ -34,4 +34,4 @@ class PlanningView:
         self.memory.engine.check_grammar(grammar)
 
     def state_of(self, block: Block):
-        return self.memory.store_of(block).state_of(block)
+        return self.memory.blocks.store_of(block).state_of(block)

@@ -113,8 +113,8 @@ def give_feedback(memory: CorrectableMemory, query, expected: Optional[str], *, 
     if expected is not None and not isinstance(expected, str):
         raise InputError(f"expected is a block name or id, or None for no skill, got {type(expected).__name__}")
     by = _actor(by)
-    target = memory.get(expected) if expected is not None else None
-    if target is not None and memory.store_of(target) is not memory.store:  # a namespace's own blocks alone
+    target = memory.blocks.get(expected) if expected is not None else None
+    if target is not None and memory.blocks.store_of(target) is not memory.store:  # a namespace's own blocks alone
         raise SharedBaseError(expected, memory.namespace)
     if target is not None and target.status != "ok":
         raise InputError(f"block {target.id} ({target.name}) is quarantined: it cannot be routed to")

@@ -6,7 +6,7 @@ prompt tokens, time to the first token and total time; and the checks passed, th
 tokens and where the time went (:mod:`.eval_cases` reads and runs the checks).
 
 The skill is chosen by name, not by routing, so the comparison is about its content: its
-first block (the one ``SkillMemory.get(name)`` returns: the name, the description and the
+first block (the one ``memory.blocks.get(name)`` returns: the name, the description and the
 start of the body) is grafted. The answers are greedy (temperature 0), through the answer
 pipeline every door uses, with the gate advisory; they are not written to the ledger (an eval
 is not traffic). An answer that cannot be made (say, a prompt too long for the window after

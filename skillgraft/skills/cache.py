@@ -93,7 +93,7 @@ def check_pin(store, name: str, budget: int) -> None:
 
 def sync_pins(memory) -> None:
     """Tell ``memory``'s open cache which blocks are pinned now (a default version changed, a pin)."""
-    prefixes: Optional[object] = memory._prefixes
+    prefixes: Optional[object] = memory.states.opened
     pin = getattr(getattr(prefixes, "store", None), "pin", None)
     if pin is not None:
         pin(memory.store.pinned_blocks())

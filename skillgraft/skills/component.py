@@ -132,7 +132,7 @@ class Skills:
              progress: Progress = None) -> SkillWarmReport:
         """Capture now what the first use of each part of skills ``names`` would: its KV state
         behind the app's ``system`` prompt, or that of the stored app ``app``
-        (:meth:`~skillgraft.memory.SkillMemory.add_app`; neither: at the start of the chat), kept
+        (``memory.apps.add``; neither: at the start of the chat), kept
         as a prefix state. A part whose state is kept already is skipped, so a warm that was
         interrupted goes on where it stopped; ``progress(done, total)`` per part."""
         return warm_parts(self.memory, names, self._prefix(system, app), progress)

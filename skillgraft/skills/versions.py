@@ -96,7 +96,7 @@ def skill_record(memory, name: str, version: Optional[int] = None) -> SkillRecor
     for part in store.skill_parts(name, row["version"]):
         try:
             block = store.get(part["block_id"])
-            block_name, n_tokens, n_chars = block.name, memory.known_tokens(block), len(block.source)
+            block_name, n_tokens, n_chars = block.name, memory.blocks.known_tokens(block), len(block.source)
         except BlockNotFoundError:
             block_name, n_tokens, n_chars = "(missing)", 0, 0
         parts.append(SkillPart(part["block_id"], block_name, part["role"], part["title"], n_tokens, n_chars))

@@ -45,7 +45,7 @@ class SkillWarmReport:
 
 def warm_plan(memory, names: Sequence[str], system: Optional[str]) -> tuple[list, list]:
     """``(chat, [(skill, part), ...])`` of a warm, or a clear error before anything runs."""
-    if memory.prefixes is None:
+    if memory.states.cache is None:
         raise InputError("derived states are off in this memory (a read-only store, or derived_bytes=0): nothing to warm")
     chat = with_system(system, [("user", WARM_QUESTION)])
     return chat, [(name, part) for name in dict.fromkeys(names) for part in _parts(memory, name)]
@@ -58,7 +58,7 @@ def _parts(memory, name: str) -> list:
         record = skill_record(memory, name)
     except SkillNotFoundError:
         try:
-            block = memory.get(name)
+            block = memory.blocks.get(name)
         except BlockNotFoundError:
             raise SkillNotFoundError(name) from None
         if block.kind != "manual":
@@ -101,7 +101,7 @@ def run_warm(memory, chat: list, parts: list, progress: Progress, hold, stop: Op
 
 def warm_part(memory, chat: list, name: str, part, report: SkillWarmReport) -> None:
     """Warm one part of skill ``name``, noted in ``report``."""
-    block = memory.get(part.block_id)
+    block = memory.blocks.get(part.block_id)
     entry = {"skill": name, "block_id": block.id, "title": part.title}
     if not block.text_only and chat[0][0] != "system":  # captured ahead: itself the prefix of an app without one
         report.kept.append(entry)
@@ -114,11 +114,11 @@ def warm_part(memory, chat: list, name: str, part, report: SkillWarmReport) -> N
     if answer.note.decision == "fallback":
         report.left_out.append({**entry, "reason": answer.note.reason})
         return
-    memory.flush_derived()  # an interrupted warm keeps what it made
+    memory.states.flush()  # an interrupted warm keeps what it made
     if _held(memory, tokens, mark):
         report.warmed.append({**entry, "tokens": mark})
         return
-    prefixes = memory.prefixes
+    prefixes = memory.states.cache
     adds = mark - prefixes.kept_length(tokens[:mark])
     if adds < prefixes.min_tokens:
         reason = (f"no state of its own is kept: it adds {adds} tokens to what is kept before it, fewer than the "
@@ -129,7 +129,7 @@ def warm_part(memory, chat: list, name: str, part, report: SkillWarmReport) -> N
 
 
 def _held(memory, tokens: list, mark: int) -> bool:
-    return memory.prefixes.holds(tokens[:mark])
+    return memory.states.cache.holds(tokens[:mark])
 
 
 class WarmJob:

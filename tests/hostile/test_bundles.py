@@ -196,7 +196,7 @@ def test_rm_of_an_imported_block_leaves_every_other_file(bundle, fresh):
     fresh.store.remove("git-squash")
     assert not files.pop("git-squash").exists()
     assert all(path.exists() for path in files.values())
-    assert fresh.check()["ok"]
+    assert fresh.blocks.check()["ok"]
 
 
 # -- routing keys: texts only, vectors computed here ------------------------------------------
@@ -347,7 +347,7 @@ def test_a_failure_while_depositing_removes_what_was_deposited(bundle, fresh, mo
     assert fresh.store.path_of(local).read_bytes() == local_file
     assert fresh.store.routing_keys(local.id) == local_keys
     assert sorted(p.name for p in fresh.store.blocks_dir.iterdir()) == [local.file_name]
-    assert fresh.check()["ok"]
+    assert fresh.blocks.check()["ok"]
 
 
 # -- bounded reads ---------------------------------------------------------------------------

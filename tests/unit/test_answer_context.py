@@ -117,13 +117,13 @@ def test_a_state_on_disk_is_read_where_it_is_used_and_never_when_it_is_not(tmp_p
         memory.answer(chat(QUESTIONS[3]), OPTIONS)  # they part ways: a derived state kept
     reads = counting_reads(monkeypatch)
     with open_memory(tmp_path / "home") as restarted:  # its states on disk only
-        found, lookup = [], restarted.prefixes.lookup
+        found, lookup = [], restarted.states.cache.lookup
 
         def spy(prompt, **options):
             found.append((lookup(prompt, **options), len(reads)))
             return found[-1][0]
 
-        monkeypatch.setattr(restarted.prefixes, "lookup", spy)
+        monkeypatch.setattr(restarted.states.cache, "lookup", spy)
         answer = restarted.answer(chat(QUESTIONS[4]), OPTIONS)
         ((state, read_then),) = found
         assert isinstance(state.ref, FileRef) and state.ref.sha256 == state.sha256 and read_then == 0  # found, not read

@@ -92,12 +92,12 @@ def test_warming_behind_an_app_is_warming_behind_its_text_and_serves_its_chats(t
         parts = memory.skills.get("pdf").parts
         assert len(report.warmed) == len(parts) and not report.left_out
         for warmed in report.warmed:  # the states a chat behind this system prompt looks up
-            tokens, mark = skill_prompt(memory.engine, memory.get(warmed["block_id"]).source,
+            tokens, mark = skill_prompt(memory.engine, memory.blocks.get(warmed["block_id"]).source,
                                         [("system", APP), ("user", QUESTION)])
-            assert warmed["tokens"] == mark and memory.prefixes.holds(tokens[:mark])
+            assert warmed["tokens"] == mark and memory.states.cache.holds(tokens[:mark])
         same_text = memory.skills.warm(["pdf"], system=APP)
         assert not same_text.warmed and len(same_text.kept) == len(parts)  # the very same tokens
-        block = memory.get(report.warmed[0]["block_id"])
+        block = memory.blocks.get(report.warmed[0]["block_id"])
         answer = memory.answer([("system", APP), ("user", QUESTION)], OPTIONS, block=block)
         assert answer.note.reused_from == "derived" and answer.note.cache_n >= report.warmed[0]["tokens"]
 

@@ -64,7 +64,7 @@ def test_a_prompt_opening_with_a_blocks_tokens_reuses_its_cells_with_no_routing(
         answer = memory.answer(chat(), OPTIONS, route=False)
         assert answer.note.decision == "abstain" and answer.note.block_id is None  # nothing was routed
         assert (answer.note.reused_from, answer.note.cache_n) == ("derived", block.n_tokens)
-        assert len(memory.prefixes.store) == 0 and memory.engine.calls["restore"] == 1  # the block's own cells
+        assert len(memory.states.cache.store) == 0 and memory.engine.calls["restore"] == 1  # the block's own cells
         assert memory.engine.context.reused_cells == block.n_tokens
     plain = fresh(tmp_path, chat())
     assert plain.note.reused_from == "" and tokens_of(answer) == tokens_of(plain) and answer.text == plain.text
@@ -113,7 +113,7 @@ def test_blocks_are_found_from_every_scope_of_the_memory_holding_them_and_no_oth
     for namespace in ("default", "team-a", "team-b"):
         with memory_at(home, namespace=namespace) as memory:
             for salt in ("", "a client's own salt"):
-                prefixes = memory.prefixes.scoped(namespace_scope(namespace, salt))
+                prefixes = memory.states.cache.scoped(namespace_scope(namespace, salt))
                 found = prefixes.lookup(prompt_of(memory))
                 assert found is not None and found.sha256 == base_block.sha256
                 bread = prefixes.lookup(prompt_of(memory, SOURDOUGH_MANUAL))
@@ -131,12 +131,12 @@ def test_a_derived_state_behind_a_block_found_by_key_stays_in_its_scope(tmp_path
     with memory_at(tmp_path / "home") as memory:
         for question in ("first question here?", "second question there?"):
             memory.answer(chat(agent, question), OPTIONS, route=False)
-        assert memory.flush_derived() == 1
-        ((_, tokens, scope),) = memory.prefixes.store.entries()
+        assert memory.states.flush() == 1
+        ((_, tokens, scope),) = memory.states.cache.store.entries()
         assert scope == "" and len(tokens) > len(prompt_of(memory)) - 20
-        third = memory.prefixes.lookup(chat_tokens(memory.engine, chat(agent, "a third one?")))
+        third = memory.states.cache.lookup(chat_tokens(memory.engine, chat(agent, "a third one?")))
         assert third is not None and third.n_tokens == len(tokens)
-        other = memory.prefixes.scoped(namespace_scope("default", "salt"))
+        other = memory.states.cache.scoped(namespace_scope("default", "salt"))
         found = other.lookup(chat_tokens(memory.engine, chat(agent, "a third one?")))
         assert found is not None and found.n_tokens < len(tokens)  # the block, cut: not the scope's state
 
@@ -146,17 +146,17 @@ def test_expired_quarantined_and_other_runtimes_blocks_are_not_found(tmp_path, m
     block = deposited(home)
     with memory_at(home) as memory:
         prompt = prompt_of(memory)
-        assert memory.prefixes.lookup(prompt) is not None
+        assert memory.states.cache.lookup(prompt) is not None
         memory.expiry.set("git-squash", "2h")
-        assert memory.prefixes.lookup(prompt) is not None
+        assert memory.states.cache.lookup(prompt) is not None
         later = __import__("time").time() + 3 * 3600
         monkeypatch.setattr("skillgraft.store.block_states.time.time", lambda: later)
-        assert memory.prefixes.lookup(prompt) is None  # its expiry passed: no catalog change needed
+        assert memory.states.cache.lookup(prompt) is None  # its expiry passed: no catalog change needed
         monkeypatch.undo()
         memory.expiry.set("git-squash", None)
-        assert memory.prefixes.lookup(prompt) is not None
+        assert memory.states.cache.lookup(prompt) is not None
         memory.store.mark_quarantined(block)
-        assert memory.prefixes.lookup(prompt) is None
+        assert memory.states.cache.lookup(prompt) is None
     other = BlockStates([BlockStore(home)], "another-runtime")
     assert other.entries() == []
 
@@ -170,26 +170,26 @@ def test_a_swapped_block_file_is_quarantined_by_its_store_and_the_prompt_prefill
     with memory_at(home) as memory, caplog.at_level(logging.WARNING, logger="skillgraft"):
         answer = memory.answer(chat(), OPTIONS, route=False)
         assert answer.note.reused_from == "" and tokens_of(answer) == tokens_of(fresh(tmp_path, chat()))
-        assert memory.get("git-squash").status == "quarantined" and list((home / "quarantine").iterdir())
+        assert memory.blocks.get("git-squash").status == "quarantined" and list((home / "quarantine").iterdir())
         assert "quarantined" in caplog.text and "not found by key" in caplog.text
-        assert memory.prefixes.lookup(prompt_of(memory)) is None  # listed no more
-        assert memory.prefixes.lookup(prompt_of(memory, SOURDOUGH_MANUAL)).sha256 == bread.sha256
+        assert memory.states.cache.lookup(prompt_of(memory)) is None  # listed no more
+        assert memory.states.cache.lookup(prompt_of(memory, SOURDOUGH_MANUAL)).sha256 == bread.sha256
 
 
 def test_refusing_a_blocks_state_never_deletes_the_block(tmp_path, caplog):
     home = tmp_path / "home"
     block = deposited(home)
     with memory_at(home) as memory, caplog.at_level(logging.WARNING, logger="skillgraft"):
-        prefixes, prompt = memory.prefixes, prompt_of(memory)
+        prefixes, prompt = memory.states.cache, prompt_of(memory)
         state = prefixes.lookup(prompt)
         prefixes.refuse(state, BlockIntegrityError("not restorable here"))
         assert "kept, not found by key" in caplog.text
         assert prefixes.lookup(prompt) is None and (home / "blocks" / block.file_name).is_file()
-        assert memory.get("git-squash").status == "ok"
+        assert memory.blocks.get("git-squash").status == "ok"
         memory.store.set_block_expiry(block, None)  # a catalog change: found again
         assert prefixes.lookup(prompt).sha256 == block.sha256
-        memory.prefixes.store.clear()  # the derived states' eviction never touches a block
-        assert prefixes.lookup(prompt).sha256 == block.sha256 and memory.prefixes.store.entries() == []
+        memory.states.cache.store.clear()  # the derived states' eviction never touches a block
+        assert prefixes.lookup(prompt).sha256 == block.sha256 and memory.states.cache.store.entries() == []
 
 
 def test_blocks_are_listed_once_per_catalog_change_and_read_only_when_found(tmp_path, monkeypatch):
@@ -201,12 +201,12 @@ def test_blocks_are_listed_once_per_catalog_change_and_read_only_when_found(tmp_
         monkeypatch.setattr(BlockStore, "state_rows", lambda self, fp: rows.append(fp) or state_rows(self, fp))
         monkeypatch.setattr(BlockStore, "load_state", lambda self, block: loads.append(block.id) or load_state(self, block))
         for question in ("one?", "two?", "three?"):
-            memory.prefixes.lookup(chat_tokens(memory.engine, chat("You are a terse shop assistant. " * 5, question)))
+            memory.states.cache.lookup(chat_tokens(memory.engine, chat("You are a terse shop assistant. " * 5, question)))
         assert len(rows) == 1 and loads == []  # no block begins these prompts: no file opened
-        memory.prefixes.lookup(prompt_of(memory))
+        memory.states.cache.lookup(prompt_of(memory))
         assert len(loads) == 1 and len(rows) == 1
         deposited(home, SOURDOUGH_MANUAL)  # another writer: the catalog changed
-        assert memory.prefixes.lookup(prompt_of(memory, SOURDOUGH_MANUAL)) is not None and len(rows) == 2
+        assert memory.states.cache.lookup(prompt_of(memory, SOURDOUGH_MANUAL)) is not None and len(rows) == 2
 
 
 def test_a_crafted_catalog_row_is_left_out_with_a_log_line(tmp_path, caplog):
@@ -233,13 +233,13 @@ def test_a_catalog_that_cannot_be_read_keeps_the_blocks_listed_before(tmp_path, 
     block = deposited(home)
     with memory_at(home) as memory, caplog.at_level(logging.WARNING, logger="skillgraft"):
         prompt = prompt_of(memory)
-        assert memory.prefixes.lookup(prompt).sha256 == block.sha256
+        assert memory.states.cache.lookup(prompt).sha256 == block.sha256
 
         def down(self):
             raise StoreError("the catalog is down")
 
         monkeypatch.setattr(BlockStore, "catalog_version", down)
-        assert memory.prefixes.lookup(prompt).sha256 == block.sha256
+        assert memory.states.cache.lookup(prompt).sha256 == block.sha256
         assert "cannot be listed" in caplog.text
 
 

@@ -27,4 +27,4 @@ def test_a_chain_of_thousands_of_extended_headers_is_refused(fake_memory, tmp_pa
     path.write_bytes(chain + _header("manifest.json", tarfile.REGTYPE, b"{}") + b"\0" * 1024)
     with pytest.raises(BundleError, match="not a readable"):
         import_bundle(fake_memory, path)
-    assert fake_memory.list() == []
+    assert fake_memory.blocks.list() == []

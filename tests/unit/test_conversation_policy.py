@@ -26,7 +26,7 @@ CALCULATOR = {"name": "calculator", "description": "Evaluate arithmetic.",
 
 def open_memory(home, **options) -> SkillMemory:
     memory = SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder(), **options)
-    if not memory.list():
+    if not memory.blocks.list():
         memory.add_manual("git-squash", GIT_MANUAL, examples=[GIT, "combine commits into one"])
         memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=[BREAD, "bake sourdough bread"])
     return memory
@@ -110,7 +110,7 @@ def test_tools_are_part_of_the_apps_prefix_and_every_skill_follows_them(tmp_path
 
 def test_a_block_captured_ahead_leads_only_a_chat_where_it_is_the_prefix(tmp_path):
     with open_memory(tmp_path / "ahead") as memory:
-        block = memory.get("git-squash")
+        block = memory.blocks.get("git-squash")
         alone = memory.answer([("user", GIT)], OPTIONS)  # no system turns: the block is the prefix, restored
         assert alone.note.decision == "graft" and alone.note.reused_from == "block" and alone.note.cache_n > 0
         behind = memory.answer([("system", APP), ("user", GIT)], OPTIONS)  # the app's prompt first, the manual after

@@ -51,8 +51,8 @@ def test_a_pending_state_no_longer_held_is_dropped_quietly(tmp_path, caplog):
         engine = memory.engine
         engine.shift_positions(1)  # a control that moves the cells: the prefix is not held at its positions
         with caplog.at_level("WARNING"):
-            assert memory.flush_derived() == 0
-        assert len(memory.prefixes.store) == 0 and "not kept" not in caplog.text
+            assert memory.states.flush() == 0
+        assert len(memory.states.cache.store) == 0 and "not kept" not in caplog.text
 
 
 def test_the_gateway_keeps_what_its_slots_hold_when_it_closes(fake_stocked, fake_engine, fake_embedder):

@@ -178,7 +178,7 @@ def test_a_recorded_encoder_no_spec_rebuilds_still_lists_and_checks_then_refuses
     monkeypatch.delenv("SKILLGRAFT_EMBEDDER", raising=False)
     _stock(tmp_path).close()  # recorded: the fake encoder, which no spec names
     with SkillMemory(tmp_path, engine=FakeEngine()) as memory:  # no choice: MiniLM, not loaded yet
-        assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
+        assert [b.name for b in memory.blocks.list()] == ["git-squash", "sourdough"] and memory.blocks.check().ok
         with pytest.raises(EncoderMismatchError, match="fake-hashing-embedder"):
             memory.route(GIT_QUERY)
 
@@ -219,7 +219,7 @@ def test_a_recorded_endpoint_or_folder_is_never_followed_unless_named(tmp_path, 
     store.close()
     try:
         with SkillMemory(home, engine=FakeEngine()) as memory:
-            assert [b.name for b in memory.list()] == ["git-squash", "sourdough"] and memory.check().ok
+            assert [b.name for b in memory.blocks.list()] == ["git-squash", "sourdough"] and memory.blocks.check().ok
             with pytest.raises(EncoderNotChosenError, match="--embedder SPEC") as raised:
                 memory.route(GIT_QUERY)
             assert raised.value.record["spec"] == spec

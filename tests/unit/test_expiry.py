@@ -66,8 +66,8 @@ def test_an_expired_manual_is_hidden_never_deleted(fake_stocked):
     record = memory.expiry.set("git-squash", PAST)
     assert (record.kind, record.expired, record.expires_at) == ("manual", True, "2001-01-01T00:00:00.000+00:00")
     assert memory.route(GIT_QUERY).block_id != record.block_id
-    assert "git-squash" not in [b.name for b in memory.list()]
-    listed = {b.name: b for b in memory.list(include_expired=True)}
+    assert "git-squash" not in [b.name for b in memory.blocks.list()]
+    listed = {b.name: b for b in memory.blocks.list(include_expired=True)}
     assert listed["git-squash"].expires_at == record.expires_at  # kept, shown with its expiry
     assert memory.generate(GIT_QUERY).block_id != record.block_id
     with pytest.raises(ExpiredError) as caught:
@@ -81,7 +81,7 @@ def test_an_expiry_passing_takes_effect_at_route_time_without_a_rebuild(fake_sto
     memory = fake_stocked
     memory.add_manual("git-squash-2", "Skill manual: squash commits with git rebase and push with force.",
                       expires="1h")
-    memory.delete("git-squash")
+    memory.blocks.delete("git-squash")
     assert memory.route(GIT_QUERY).block.name == "git-squash-2"
     index = memory.router.index()
     later = time.time() + 7200
@@ -93,10 +93,10 @@ def test_an_expiry_passing_takes_effect_at_route_time_without_a_rebuild(fake_sto
 def test_an_expired_solution_answers_nothing(fake_stocked):
     memory = fake_stocked
     assert memory.recall(QUESTION).decision == "exact"
-    solution = memory.list("solution")[0]
+    solution = memory.blocks.list("solution")[0]
     memory.expiry.set(solution.id, PAST)
     assert memory.recall(QUESTION).decision != "exact"
-    assert memory.list("solution") == []
+    assert memory.blocks.list("solution") == []
     again = memory.add_solution(QUESTION, ANSWER, verifier="exact", expected=ANSWER, expires="30d")
     assert again.id == solution.id and not expired(again.expires_at)  # a deposit sets it again
     assert memory.recall(QUESTION).decision == "exact"
@@ -112,14 +112,14 @@ def test_an_expired_imported_skill_is_hidden_and_pruned_only_when_asked(fake_mem
     with pytest.raises(InputError, match="part of skill"):
         memory.expiry.set(part, PAST)
     memory.expiry.set("git-squash", PAST)
-    assert memory.skills.list() == [] and memory.list() == []
+    assert memory.skills.list() == [] and memory.blocks.list() == []
     assert memory.skills.list(include_expired=True)[0].as_dict()["expired"] is True
     assert memory.route(GIT_QUERY).decision == "abstain"
     with pytest.raises(ExpiredError):
         memory.answer([("user", GIT_QUERY)], block=part)
     memory.add_manual("kept", "Skill manual: a manual that never expires.")
     assert [r.name for r in memory.expiry.prune()] == ["git-squash"]
-    assert memory.skills.list(include_expired=True) == [] and [b.name for b in memory.list(include_expired=True)] == ["kept"]
+    assert memory.skills.list(include_expired=True) == [] and [b.name for b in memory.blocks.list(include_expired=True)] == ["kept"]
 
 
 def test_a_bad_expiry_is_refused_before_anything_is_captured(fake_memory, fake_engine):
@@ -128,7 +128,7 @@ def test_a_bad_expiry_is_refused_before_anything_is_captured(fake_memory, fake_e
         fake_memory.add_manual("git", "Skill manual: git things.", expires="someday")
     with pytest.raises(ExpiryError):
         fake_memory.add_solution(QUESTION, ANSWER, verifier="exact", expected=ANSWER, expires="1000000d")
-    assert fake_engine.calls["capture"] == captures and fake_memory.list(include_expired=True) == []
+    assert fake_engine.calls["capture"] == captures and fake_memory.blocks.list(include_expired=True) == []
 
 
 def test_the_cli_sets_lists_and_prunes_expiries(runner, home, tmp_path, monkeypatch):
@@ -181,10 +181,10 @@ def test_a_bundle_carries_a_blocks_expiry_and_refuses_a_bad_one(fake_stocked, tm
     export_bundle(fake_stocked.store, tmp_path / "bundle.tar")
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=fake_embedder) as other:
         import_bundle(other, tmp_path / "bundle.tar")
-        assert other.get("git-squash").expires_at == "2001-01-01T00:00:00.000+00:00"  # still hidden there
-        assert "git-squash" not in [b.name for b in other.list()]
+        assert other.blocks.get("git-squash").expires_at == "2001-01-01T00:00:00.000+00:00"  # still hidden there
+        assert "git-squash" not in [b.name for b in other.blocks.list()]
     forged = _forged(tmp_path / "forged", lambda row: row.update(expires_at="someday"))
     with SkillMemory(tmp_path / "third", engine=FakeEngine(), embedder=fake_embedder) as third:
         with pytest.raises(BundleError, match="expires_at|expiry"):
             import_bundle(third, forged)
-        assert third.list(include_expired=True) == []
+        assert third.blocks.list(include_expired=True) == []

@@ -45,8 +45,8 @@ def _solution(**options):
         _solution(method="print(4)\x00"),
         _solution(question="What is " + " + ".join(["1"] * 1_500) + "?", answer="1500", expected="1500"),
         _solution(examples=MANY),
-        lambda memory: memory.update("git-squash", description=LONG),
-        lambda memory: memory.update("git-squash", examples=["squash\x00"]),
+        lambda memory: memory.blocks.update("git-squash", description=LONG),
+        lambda memory: memory.blocks.update("git-squash", examples=["squash\x00"]),
     ],
     ids=[
         "description-nul", "description-long", "description-padded", "example-nul", "example-long", "too-many-examples", "examples-a-string",
@@ -60,7 +60,7 @@ def test_what_a_bundle_refuses_is_refused_before_capture(tmp_path, verb):
         with pytest.raises(InputError):
             verb(memory)
         assert memory.engine.calls["capture"] == captures
-        assert [b.name for b in memory.list()] == ["git-squash"]
+        assert [b.name for b in memory.blocks.list()] == ["git-squash"]
         export_bundle(memory.store, tmp_path / "bundle.tar")
     with _memory(tmp_path / "b") as other:
         report = import_bundle(other, tmp_path / "bundle.tar")
@@ -98,7 +98,7 @@ def test_a_row_a_verb_would_refuse_is_refused_before_any_deposit(tmp_path, edit,
     with _memory(tmp_path / "b") as other:
         with pytest.raises(BundleError, match=message):
             import_bundle(other, forged)
-        assert other.list() == [] and other.engine.calls["capture"] == 0
+        assert other.blocks.list() == [] and other.engine.calls["capture"] == 0
 
 
 def test_a_solution_row_whose_question_is_nothing_visible_is_refused(tmp_path):
@@ -123,7 +123,7 @@ def test_a_solution_row_whose_question_is_nothing_visible_is_refused(tmp_path):
     with _memory(tmp_path / "b") as other:
         with pytest.raises(BundleError, match="nothing visible"):
             import_bundle(other, tmp_path / "forged.tar")
-        assert other.list() == []
+        assert other.blocks.list() == []
 
 
 @pytest.mark.parametrize("path", ["", ".", "/", "..", "a\x00b.tar"])

@@ -23,7 +23,7 @@ def test_a_misrouted_query_becomes_a_key_of_its_block(fake_stocked, monkeypatch)
     before = fake_stocked.route(MISROUTED)
     assert not (before.decision == "graft" and before.block.name == "sourdough")
     result = fake_stocked.feedback(MISROUTED, "sourdough")
-    sourdough = fake_stocked.get("sourdough")
+    sourdough = fake_stocked.blocks.get("sourdough")
     assert (result.kind, result.block_id, result.routed) == ("feedback", sourdough.id, before.decision)
     after = fake_stocked.route(MISROUTED)
     assert (after.decision, after.block.name) == ("graft", "sourdough")
@@ -105,7 +105,7 @@ def test_unknown_blocks_and_bad_expected_values_are_refused(fake_stocked):
 
 def test_a_removed_block_takes_its_feedback_keys_with_it(fake_stocked):
     fake_stocked.feedback(MISROUTED, "sourdough")
-    fake_stocked.delete("sourdough")
+    fake_stocked.blocks.delete("sourdough")
     assert list_corrections(fake_stocked) == []
 
 
@@ -168,4 +168,4 @@ def test_a_bundle_with_a_bad_correction_is_refused_whole(fake_stocked, tmp_path)
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         with pytest.raises(BundleError, match="names block"):
             import_bundle(other, forged)
-        assert other.list() == []
+        assert other.blocks.list() == []

@@ -48,7 +48,7 @@ def test_a_deposit_is_text_by_default_and_runs_no_model(tmp_path, fake_embedder)
         reply = _deposit(http)
         assert reply.status_code == 201, reply.text
         assert "capture" not in reply.json() and pool.leases == 0 and engine.calls["capture"] == 0
-        assert gateway.memory.get("sourdough").text_only
+        assert gateway.memory.blocks.get("sourdough").text_only
         missing = http.get("/v1/skillgraft/skills/sourdough/capture")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
         assert _deposit(http).status_code == 201  # the same manual again is the stored one
@@ -61,7 +61,7 @@ def test_an_asked_capture_runs_in_the_background_and_its_state_serves_the_first_
         reply = _deposit(http, capture=True)
         assert reply.status_code == 201, reply.text
         capture = reply.json()["capture"]
-        block = gateway.memory.get("sourdough")
+        block = gateway.memory.blocks.get("sourdough")
         assert block.text_only and capture["block_id"] == block.id and capture["parts"] == 1
         assert capture["state"] in ("running", "done")
         status = _settled(http, "sourdough")
@@ -108,7 +108,7 @@ def test_with_derived_states_off_the_manual_is_stored_and_its_capture_says_why_n
         assert reply.status_code == 201, reply.text
         capture = reply.json()["capture"]
         assert capture["state"] == "failed" and "derived states are off" in capture["reason"]
-        block = gateway.memory.get("sourdough")
+        block = gateway.memory.blocks.get("sourdough")
         assert block.text_only
     gateway.close()
     assert gateway.captures.start(block, threading.Lock()).state == "stopped"  # a closed gateway starts none

@@ -156,9 +156,9 @@ def test_a_chat_is_tokenized_once_and_leases_the_slot_by_the_tokens_it_prefills(
     if name == "abstain":
         chat_tokens(fake_engine, chat)
     elif chat[0][0] == "system":  # the app's prompt first, the manual placed after it
-        skill_prompt(fake_engine, fake_stocked.get("git-squash").source, chat)
+        skill_prompt(fake_engine, fake_stocked.blocks.get("git-squash").source, chat)
     else:
-        continuation(fake_engine, fake_stocked.get("git-squash"), chat)
+        continuation(fake_engine, fake_stocked.blocks.get("git-squash"), chat)
     once, calls[:] = len(calls), []
     with TestClient(create_app(gateway), base_url="http://127.0.0.1") as http:
         body = _chat(http, chat, max_tokens=8, n=n).json()
@@ -187,7 +187,7 @@ def test_a_bad_chat_is_a_400(client, messages):
 
 def test_the_decision_is_in_the_response_headers_streamed_or_not(client, fake_stocked):
     http, _ = client
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     whole = _chat(http, [("user", GIT_QUERY)])
     assert whole.headers["x-skillgraft-decision"] == "graft" and whole.headers["x-skillgraft-block"] == block.id
     assert int(whole.headers["x-skillgraft-cache-n"]) == whole.json()["skillgraft"]["cache_n"] > 0
@@ -216,7 +216,7 @@ def test_usage_counts_the_reused_prompt_tokens_as_cached_streamed_or_not(client)
 
 def test_a_recall_over_http_is_the_skill_texts_recall_with_its_note(client, fake_stocked):
     http, _ = client
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     found = http.post("/v1/skills/recall", json={"query": GIT_QUERY})
     body = found.json()
     assert found.status_code == 200 and body["object"] == "skill.recall"
@@ -245,7 +245,7 @@ def test_corrections_are_given_listed_and_removed_through_the_gateway(fake_stock
         removed = http.delete(f"/v1/skills/feedback/{listed[0]['id']}").json()
         left = http.get("/v1/skills/feedback").json()["data"]
     gateway.close()
-    assert (given["object"], given["kind"], given["block_id"]) == ("skill.feedback", "feedback", fake_stocked.get("sourdough").id)
+    assert (given["object"], given["kind"], given["block_id"]) == ("skill.feedback", "feedback", fake_stocked.blocks.get("sourdough").id)
     assert [row["id"] for row in listed] == [given["correction_id"]] and listed[0]["created_by"].startswith("gateway:")
     assert refused.status_code == 400 and "verified question" in refused.json()["error"]["message"]
     assert removed["deleted"] is True and removed["id"] == given["correction_id"] and left == []
@@ -289,7 +289,7 @@ def test_a_manual_deposited_as_text_is_placed_after_the_apps_prompt_and_kept_aft
         deposit = http.post("/v1/skills", json={"kind": "manual", "name": "sourdough", "text": manual,
                                                  "examples": ["how do I bake sourdough bread?"], "capture": False})
         assert deposit.status_code == 201, deposit.text
-        block = gateway.memory.get("sourdough")
+        block = gateway.memory.blocks.get("sourdough")
         assert block.text_only and block.n_bytes == 0
         system = "You are the bakery's assistant. Keep every answer short and friendly. " * 2
         notes = []

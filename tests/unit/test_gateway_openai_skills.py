@@ -84,7 +84,7 @@ def test_create_list_retrieve_content_update_and_delete(served):
     with pytest.raises(openai.NotFoundError):
         client.skills.retrieve(created.id)
     assert list(client.skills.list()) == []
-    assert [b.name for b in gateway.memory.list()] == ["git-squash"]  # the skill's blocks went with it
+    assert [b.name for b in gateway.memory.blocks.list()] == ["git-squash"]  # the skill's blocks went with it
 
 
 def test_a_zip_upload_a_version_kept_aside_and_the_errors_a_client_can_fix(served):
@@ -138,7 +138,7 @@ def test_a_json_body_nested_past_the_parser_is_a_400(served):
     _, http, gateway = served
     response = http.post("/v1/skills", content=b"[" * 100_000, headers={"content-type": "application/json"})
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error", response.text
-    assert [b.name for b in gateway.memory.list()] == ["git-squash"]
+    assert [b.name for b in gateway.memory.blocks.list()] == ["git-squash"]
 
 
 def _raw_upload(http, parts: list[tuple[str, bytes]]):
@@ -160,7 +160,7 @@ def test_a_hostile_upload_is_a_4xx_that_stores_nothing(served, case):
         client.skills.create(files=parts)
     assert (refused.value.status_code, refused.value.code) == (status, code), refused.value.message
     assert refused.value.body["type"] == "invalid_request_error" and refused.value.body["param"] == "files"
-    assert gateway.memory.skills.list() == [] and [b.name for b in gateway.memory.list()] == ["git-squash"]
+    assert gateway.memory.skills.list() == [] and [b.name for b in gateway.memory.blocks.list()] == ["git-squash"]
 
 
 def test_a_file_name_of_control_characters_is_refused(served):

@@ -21,14 +21,14 @@ def _flip_last_byte(path) -> None:
 
 
 def test_a_new_block_records_the_blake3_of_its_payload(fake_stocked):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     payload = fake_stocked.store.path_of(block).read_bytes()
     assert block.blake3 == blake3_hex(payload) and block.blake3 != block.sha256
     assert fake_stocked.store.load_state(block).state.payload == payload
 
 
 def test_a_flipped_byte_is_caught_by_blake3_before_a_graft(fake_stocked, fake_engine):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     _flip_last_byte(fake_stocked.store.path_of(block))
     fake_stocked.store.evict(block.sha256)
     restores = fake_engine.calls["restore"]
@@ -39,14 +39,14 @@ def test_a_flipped_byte_is_caught_by_blake3_before_a_graft(fake_stocked, fake_en
 
 
 def test_a_block_stored_before_the_migration_is_verified_by_its_sha256(fake_stocked):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     fake_stocked.store.db.execute("UPDATE blocks SET blake3 = NULL")
     fake_stocked.store.db.conn.commit()
     fake_stocked.store.evict(block.sha256)
-    old = fake_stocked.get("git-squash")
+    old = fake_stocked.blocks.get("git-squash")
     assert old.blake3 is None
     assert fake_stocked.store.load_state(old).state.payload == fake_stocked.store.path_of(old).read_bytes()
-    assert fake_stocked.check()["ok"] and fake_stocked.recall(GIT_QUERY).block.id == block.id
+    assert fake_stocked.blocks.check()["ok"] and fake_stocked.recall(GIT_QUERY).block.id == block.id
     _flip_last_byte(fake_stocked.store.path_of(old))
     fake_stocked.store.evict(old.sha256)
     with pytest.raises(BlockIntegrityError, match="SHA-256 mismatch"):
@@ -54,22 +54,22 @@ def test_a_block_stored_before_the_migration_is_verified_by_its_sha256(fake_stoc
 
 
 def test_a_malformed_blake3_in_the_catalog_is_an_inconsistent_row(fake_stocked):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     fake_stocked.store.db.execute("UPDATE blocks SET blake3 = 'not-a-digest' WHERE id = ?", [block.id])
     fake_stocked.store.db.conn.commit()
     fake_stocked.store.evict(block.sha256)
     with pytest.raises(BlockIntegrityError, match="not a BLAKE3 hex digest"):
-        fake_stocked.store.load_state(fake_stocked.get("sourdough"))
-    assert not fake_stocked.check()["ok"]
+        fake_stocked.store.load_state(fake_stocked.blocks.get("sourdough"))
+    assert not fake_stocked.blocks.check()["ok"]
 
 
 def test_a_wrong_but_wellformed_blake3_refuses_the_block(fake_stocked):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     fake_stocked.store.db.execute("UPDATE blocks SET blake3 = ? WHERE id = ?", [blake3_hex(b"other"), block.id])
     fake_stocked.store.db.conn.commit()
     fake_stocked.store.evict(block.sha256)
     with pytest.raises(BlockIntegrityError, match="BLAKE3 mismatch"):
-        fake_stocked.store.load_state(fake_stocked.get("sourdough"))
+        fake_stocked.store.load_state(fake_stocked.blocks.get("sourdough"))
 
 
 def test_payload_problem_names_size_and_digest():

@@ -39,7 +39,7 @@ def test_examples_too_long_for_the_window_are_left_out_not_the_skill(tmp_path):
 
 def test_a_pruned_or_removed_solution_leaves_no_experience_behind(tmp_path):
     with open_memory(tmp_path) as memory:
-        skill = memory.get("git-squash")
+        skill = memory.blocks.get("git-squash")
         plain = memory.recall(NEAR, log=False).score
         answer = "git rebase -i HEAD~3"
         solution = memory.learn(LEARNED, answer, skills=[skill], verifier="exact", expected=answer)

@@ -50,7 +50,7 @@ def test_the_skill_list_is_the_catalog(client, answered):
     page = client.get("/ui")
     assert page.status_code == 200
     listed = re.findall(r'<tr data-id="([0-9a-f]{16})">', page.text)
-    assert listed == [block.id for block in answered.list(include_quarantined=True)]
+    assert listed == [block.id for block in answered.blocks.list(include_quarantined=True)]
     assert f"{len(listed)} of {len(listed)} skills" in page.text
     uses = answered.store.block_uses()
     assert uses and all(f'href="/ui/skills/{block_id}"' in page.text for block_id in uses)
@@ -61,19 +61,19 @@ def test_search_and_sort(client, answered):
     assert re.findall(r'class="skill"[^>]*>([^<]+)<', found.text) == ["sourdough"]
     by_tokens = client.get("/ui", params={"sort": "tokens", "order": "desc"})
     ids = re.findall(r'<tr data-id="([0-9a-f]{16})">', by_tokens.text)
-    assert ids == [b.id for b in sorted(answered.list(), key=lambda b: b.n_tokens, reverse=True)]
+    assert ids == [b.id for b in sorted(answered.blocks.list(), key=lambda b: b.n_tokens, reverse=True)]
     refused = client.get("/ui", params={"sort": "name; DROP TABLE blocks"})
     assert refused.status_code == 400 and "sort must be one of" in refused.text
 
 
 def test_one_skill_shows_its_text_keys_examples_and_history(client, answered):
-    manual = answered.get("git-squash")
+    manual = answered.blocks.get("git-squash")
     page = client.get(f"/ui/skills/{manual.id}")
     assert page.status_code == 200
     assert "git rebase -i HEAD~N" in page.text and "how do I squash my last commits?" in page.text
     assert "Routing keys" in page.text and "<summary>manual (" in page.text
     assert "generate" in page.text  # the graft answered above names this block
-    solution = answered.get(QUESTION)
+    solution = answered.blocks.get(QUESTION)
     page = client.get(f"/ui/skills/{solution.name}")
     assert all(text in page.text for text in (QUESTION, ANSWER, "17 * 23", "exact", "Verified solution"))
     missing = client.get("/ui/skills/no-such-skill")
@@ -105,10 +105,10 @@ def test_the_query_box_routes_without_generating_or_writing(client, answered, fa
 
 def test_health_and_runtime(client, answered):
     health = client.get("/ui/health")
-    assert health.status_code == 200 and f"All {len(answered.list())} blocks check out" in health.text
+    assert health.status_code == 200 and f"All {len(answered.blocks.list())} blocks check out" in health.text
     runtime = client.get("/ui/runtime")
     assert "local store" in runtime.text and answered.router.embedder.name in runtime.text
-    assert answered.list()[0].fingerprint_id in runtime.text
+    assert answered.blocks.list()[0].fingerprint_id in runtime.text
 
 
 def test_hostile_names_are_escaped_in_pages_and_plots(fake_memory):
@@ -116,7 +116,7 @@ def test_hostile_names_are_escaped_in_pages_and_plots(fake_memory):
     fake_memory.add_manual(name, "Skill manual: a hostile name still gets a page of its own, escaped.",
                            examples=["<img src=x onerror=alert(2)>"])
     client = TestClient(inspector_app(LocalSource(fake_memory), allowed_hosts=["testserver"]))
-    for path in ("/ui", f"/ui/skills/{fake_memory.list()[0].id}", "/ui/route?q=hostile+name+page"):
+    for path in ("/ui", f"/ui/skills/{fake_memory.blocks.list()[0].id}", "/ui/route?q=hostile+name+page"):
         text = client.get(path).text
         assert "<script>alert" not in text and "<img src=x" not in text
         assert "&lt;script&gt;" in text or "&lt;img" in text

@@ -50,7 +50,7 @@ def store(tmp_path_factory):
         memory.add_solution(QUESTION, ANSWER, method="17 * 23", verifier="exact", expected=ANSWER)
         parts = {s.name: [p.block_id for p in s.parts] for s in memory.skills.list()}
         counted = {s.name: (s.n_tokens, s.n_chars) for s in memory.skills.list()}  # an engine loaded: counted
-        blocks = {b.name: b for b in memory.list() if memory.skills.of_block(b.id) is None}
+        blocks = {b.name: b for b in memory.blocks.list() if memory.skills.of_block(b.id) is None}
         assert len(blocks) == 3
     return home, parts, counted, blocks
 

@@ -26,7 +26,7 @@ def _counting_reads(store, monkeypatch) -> list:
 
 
 def test_a_graft_whose_cells_hold_the_block_reads_no_payload(fake_stocked, monkeypatch):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     first = fake_stocked.answer(CHAT, OPTIONS)
     assert (first.note.decision, first.note.block_id) == ("graft", block.id)
     fake_stocked.store.evict(block.sha256)  # not in the payload cache: a load would read the file
@@ -37,7 +37,7 @@ def test_a_graft_whose_cells_hold_the_block_reads_no_payload(fake_stocked, monke
 
 
 def test_a_payload_read_when_the_cells_lack_it_is_read_once_and_verified(fake_stocked, monkeypatch):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     home = fake_stocked.store.home
     fake_stocked.close()
     with SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder()) as memory:
@@ -48,7 +48,7 @@ def test_a_payload_read_when_the_cells_lack_it_is_read_once_and_verified(fake_st
 
 
 def test_a_payload_found_damaged_at_restore_is_quarantined_and_the_chat_answered_plainly(fake_stocked):
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     home = fake_stocked.store.home
     path = fake_stocked.store.path_of(block)
     fake_stocked.close()
@@ -60,6 +60,6 @@ def test_a_payload_found_damaged_at_restore_is_quarantined_and_the_chat_answered
         assert answer.note.decision == "fallback" and answer.note.block_id == block.id
         assert f"the routed block {block.id} cannot be read" in answer.note.reason
         assert "corrupt" in answer.note.reason and answer.end.completion_tokens > 0
-        assert memory.list("manual", include_quarantined=True)[0].status == "quarantined"
+        assert memory.blocks.list("manual", include_quarantined=True)[0].status == "quarantined"
         later = memory.answer(CHAT, OPTIONS)  # its row says so now: refused at planning, answered plainly
         assert later.note.decision in ("fallback", "abstain") and later.end.completion_tokens > 0

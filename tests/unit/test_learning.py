@@ -32,7 +32,7 @@ def open_memory(home) -> SkillMemory:
 
 def test_a_verified_answer_becomes_experience_of_the_skill_it_used(tmp_path):
     with open_memory(tmp_path) as memory:
-        skill = memory.get("git-squash")
+        skill = memory.blocks.get("git-squash")
         solution = memory.learn(LEARNED, ANSWER, skills=[skill], verifier="exact", expected=ANSWER)
         assert solution.kind == "solution" and solution.answer == ANSWER
         assert memory.store.routing_keys(solution.id) == []  # routing never grafts the solution itself
@@ -87,7 +87,7 @@ def test_examples_only_in_a_chat_of_one_question_and_gone_with_their_solution(tm
         chat = [("system", APP), ("user", "hello"), ("assistant", "hi"), ("user", NEAR)]
         text = memory.engine.detokenize(list(memory.pipeline().prompt(memory.plan(chat), OPTIONS).tokens))
         assert SQUASH in text and EXAMPLES_HEADING not in text
-        memory.delete(solution.id)
+        memory.blocks.delete(solution.id)
         assert not [k for k in memory.store.routing_keys() if k["kind"] == EXPERIENCE]
         near = memory.recall(NEAR, log=False)
         assert near.examples == ()

@@ -33,28 +33,28 @@ def test_add_manual_and_update_keep_the_manual_keys_in_step_with_the_text(fake_s
     def manual_keys(block):
         return [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
 
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     assert manual_keys(block) == manual_key_texts(SOURDOUGH_MANUAL)
     new_text = "Proof the dough overnight in the fridge. Score it with a razor before baking."
-    updated = fake_stocked.update("sourdough", text=new_text)
+    updated = fake_stocked.blocks.update("sourdough", text=new_text)
     assert manual_keys(updated) == manual_key_texts(new_text)
-    same = fake_stocked.update("sourdough", examples=["why is my crumb gummy?"])
+    same = fake_stocked.blocks.update("sourdough", examples=["why is my crumb gummy?"])
     assert manual_keys(same) == manual_key_texts(new_text)
 
 
 def test_check_repair_gives_a_manual_stored_without_sentence_keys_its_keys(fake_stocked):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     fake_stocked.store.delete_routing_keys(block.id, kind="manual")  # as a store written before manual keys
-    assert fake_stocked.check().ok and not fake_stocked.check().repaired
-    report = fake_stocked.check(repair=True)
+    assert fake_stocked.blocks.check().ok and not fake_stocked.blocks.check().repaired
+    report = fake_stocked.blocks.check(repair=True)
     assert report.ok and [r["block_id"] for r in report.repaired] == [block.id]
     keys = [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
     assert keys == manual_key_texts(SOURDOUGH_MANUAL)
-    assert not fake_stocked.check(repair=True).repaired
+    assert not fake_stocked.blocks.check(repair=True).repaired
 
 
 def test_an_update_whose_keys_cannot_be_embedded_changes_nothing(fake_stocked, monkeypatch):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     keys = fake_stocked.store.routing_keys(block.id)
 
     def fail(texts):
@@ -62,20 +62,20 @@ def test_an_update_whose_keys_cannot_be_embedded_changes_nothing(fake_stocked, m
 
     monkeypatch.setattr(fake_stocked.router.embedder, "encode", fail)
     with pytest.raises(EngineError):
-        fake_stocked.update("sourdough", text="Proof the dough overnight in the fridge. Score it with a razor.")
+        fake_stocked.blocks.update("sourdough", text="Proof the dough overnight in the fridge. Score it with a razor.")
     with pytest.raises(EngineError):
-        fake_stocked.update("sourdough", description="bread baking", examples=["why is my crumb gummy?"])
-    assert fake_stocked.get("sourdough") == block
+        fake_stocked.blocks.update("sourdough", description="bread baking", examples=["why is my crumb gummy?"])
+    assert fake_stocked.blocks.get("sourdough") == block
     assert fake_stocked.store.routing_keys(block.id) == keys
 
 
 def test_check_repair_replaces_manual_keys_that_are_not_the_manual_s_sentences(fake_stocked):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     # As a manual whose text was swapped without its sentence keys: the keys describe another text.
     fake_stocked.store.delete_routing_keys(block.id, kind="manual")
     fake_stocked.router.add_keys(block, manual_key_texts(GIT_MANUAL), kind="manual")
-    report = fake_stocked.check(repair=True)
+    report = fake_stocked.blocks.check(repair=True)
     assert report.ok and [r["block_id"] for r in report.repaired] == [block.id]
     keys = [k["text"] for k in fake_stocked.store.routing_keys(block.id) if k["kind"] == "manual"]
     assert keys == manual_key_texts(SOURDOUGH_MANUAL)
-    assert not fake_stocked.check(repair=True).repaired
+    assert not fake_stocked.blocks.check(repair=True).repaired

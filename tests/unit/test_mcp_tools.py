@@ -53,7 +53,7 @@ def test_a_refused_call_says_why(fake_memory, name, arguments, message):
     result = _call(fake_memory, name, arguments)
     assert result.is_error
     assert message in result.content[0].text
-    assert [b.name for b in fake_memory.list()] == ["git-squash"]
+    assert [b.name for b in fake_memory.blocks.list()] == ["git-squash"]
 
 
 @pytest.mark.parametrize(
@@ -68,13 +68,13 @@ def test_a_refused_solution_never_shows_the_client_what_its_method_printed(fake_
     result = _call(fake_memory, "add_solution", {"question": "What is 2+2?", "answer": "4", "method": "print(4)"})
     assert result.is_error and "not verified" in result.content[0].text
     assert "MARKER" not in result.content[0].text
-    assert fake_memory.list() == []
+    assert fake_memory.blocks.list() == []
 
 
 def test_deposit_tools_are_offered_only_when_deposits_are_allowed(fake_memory):
     tools, (refused,) = _calls(fake_memory, [("add_manual", {"name": "n", "text": GIT_MANUAL})], DepositPolicy())
     assert tools == {"recall", "read_skill", "ask", "list_skills"}
-    assert refused.is_error and fake_memory.list() == []
+    assert refused.is_error and fake_memory.blocks.list() == []
     tools, _ = _calls(fake_memory, [])
     assert tools == {"recall", "read_skill", "ask", "list_skills", "add_manual", "add_solution", "feedback"}
 
@@ -84,7 +84,7 @@ def test_deposits_are_rate_limited_per_client(fake_memory):
     _, results = _calls(fake_memory, calls, DepositPolicy(allowed=True, per_minute=2))
     assert [result.is_error for result in results] == [False, False, True]
     assert "deposits a minute" in results[2].content[0].text
-    assert sorted(b.name for b in fake_memory.list()) == ["manual-0", "manual-1"]
+    assert sorted(b.name for b in fake_memory.blocks.list()) == ["manual-0", "manual-1"]
 
 
 def test_a_host_reads_a_skills_text_and_the_recalled_skill(fake_stocked):
@@ -104,7 +104,7 @@ def test_feedback_corrects_the_router_and_says_what_it_did(fake_stocked):
     result = _call(fake_stocked, "feedback", {"query": query, "expected": "sourdough"})
     assert not result.is_error
     data = result.structured_content
-    assert data["kind"] == "feedback" and data["block_id"] == fake_stocked.get("sourdough").id
+    assert data["kind"] == "feedback" and data["block_id"] == fake_stocked.blocks.get("sourdough").id
     assert fake_stocked.route(query).block.name == "sourdough"
     from skillgraft.routing.feedback import list_corrections
 

@@ -27,7 +27,7 @@ OPTIONS = AnswerOptions(max_tokens=6)
 
 def open_memory(home, **options) -> SkillMemory:
     memory = SkillMemory(home, engine=FakeEngine(), embedder=FakeEmbedder(), **options)
-    if not memory.list():
+    if not memory.blocks.list():
         memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
     return memory
 
@@ -101,10 +101,10 @@ def test_a_shared_prefix_becomes_a_derived_state_used_after_another_app_and_a_re
     with open_memory(home) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)  # the agent's prefix and the skill after it: pending
         memory.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert len(memory.prefixes.store) == 0 and len(memory.engine.context.pending) == 1  # the context holds it
+        assert len(memory.states.cache.store) == 0 and len(memory.engine.context.pending) == 1  # the context holds it
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS)  # another app
         KEEPER.drain()  # (handed over before the cells went, written off the answer's path)
-        assert len(memory.prefixes.store) == 1  # kept before it went (the other app's is pending now)
+        assert len(memory.states.cache.store) == 1  # kept before it went (the other app's is pending now)
         third = memory.answer(chat(QUESTIONS[4]), OPTIONS)
         assert third.note.reused_from == "derived" and third.note.cache_n > 100
         assert third.text == fresh_answer(tmp_path, chat(QUESTIONS[4])).text
@@ -121,16 +121,16 @@ def test_the_prompt_an_app_leaves_is_kept_when_another_app_takes_the_context(tmp
         ask(memory, QUESTIONS[2])  # nothing parts ways yet: no state asked for
         ask(memory, QUESTIONS[3], other)  # another app takes the context: the first one's prompt is kept
         KEEPER.drain()
-        assert len(memory.prefixes.store) == 1
+        assert len(memory.states.cache.store) == 1
         again = ask(memory, QUESTIONS[4])  # the first app again: its prefix restored, not prefilled
         assert again.note.reused_from == "derived" and again.note.cache_n > len(memory.engine.tokenize(AGENT))
         plain = fresh_answer(tmp_path, chat(QUESTIONS[4]), route=False)
         assert [s.token for s in again.end.steps] == [s.token for s in plain.end.steps]
         KEEPER.drain()
-        assert len(memory.prefixes.store) == 2  # the other app's, kept as this one took the context
+        assert len(memory.states.cache.store) == 2  # the other app's, kept as this one took the context
         ask(memory, QUESTIONS[0])  # the same app asks anew: the prompt it left is not kept
         KEEPER.drain()
-        assert len(memory.prefixes.store) == 2
+        assert len(memory.states.cache.store) == 2
 
 
 def test_a_damaged_or_foreign_derived_state_is_ignored_with_a_log_line(tmp_path, caplog):
@@ -177,7 +177,7 @@ def test_no_derived_state_for_a_read_only_store_or_a_zero_budget(tmp_path):
     with open_memory(home, derived_bytes=0) as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
         memory.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert memory.prefixes is None and not (home / "derived").exists()
+        assert memory.states.cache is None and not (home / "derived").exists()
 
 
 def test_the_gateway_leases_the_slot_that_holds_the_longest_prefix():
@@ -211,7 +211,7 @@ def test_a_derived_state_longer_than_what_a_prompt_shares_is_cut_to_it(tmp_path)
         memory.answer(chat("how do I combine two commits?"), OPTIONS, route=False)  # they share "how do I" too
         memory.answer(chat("what is a rebase?", system="You are a terse shop assistant."), OPTIONS, route=False)
         KEEPER.drain()
-        ((_, tokens, _),) = memory.prefixes.store.entries()
+        ((_, tokens, _),) = memory.states.cache.store.entries()
         third = memory.answer(chat("squash my commits before a push"), OPTIONS, route=False)
         assert third.note.reused_from == "derived" and third.note.cache_n < len(tokens)
         assert third.text == fresh_answer(tmp_path, chat("squash my commits before a push"), route=False).text
@@ -225,7 +225,7 @@ def test_another_skill_behind_the_same_app_continues_the_apps_prefix(tmp_path):
 
     def fresh(question):
         with open_memory(tmp_path / "fresh", derived_bytes=0) as memory:
-            if len(memory.list()) == 1:
+            if len(memory.blocks.list()) == 1:
                 memory.add_manual("sourdough", SOURDOUGH_MANUAL, examples=bread)
             memory.engine.reset()
             return memory.answer(chat(question), OPTIONS)
@@ -240,7 +240,7 @@ def test_another_skill_behind_the_same_app_continues_the_apps_prefix(tmp_path):
         assert second.text == fresh(bread[0]).text
         plain = memory.answer(chat(OUT_OF_DOMAIN), OPTIONS)  # no skill: the app's prefix continued too
         assert plain.note.decision == "abstain" and plain.note.cache_n >= app
-        memory.flush_derived()
+        memory.states.flush()
     with open_memory(home) as restarted:  # each skill behind the app was kept on its first use
         again = restarted.answer(chat(bread[1]), OPTIONS)
         assert again.note.block_name == "sourdough" and again.note.reused_from == "derived"
@@ -263,7 +263,7 @@ def test_every_new_skill_behind_one_app_keeps_its_prefix_whatever_the_blocks_len
         for name in ("git-squash", "sourdough", "dockerfile", "git-squash", "sourdough", "dockerfile"):
             answer = memory.answer(chat(f"a question about {name}, please"), OPTIONS, block=name)
             KEEPER.drain()  # (a state handed over is written off the answer's path)
-            kept.append((answer.note.reused_from, len(memory.prefixes.store)))
+            kept.append((answer.note.reused_from, len(memory.states.cache.store)))
         # Each request behind a block the app has not used yet keeps its derived state (the app's
         # prompt and the block after it, once the context turns to the next block), the long
         # block's too; the second round reuses them.

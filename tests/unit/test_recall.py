@@ -68,7 +68,7 @@ def test_an_out_of_domain_query_abstains_and_generates_plainly(fake_stocked, fak
 
 def test_an_unconfident_graft_falls_back_to_plain_generation(fake_stocked, fake_engine):
     fake_engine.reply = lambda prompt: None if "squashing commits" in prompt else PLAIN_REPLY
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     result = fake_stocked.generate(GIT_QUERY, gate="enforce")
     assert (result.decision, result.block_id, result.text) == ("fallback", block.id, PLAIN_REPLY)
     assert result.gate.fell_back and not result.gate.confident
@@ -94,7 +94,7 @@ def test_a_near_miss_never_repeats_the_stored_answer(fake_stocked, fake_engine, 
 
 def test_the_apps_system_prompt_leads_and_the_block_follows_it(fake_stocked, fake_engine):
     fake_engine.reply = replies
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     result = fake_stocked.generate(GIT_QUERY, system="Answer in one line.")
     assert (result.decision, result.text) == ("graft", GIT_REPLY)
     held, fresh = generated_context(

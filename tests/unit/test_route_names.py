@@ -70,7 +70,7 @@ def test_a_name_no_path_reaches_is_refused_with_its_reason(fake_memory, name):
     with pytest.raises(InputError, match="cannot be used in a URL path") as refused:
         fake_memory.add_manual(name, GIT_MANUAL, capture=False)
     assert REFUSED[name] in str(refused.value) and "choose another name" in str(refused.value)
-    assert fake_memory.list() == []
+    assert fake_memory.blocks.list() == []
 
 
 def test_a_solution_and_a_rename_are_refused_such_a_name_too(fake_memory):
@@ -78,8 +78,8 @@ def test_a_solution_and_a_rename_are_refused_such_a_name_too(fake_memory):
         fake_memory.add_solution("What is 17 * 23?", "391", verifier="exact", expected="391", name="feedback")
     block = fake_memory.add_manual("git-squash", GIT_MANUAL, capture=False)
     with pytest.raises(InputError, match="tells how the capture"):
-        fake_memory.rename(block.id, "git/capture")
-    assert fake_memory.get(block.id).name == "git-squash"
+        fake_memory.blocks.rename(block.id, "git/capture")
+    assert fake_memory.blocks.get(block.id).name == "git-squash"
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -123,7 +123,7 @@ def test_a_block_stored_under_an_old_refused_name_is_read_and_deleted_by_id(fake
         assert http.get(f"/v1/skillgraft/skills/{block.id}/capture").status_code == 404  # none asked for: no 500
         deleted = http.delete(f"/v1/skillgraft/skills/{block.id}")
         assert deleted.status_code == 200 and deleted.json()["name"] == name, deleted.text
-    assert fake_memory.list() == []
+    assert fake_memory.blocks.list() == []
 
 
 def test_a_bundle_from_an_older_version_keeps_its_names(tmp_path):
@@ -135,6 +135,6 @@ def test_a_bundle_from_an_older_version_keeps_its_names(tmp_path):
     with SkillMemory(tmp_path / "new", engine=FakeEngine(), embedder=FakeEmbedder()) as fresh:
         report = import_bundle(fresh, tmp_path / "old.tar")
         assert {b.name for b in report.imported} == {"feedback", "math/capture"}
-        assert fresh.get(manual.id).name == "feedback" and fresh.get(solution.id).name == "math/capture"
+        assert fresh.blocks.get(manual.id).name == "feedback" and fresh.blocks.get(solution.id).name == "math/capture"
         with pytest.raises(InputError, match="lists the routing corrections"):
             fresh.add_manual("feedback", "Another manual about feedback.", capture=False)

@@ -26,7 +26,7 @@ from .test_prefix_reuse import OPTIONS, QUESTIONS, chat, fresh_answer
 def open_host(tmp_path, name: str) -> SkillMemory:
     memory = SkillMemory(tmp_path / name, engine=FakeEngine(), embedder=FakeEmbedder(),
                          catalog=SqliteCatalog(tmp_path / "shared.db"), blocks=f"file://{tmp_path / 'bucket'}")
-    if not memory.list():
+    if not memory.blocks.list():
         memory.add_manual("git-squash", GIT_MANUAL, examples=QUESTIONS[:2])
     return memory
 
@@ -45,7 +45,7 @@ def objects(tmp_path) -> list:
 
 def capture_on_a(tmp_path) -> dict:
     with open_host(tmp_path, "a") as a:
-        assert isinstance(a.prefixes.store, SharedDerivedStates)
+        assert isinstance(a.states.cache.store, SharedDerivedStates)
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)  # the two part ways after the agent's prefix: captured, published
     (row,) = published(tmp_path)
@@ -62,7 +62,7 @@ def test_a_state_captured_on_one_host_is_restored_on_another(tmp_path, monkeypat
         assert [p.name for p in (tmp_path / "b" / "derived").rglob("*.state")] == [f"{row['key']}.state"]
         assert published(tmp_path)[0]["last_used"] > row["last_used"]  # its use is shared too
         monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", 0.0)
-        report = b.check()
+        report = b.blocks.check()
         assert report["ok"], report  # a published state is no stray block
 
 
@@ -92,8 +92,8 @@ def test_a_damaged_or_forged_published_state_is_ignored_and_removed(tmp_path, ca
                          [[block.hex(), forged, engine.fingerprint.id, depth]
                           for depth, block in enumerate(chain_keys(engine.fingerprint.id, tokens), 1)])
     with open_host(tmp_path, "c") as c:
-        assert c.prefixes.lookup([*tokens, *range(300, 320)]) is None
-        assert c.prefixes.store.entries() == []
+        assert c.states.cache.lookup([*tokens, *range(300, 320)]) is None
+        assert c.states.cache.store.entries() == []
         assert catalog.query("SELECT key FROM derived_states WHERE key = ?", [forged])  # never learned, never fetched
     catalog.close()
 
@@ -117,7 +117,7 @@ def test_a_state_published_on_one_host_is_found_on_the_next_request_of_another(t
         assert first.note.reused_from != "derived" and published(tmp_path) == []
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
-        assert a.flush_derived() == 1  # published now
+        assert a.states.flush() == 1  # published now
         b.engine.reset()
         second = b.answer(chat(QUESTIONS[0]), OPTIONS)  # no wait: found by the prompt's keys
         assert second.note.reused_from == "derived" and second.note.cache_n > 100
@@ -199,7 +199,7 @@ def test_a_failing_shared_tier_costs_only_a_prefill(tmp_path, caplog):
 
 def test_a_local_store_publishes_nothing(tmp_path):
     with SkillMemory(tmp_path / "home", engine=FakeEngine(), embedder=FakeEmbedder(), catalog="sqlite", blocks="") as memory:
-        assert not memory.store.shared and isinstance(memory.prefixes.store, DerivedStates)
+        assert not memory.store.shared and isinstance(memory.states.cache.store, DerivedStates)
 
 
 def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monkeypatch):
@@ -208,7 +208,7 @@ def test_a_hosts_use_of_its_own_copy_counts_for_the_shared_order(tmp_path, monke
     with open_host(tmp_path, "a") as a:
         a.answer(chat(QUESTIONS[2]), OPTIONS)
         a.answer(chat(QUESTIONS[3]), OPTIONS)
-        a.flush_derived()
+        a.states.flush()
         (before,) = published(tmp_path)
         a.answer(chat(QUESTIONS[4]), OPTIONS)  # within TOUCH_EVERY_S of its publication: no catalog write
         assert published(tmp_path) == [before]

@@ -142,7 +142,7 @@ def eval_memory(tmp_path, fake_embedder):
 def test_each_eval_is_answered_with_the_skill_grafted_and_without(eval_memory):
     seen = []
     [report] = eval_memory.skills.eval_answers(progress=lambda done, total: seen.append((done, total)))
-    assert report.name == "git-squash" and report.block_id == eval_memory.get("git-squash").id
+    assert report.name == "git-squash" and report.block_id == eval_memory.blocks.get("git-squash").id
     assert seen == [(i, 6) for i in range(1, 7)]
     first, second, long = report.evals
     grafted, plain = first.with_skill, first.without_skill

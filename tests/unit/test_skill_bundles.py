@@ -84,7 +84,7 @@ def test_a_hostile_skill_entry_refuses_the_whole_bundle(two_versions, tmp_path, 
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         with pytest.raises(BundleError, match=message):
             import_bundle(other, bad)
-        assert other.list() == [] and other.skills.list() == []
+        assert other.blocks.list() == [] and other.skills.list() == []
     assert not (tmp_path / "escape.md").exists()
 
 
@@ -101,7 +101,7 @@ def test_a_file_whose_bytes_do_not_match_its_hash_is_refused(two_versions, tmp_p
     with SkillMemory(tmp_path / "other", engine=FakeEngine(), embedder=FakeEmbedder()) as other:
         with pytest.raises(BundleError, match="does not match its SHA-256"):
             import_bundle(other, bad)
-        assert other.skills.list() == [] and other.list() == []  # refused before any deposit
+        assert other.skills.list() == [] and other.blocks.list() == []  # refused before any deposit
 
 
 def test_an_import_that_fails_at_its_last_step_leaves_the_store_as_it_was(two_versions, tmp_path):

@@ -69,7 +69,7 @@ def test_a_pinned_skill_keeps_its_states_through_eviction_and_restarts_and_its_t
         assert pdf.states == len(memory.skills.get("pdf").parts) and pdf.n_bytes > 0 and not pdf.pinned
         report = memory.skills.pin("pdf")
         assert _row(report, "pdf").pinned and report.pinned_bytes == pdf.n_bytes
-        texts = {part.block_id: memory.get(part.block_id).source for part in memory.skills.get("pdf").parts}
+        texts = {part.block_id: memory.blocks.get(part.block_id).source for part in memory.skills.get("pdf").parts}
     budget = pdf.n_bytes + pdf.n_bytes // 2  # room for the pinned states and a little more
     with _memory(tmp_path, derived_bytes=budget) as memory:  # a restart: the pin is in the catalog
         assert memory.store.pinned_skills() == ["pdf"]
@@ -82,9 +82,9 @@ def test_a_pinned_skill_keeps_its_states_through_eviction_and_restarts_and_its_t
         memory.skills.unpin("pdf")
         assert not _row(memory.skills.cache(), "pdf").pinned and memory.store.pinned_skills() == []
     with _memory(tmp_path, derived_bytes=1) as memory:  # a budget too small for anything: every state goes
-        memory.prefixes  # opening the cache applies the budget
+        memory.states.cache  # opening the cache applies the budget
         assert _row(memory.skills.cache(), "pdf").states == 0
-        assert {block_id: memory.get(block_id).source for block_id in texts} == texts  # the text is the row
+        assert {block_id: memory.blocks.get(block_id).source for block_id in texts} == texts  # the text is the row
         answer = memory.answer([("system", APP), ("user", "merge pdf files with PdfWriter")],
                                block=memory.skills.get("pdf").parts[0].block_id)
         assert answer.note.decision == "graft" and answer.text
@@ -153,16 +153,16 @@ def test_updating_a_text_manual_keeps_it_text_and_drops_its_states(tmp_path):
         block = memory.add_manual("notes", "Skill manual: keep release notes short. " * 20, capture=False)
         memory.answer([("system", APP), ("user", "how do I write release notes")], block=block.id)
         memory.answer([("system", APP), ("user", "what belongs in release notes")], block=block.id)
-        memory.flush_derived()
+        memory.states.flush()
         held = [use for use in derived_usage(memory.store.home / "derived") if use.parent == block.id]
         calls = dict(memory.engine.calls)
-        updated = memory.update("notes", text="Skill manual: release notes list every change. " * 20)
+        updated = memory.blocks.update("notes", text="Skill manual: release notes list every change. " * 20)
         assert updated.text_only and updated.name == "notes" and updated.id != block.id
-        assert memory.get("notes").source.startswith("Skill manual: release notes")
+        assert memory.blocks.get("notes").source.startswith("Skill manual: release notes")
         assert dict(memory.engine.calls).get("capture", 0) == calls.get("capture", 0)  # no model ran
         assert held and not [use for use in derived_usage(memory.store.home / "derived") if use.parent == block.id]
         with pytest.raises(InputError, match="no text"):
-            memory.update("notes", text="   ")
+            memory.blocks.update("notes", text="   ")
 
 
 def test_skills_pin_unpin_cache_and_warm_with_a_prefix_from_the_cli(runner, home, tmp_path, fake_cli):

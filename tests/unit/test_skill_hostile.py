@@ -26,14 +26,14 @@ def skipped_reason(memory, root) -> str:
 def stocked(fake_memory, tmp_path):
     """A memory holding one good skill; every test checks it is still whole afterwards."""
     fake_memory.skills.import_folders(git_skill(tmp_path / "good"))
-    before = (fake_memory.skills.get("git-squash"), {b.id for b in fake_memory.list()})
+    before = (fake_memory.skills.get("git-squash"), {b.id for b in fake_memory.blocks.list()})
     yield fake_memory
-    assert fake_memory.skills.get("git-squash") == before[0] and before[1] <= {b.id for b in fake_memory.list()}
-    assert fake_memory.check().ok
+    assert fake_memory.skills.get("git-squash") == before[0] and before[1] <= {b.id for b in fake_memory.blocks.list()}
+    assert fake_memory.blocks.check().ok
 
 
 def all_sources(memory) -> str:
-    return "\n".join(b.source for b in memory.list())
+    return "\n".join(b.source for b in memory.blocks.list())
 
 
 def test_links_out_of_the_folder_are_never_followed(stocked, tmp_path):

@@ -29,11 +29,11 @@ def test_a_skill_folder_becomes_one_skill_with_its_record(fake_memory, tmp_path)
     assert skill.scripts == ["scripts/fill.py"] and skill.assets == ["assets/logo.png"]
     assert [f["path"] for f in skill.files] == ["SKILL.md", "assets/logo.png", "references/forms.md", "scripts/fill.py"]
     assert [(p.role, p.title) for p in skill.parts] == [("section", "PDF handling"), ("resource", "references/forms.md")]
-    body, resource = (fake_memory.get(p.block_id) for p in skill.parts)
+    body, resource = (fake_memory.blocks.get(p.block_id) for p in skill.parts)
     assert body.source.startswith(prefix_of(skill, "Section: PDF handling")) and body.source.endswith(PDF_BODY.strip())
     assert resource.source.endswith(FORMS.strip()) and "Resource: references/forms.md" in resource.source
     assert "never run" not in body.source + resource.source  # scripts are listed, not captured
-    assert fake_memory.get("pdf").id == body.id
+    assert fake_memory.blocks.get("pdf").id == body.id
 
 
 def prefix_of(skill, line: str) -> str:
@@ -56,17 +56,17 @@ def test_the_description_is_the_key_and_the_body_gives_only_its_heading_path(fak
 def test_importing_again_is_a_no_op_and_a_change_is_a_new_default_version(fake_memory, tmp_path):
     folder = pdf_skill(tmp_path)
     first = fake_memory.skills.import_folders(tmp_path)
-    blocks_before = {b.id for b in fake_memory.list()}
+    blocks_before = {b.id for b in fake_memory.blocks.list()}
     again = fake_memory.skills.import_folders(tmp_path)
     assert again.imported == [] and again.unchanged == [{"name": "pdf", "version": 1, "folder": str(folder)}]
-    assert {b.id for b in fake_memory.list()} == blocks_before
+    assert {b.id for b in fake_memory.blocks.list()} == blocks_before
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\n## Splitting\n\nWrite each page to its own file.\n")
     changed = fake_memory.skills.import_folders(tmp_path)
     assert [(s.name, s.version, s.reused) for s in changed.imported] == [("pdf", 2, 1)]  # the resource is shared
     assert fake_memory.skills.get("pdf").default_version == 2 and fake_memory.skills.get("pdf", 1).version == 1
     resource_v1 = fake_memory.skills.get("pdf", 1).parts[1].block_id
     assert fake_memory.skills.get("pdf", 2).parts[1].block_id == resource_v1
-    assert blocks_before <= {b.id for b in fake_memory.list()}  # the earlier version is kept
+    assert blocks_before <= {b.id for b in fake_memory.blocks.list()}  # the earlier version is kept
     assert first.imported[0].blocks[0] not in fake_memory.skills.get("pdf").parts[0].block_id
 
 
@@ -85,7 +85,7 @@ def test_only_the_default_version_is_routed_and_removing_one_keeps_the_other(fak
     assert removed == [v2_body] and fake_memory.skills.get("pdf").versions == [1]
     assert fake_memory.route(query).block_id == v1_body
     fake_memory.skills.remove("pdf")
-    assert fake_memory.list() == [] and fake_memory.skills.list() == []
+    assert fake_memory.blocks.list() == [] and fake_memory.skills.list() == []
     with pytest.raises(SkillNotFoundError):
         fake_memory.skills.get("pdf")
 
@@ -109,7 +109,7 @@ def test_a_long_body_becomes_few_blocks_that_fit_each_knowing_its_section(small_
     small_memory.skills.import_folders(tmp_path)
     skill = small_memory.skills.get("guide")
     room = small_memory.engine.n_ctx - 256
-    blocks = [small_memory.get(p.block_id) for p in skill.parts]
+    blocks = [small_memory.blocks.get(p.block_id) for p in skill.parts]
     assert all(b.n_tokens <= room for b in blocks) and len(blocks) >= 4
     assert any(p.title == "Guide > Checklist" for p in skill.parts)  # a list with no blank line, cut at lines
     texts = [b.source.split("\n\n", 1)[1] for b in blocks]
@@ -128,7 +128,7 @@ def test_a_skill_that_opts_out_of_model_invocation_is_stored_but_reached_by_name
     recall = fake_memory.route("deploy the service to production")
     assert recall.block_id != fake_memory.skills.get("deploy").parts[0].block_id
     assert all(fake_memory.skills.of_block(b) != "deploy" for b, _ in recall.candidates)
-    assert fake_memory.get("deploy").name == "deploy"
+    assert fake_memory.blocks.get("deploy").name == "deploy"
 
 
 def test_eval_queries_become_examples_of_the_first_block(fake_memory, tmp_path):
@@ -145,9 +145,9 @@ def test_a_skill_is_one_thing_blocks_of_it_are_not_removed_or_edited_alone(fake_
     fake_memory.skills.import_folders(tmp_path)
     part = fake_memory.skills.get("pdf").parts[1].block_id
     with pytest.raises(InputError, match="part of skill 'pdf'"):
-        fake_memory.delete(part)
+        fake_memory.blocks.delete(part)
     with pytest.raises(InputError, match="skills update pdf"):
-        fake_memory.update(part, description="other")
+        fake_memory.blocks.update(part, description="other")
 
 
 def test_export_writes_the_folder_back_byte_for_byte(fake_memory, tmp_path):
@@ -212,14 +212,14 @@ def test_update_rereads_the_folder_with_its_frontmatter(fake_memory, tmp_path):
     assert report.imported[0].version == 2
     skill = fake_memory.skills.get("pdf")
     assert skill.description.startswith("Split") and all(
-        fake_memory.get(p.block_id).source.startswith("Skill: pdf\nDescription: Split") for p in skill.parts)
+        fake_memory.blocks.get(p.block_id).source.startswith("Skill: pdf\nDescription: Split") for p in skill.parts)
 
 
 @pytest.mark.parametrize("write", ["put_texts", "add_skill_version"])
 def test_a_failing_store_write_leaves_nothing_behind_and_keeps_what_was_stored(fake_memory, tmp_path, monkeypatch, write):
     folder = pdf_skill(tmp_path)
     fake_memory.skills.import_folders(folder)
-    before = {b.id for b in fake_memory.list()}
+    before = {b.id for b in fake_memory.blocks.list()}
     (folder / "SKILL.md").write_text((folder / "SKILL.md").read_text() + "\nMore text.\n")
     (folder / "references" / "forms.md").write_text(FORMS + "\nMore forms.\n")
 
@@ -229,7 +229,7 @@ def test_a_failing_store_write_leaves_nothing_behind_and_keeps_what_was_stored(f
     monkeypatch.setattr(fake_memory.store, write, failing)
     report = fake_memory.skills.import_folders(folder)
     assert report.imported == [] and "the disk is full" in report.skipped[0]["reason"]
-    assert {b.id for b in fake_memory.list()} == before and fake_memory.skills.get("pdf").versions == [1]
+    assert {b.id for b in fake_memory.blocks.list()} == before and fake_memory.skills.get("pdf").versions == [1]
 
 
 def test_an_import_runs_no_model_and_stores_text_blocks(fake_memory, tmp_path, monkeypatch):
@@ -241,9 +241,9 @@ def test_an_import_runs_no_model_and_stores_text_blocks(fake_memory, tmp_path, m
     report = fake_memory.skills.import_folders(pdf_skill(tmp_path))
     monkeypatch.undo()
     assert [s.name for s in report.imported] == ["pdf"] and not report.skipped
-    blocks = [fake_memory.get(p.block_id) for p in fake_memory.skills.get("pdf").parts]
+    blocks = [fake_memory.blocks.get(p.block_id) for p in fake_memory.skills.get("pdf").parts]
     assert blocks and all(b.text_only and b.n_bytes == 0 and not b.tokens for b in blocks)
-    assert fake_memory.check().ok
+    assert fake_memory.blocks.check().ok
 
 
 def test_the_first_root_wins_a_name_collision(fake_memory, tmp_path):
@@ -260,7 +260,7 @@ def test_a_name_held_by_a_plain_manual_is_not_taken_over(fake_memory, tmp_path):
     git_skill(tmp_path)
     report = fake_memory.skills.import_folders(tmp_path)
     assert report.imported == [] and "not an imported skill" in report.skipped[0]["reason"]
-    assert [b.name for b in fake_memory.list()] == ["git-squash"]
+    assert [b.name for b in fake_memory.blocks.list()] == ["git-squash"]
 
 
 def test_a_skills_text_serves_another_runtime_unchanged(tmp_path):
@@ -269,10 +269,10 @@ def test_a_skills_text_serves_another_runtime_unchanged(tmp_path):
         memory.skills.import_folders(tmp_path / "skills")
         before = [p.block_id for p in memory.skills.get("pdf").parts]
         with pytest.raises(InputError, match="named after the skill"):
-            memory.rename(before[1], "other")
+            memory.blocks.rename(before[1], "other")
         memory.add_manual("other", "A plain manual captured under the first runtime.")
     with SkillMemory(tmp_path / "store", engine=FakeEngine("other-model"), embedder=FakeEmbedder()) as memory:
-        report = memory.recapture()
+        report = memory.blocks.recapture()
         assert len(report.recaptured) == 1 and set(before) <= set(report.unchanged) and not report.failed
         assert [p.block_id for p in memory.skills.get("pdf").parts] == before
         routed = memory.route("merge pdf files with PdfWriter")

@@ -15,7 +15,7 @@ def test_a_manual_reads_as_its_text_and_examples(fake_stocked):
     assert (skill.kind, skill.text, skill.name) == ("manual", GIT_MANUAL, "git-squash")
     assert skill.examples == ["how do I squash my last commits?", "combine commits into one"]
     assert skill.question is skill.answer is skill.method is None
-    assert skill.n_tokens == fake_stocked.get("git-squash").n_tokens
+    assert skill.n_tokens == fake_stocked.blocks.get("git-squash").n_tokens
 
 
 def test_a_solution_reads_as_its_question_answer_method_and_verifier(fake_stocked):

@@ -88,16 +88,16 @@ def test_deleting_a_block_deletes_the_states_kept_behind_it_here_and_published(t
     with open_host(tmp_path, "b") as b:
         b.answer(chat(QUESTIONS[4]), OPTIONS)  # b keeps its own copy
         assert list((tmp_path / "b" / "derived").rglob("*.state"))
-        b.delete("git-squash")
-        assert b.prefixes.store.entries() == [] and not list((tmp_path / "b" / "derived").rglob("*.state"))
+        b.blocks.delete("git-squash")
+        assert b.states.cache.store.entries() == [] and not list((tmp_path / "b" / "derived").rglob("*.state"))
     assert published(tmp_path) == [] and objects(tmp_path) == [] and row
     with open_memory(tmp_path / "own") as memory:
         memory.answer(chat(QUESTIONS[2]), OPTIONS)
         memory.answer(chat(QUESTIONS[3]), OPTIONS)
-        memory.flush_derived()
-        assert len(memory.prefixes.store) == 1
-        memory.delete("git-squash")
-        assert len(memory.prefixes.store) == 0 and not list((tmp_path / "own" / "derived").rglob("*.state"))
+        memory.states.flush()
+        assert len(memory.states.cache.store) == 1
+        memory.blocks.delete("git-squash")
+        assert len(memory.states.cache.store) == 0 and not list((tmp_path / "own" / "derived").rglob("*.state"))
 
 
 def test_the_folders_made_for_blocks_are_the_owners_alone(tmp_path):

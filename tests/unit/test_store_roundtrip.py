@@ -33,42 +33,42 @@ def test_a_reopened_store_routes_without_embedding_its_keys_again(fake_stocked, 
     with SkillMemory(home, engine=fake_engine, embedder=embedder) as mem:
         assert mem.recall(GIT_QUERY).block.id == routed
         assert embedder.encoded == 1  # the query only
-        assert [b.name for b in mem.list("manual")] == ["git-squash", "sourdough"]
+        assert [b.name for b in mem.blocks.list("manual")] == ["git-squash", "sourdough"]
 
 
 def test_check_reports_a_corrupt_file_and_repair_recaptures_it(fake_stocked):
-    assert fake_stocked.check()["ok"]
-    block = fake_stocked.get("git-squash")
+    assert fake_stocked.blocks.check()["ok"]
+    block = fake_stocked.blocks.get("git-squash")
     path = fake_stocked.store.path_of(block)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
     path.write_bytes(bytes(data))
-    report = fake_stocked.check()
+    report = fake_stocked.blocks.check()
     assert not report["ok"] and [p["block_id"] for p in report["problems"]] == [block.id]
-    repaired = fake_stocked.check(repair=True)
+    repaired = fake_stocked.blocks.check(repair=True)
     assert [r["block_id"] for r in repaired["repaired"]] == [block.id] and not repaired["problems"]
-    assert fake_stocked.check()["ok"]
+    assert fake_stocked.blocks.check()["ok"]
     assert fake_stocked.store.load_state(block).state.sha256 == block.sha256
 
 
 def test_a_missing_file_is_refused_at_load_and_recaptured_by_repair(fake_stocked):
-    block = fake_stocked.get("sourdough")
+    block = fake_stocked.blocks.get("sourdough")
     fake_stocked.store.path_of(block).unlink()
     fake_stocked.store.evict(block.sha256)
     with pytest.raises(BlockIntegrityError, match="missing"):
         fake_stocked.store.load_state(block)
-    assert fake_stocked.check(repair=True)["repaired"]
+    assert fake_stocked.blocks.check(repair=True)["repaired"]
     assert fake_stocked.store.path_of(block).read_bytes() == fake_stocked.store.load_state(block).state.payload
 
 
 def test_repair_never_recaptures_a_block_of_another_runtime(fake_stocked, fake_embedder):
     home = fake_stocked.store.home
-    block = fake_stocked.get("git-squash")
+    block = fake_stocked.blocks.get("git-squash")
     fake_stocked.store.path_of(block).unlink()
     fake_stocked.close()
     other = FakeEngine("another-model")
     with SkillMemory(home, engine=other, embedder=fake_embedder) as mem:
-        report = mem.check(repair=True)
+        report = mem.blocks.check(repair=True)
         assert not report["repaired"] and [p["block_id"] for p in report["problems"]] == [block.id]
         assert other.calls["capture"] == 0
 

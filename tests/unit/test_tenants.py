@@ -57,7 +57,7 @@ def tenants(opened):
 
 
 def names(memory) -> set[str]:
-    return {block.name for block in memory.list()}
+    return {block.name for block in memory.blocks.list()}
 
 
 def test_a_namespace_sees_its_own_and_the_base_and_nobody_sees_it(tenants):
@@ -65,10 +65,10 @@ def test_a_namespace_sees_its_own_and_the_base_and_nobody_sees_it(tenants):
     shared = names(base)
     assert "sourdough" not in shared and names(a) == shared | {"sourdough"} and names(b) == shared
     with pytest.raises(BlockNotFoundError):
-        b.get("sourdough")
+        b.blocks.get("sourdough")
     with pytest.raises(BlockNotFoundError):
-        base.get("sourdough")
-    assert a.get("sourdough").name == "sourdough" and b.get("git-squash").name == "git-squash"
+        base.blocks.get("sourdough")
+    assert a.blocks.get("sourdough").name == "sourdough" and b.blocks.get("git-squash").name == "git-squash"
 
 
 def test_routing_and_exact_answers_cross_into_the_base_but_never_into_another_namespace(tenants):
@@ -77,22 +77,22 @@ def test_routing_and_exact_answers_cross_into_the_base_but_never_into_another_na
     for memory in (base, b):
         recall = memory.recall(BREAD_QUERY)
         assert recall.block is None or recall.block.name != "sourdough"
-        assert "sourdough" not in {memory.store_of(memory.get(block_id)).home.name for block_id, _ in recall.candidates}
+        assert "sourdough" not in {memory.blocks.store_of(memory.blocks.get(block_id)).home.name for block_id, _ in recall.candidates}
     for memory in (a, b):
         assert memory.recall(QUESTION).decision == "exact"
         graft = memory.generate(GIT_QUERY, max_tokens=8)
-        assert (graft.decision, graft.block_id) == ("graft", base.get("git-squash").id)  # the base's state, restored
+        assert (graft.decision, graft.block_id) == ("graft", base.blocks.get("git-squash").id)  # the base's state, restored
 
 
 def test_the_base_is_read_only_to_a_namespace(tenants):
     base, a, _ = tenants
     with pytest.raises(SharedBaseError) as refused:
-        a.delete("git-squash")
+        a.blocks.delete("git-squash")
     assert (refused.value.ref, refused.value.namespace) == ("git-squash", "team-a")
     assert "git-squash" in names(base)
     a.add_manual("git-squash", GIT_MANUAL + " Mine.", examples=["how do I squash my last commits?"])
-    assert a.store_of(a.get("git-squash")) is a.store  # its own block of that name comes first
-    assert a.delete("git-squash").name == "git-squash" and "git-squash" in names(base) | names(a)
+    assert a.blocks.store_of(a.blocks.get("git-squash")) is a.store  # its own block of that name comes first
+    assert a.blocks.delete("git-squash").name == "git-squash" and "git-squash" in names(base) | names(a)
 
 
 def test_a_namespaces_corrections_are_its_own_and_never_point_into_the_base(tenants):
@@ -100,40 +100,40 @@ def test_a_namespaces_corrections_are_its_own_and_never_point_into_the_base(tena
     with pytest.raises(SharedBaseError):
         a.feedback("knead the dough please", "git-squash")
     assert a.feedback("knead the dough please", "sourdough").kind == "feedback"
-    assert [row["block_id"] for row in a.store.corrections()] == [a.get("sourdough").id]
+    assert [row["block_id"] for row in a.store.corrections()] == [a.blocks.get("sourdough").id]
     assert base.store.corrections() == [] == b.store.corrections()
 
 
 def test_deleting_a_namespaces_skill_deletes_its_states_and_nothing_of_the_base(tenants, tmp_path):
     base, a, _ = tenants
-    block = a.get("sourdough")
+    block = a.blocks.get("sourdough")
     payload = a.store.blocks_dir / f"{block.sha256}.kv"
     for query in (BREAD_QUERY, "how do I bake sourdough bread?"):  # an agent's prompt, twice behind the skill
         answered = a.generate(query, system=AGENT, max_tokens=4)
         assert answered.block_id == block.id
-    a.flush_derived()
+    a.states.flush()
     assert payload.is_file() and list((a.store.home / "derived").rglob("*.state"))
-    kept = [key for key, _, _ in a.prefixes.store.entries()]
+    kept = [key for key, _, _ in a.states.cache.store.entries()]
     assert kept  # the answer left a derived state behind the block
-    a.delete("sourdough")
+    a.blocks.delete("sourdough")
     assert not payload.exists() and "sourdough" not in names(a)
-    assert not set(kept) & {key for key, _, _ in a.prefixes.store.entries()}
+    assert not set(kept) & {key for key, _, _ in a.states.cache.store.entries()}
     assert not list((a.store.home / "derived").rglob("*.state"))
-    assert names(base) == {"git-squash", *[b.name for b in base.list("solution")]}
+    assert names(base) == {"git-squash", *[b.name for b in base.blocks.list("solution")]}
 
 
 def test_deleting_a_base_skill_deletes_the_states_namespaces_kept_behind_it(tenants):
     base, a, _ = tenants
-    block = base.get("git-squash")
+    block = base.blocks.get("git-squash")
     for query in (GIT_QUERY, "how do I squash my last commits?"):  # an agent's prompt, twice behind the base's skill
         answered = a.generate(query, system=AGENT, max_tokens=4)
         assert answered.block_id == block.id
-    a.flush_derived()
-    behind = [key for key, _, _ in a.prefixes.store.entries()]
+    a.states.flush()
+    behind = [key for key, _, _ in a.states.cache.store.entries()]
     assert behind and list((a.store.home / "derived").rglob("*.state"))
-    base.delete("git-squash")
+    base.blocks.delete("git-squash")
     assert not list((a.store.home / "derived").rglob("*.state"))  # nothing of it left in the namespace
-    assert not set(behind) & {key for key, _, _ in a.prefixes.store.entries()}
+    assert not set(behind) & {key for key, _, _ in a.states.cache.store.entries()}
 
 
 @pytest.mark.parametrize("name", ["..", ".", "../x", "a/b", "a\\b", "Team", "x" * 65, "", "-a", "a\x00", " a", "é"])
@@ -197,7 +197,7 @@ def test_through_the_gateway_each_key_has_its_namespaces_memory(http, tenants):
     assert "git-squash" in listed(http, KEY_A) & listed(http, KEY_B)
     assert chat(http, KEY_A, BREAD_QUERY)["block_name"] == "sourdough"
     assert chat(http, KEY_B, BREAD_QUERY)["block_name"] != "sourdough"
-    assert chat(http, KEY_B, GIT_QUERY)["block_id"] == base.get("git-squash").id
+    assert chat(http, KEY_B, GIT_QUERY)["block_id"] == base.blocks.get("git-squash").id
     assert call(http, "GET", "/v1/skillgraft/skills/sourdough", KEY_A).status_code == 200
     assert call(http, "GET", "/v1/skillgraft/skills/sourdough", KEY_B).status_code == 404
     recall = call(http, "POST", "/v1/skillgraft/skills/recall", KEY_B, json={"query": BREAD_QUERY}).json()
@@ -335,7 +335,7 @@ def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tm
     assert len(held) == 3 and len([p for p in held if p.startswith("namespaces/team-a/")]) == 1
     monkeypatch.setattr(block_objects, "UNCLAIMED_GRACE_S", 0.0)  # every object old enough to be a stray
     with open_() as base:
-        assert base.check(repair=True)["ok"]
+        assert base.blocks.check(repair=True)["ok"]
     assert sorted(p.relative_to(bucket).as_posix() for p in bucket.rglob("*.kv")) == held
     with pytest.raises(NamespaceNotFoundError) as unknown:
         delete_namespace(home, "team-c", blocks=url)
@@ -348,7 +348,7 @@ def test_a_namespace_whose_blocks_are_shared_is_deleted_with_its_objects_only(tm
     assert not (bucket / "namespaces" / "team-a").exists()  # no empty folder left on the mount
     with open_("team-ab") as team_ab, open_() as base:
         assert names(team_ab) == {"sourdough", "git-squash"} and names(base) == {"git-squash"}
-        assert base.check()["ok"] and team_ab.check()["ok"]
+        assert base.blocks.check()["ok"] and team_ab.blocks.check()["ok"]
 
 
 def test_the_namespace_registry_lists_names_only():

@@ -29,7 +29,7 @@ def test_a_text_manual_is_exported_and_imported_as_text(tmp_path):
     with SkillMemory(tmp_path / "b", engine=FakeEngine(), embedder=FakeEmbedder()) as fresh:
         imported = import_bundle(fresh, tmp_path / "out.tar")
         assert {(b.name, b.how) for b in imported.imported} >= {("sourdough", "text")}
-        again = fresh.get("sourdough")
+        again = fresh.blocks.get("sourdough")
         assert again.id == block.id and again.text_only and again.description == "Bread."
         assert {k["text"] for k in fresh.store.routing_keys(again.id) if k["kind"] == "example"} == {"how do I bake sourdough?"}
 

@@ -26,7 +26,7 @@ def test_the_skill_sits_after_the_apps_system_turns_and_answers_as_its_prefill(t
     with _skill_memory(tmp_path) as memory:
         chat = [("system", APP), ("user", QUESTION)]
         answer = memory.answer(chat, OPTIONS)
-        block = memory.get(answer.note.block_id)
+        block = memory.blocks.get(answer.note.block_id)
         assert answer.note.decision == "graft" and block.text_only
         placed = [("system", APP), ("system", block.source), ("user", QUESTION)]
         assert answer.end.prompt_tokens == len(chat_tokens(memory.engine, placed))
@@ -38,7 +38,7 @@ def test_the_skill_sits_after_the_apps_system_turns_and_answers_as_its_prefill(t
 def test_without_an_app_prompt_the_skill_leads_the_chat(tmp_path):
     with _skill_memory(tmp_path) as memory:
         engine = memory.engine
-        block = memory.get(memory.route(QUESTION).block_id)
+        block = memory.blocks.get(memory.route(QUESTION).block_id)
         tokens, mark = skill_prompt(engine, block.source, [("user", QUESTION)])
         assert tokens == chat_tokens(engine, [("system", block.source), ("user", QUESTION)])
         head = chat_tokens(engine, [("system", block.source), ("user", "")], stop_at_user=True)
@@ -51,7 +51,7 @@ def test_the_skills_state_is_made_on_first_use_and_restored_next_time_and_after_
         assert first.note.decision == "graft"
         memory.answer([("system", "Another app entirely. " * 8), ("user", "hello there")], OPTIONS, route=False)
         again = memory.answer([("system", APP), ("user", QUESTION + " into one file")], OPTIONS)
-        block = memory.get(again.note.block_id)
+        block = memory.blocks.get(again.note.block_id)
         _, mark = skill_prompt(memory.engine, block.source, [("system", APP), ("user", QUESTION)])
         assert again.note.reused_from == "derived" and again.note.cache_n >= mark
     with _skill_memory(tmp_path) as memory:  # a restart: the state is on disk
@@ -81,7 +81,7 @@ def test_warming_a_skill_captures_its_parts_behind_the_apps_prompt_once(tmp_path
         assert seen[-1] == (len(parts), len(parts))
         again = memory.skills.warm(["pdf"], system=APP)  # resumed or repeated: nothing to do
         assert not again.warmed and len(again.kept) == len(parts)
-        block = memory.get(report.warmed[0]["block_id"])
+        block = memory.blocks.get(report.warmed[0]["block_id"])
         answer = memory.answer([("system", APP), ("user", QUESTION)], OPTIONS, block=block)
         assert answer.note.reused_from == "derived" and answer.note.cache_n >= report.warmed[0]["tokens"]
 

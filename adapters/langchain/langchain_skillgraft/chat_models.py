@@ -255,7 +255,7 @@ class ChatSkillGraft(BaseChatModel):
         if options.block_id is not None:
             if options.recall is not None:
                 raise ValueError("give block_id or recall, not both")
-            return memory.forced_graft(options.block_id, "block_id")  # the memory's own rule: expired is refused
+            return memory.blocks.forced_graft(options.block_id, "block_id")  # the memory's own rule: expired is refused
         return options.recall
 
     def _answered(self, memory: SkillMemory, chat: list, options: CallOptions, outcome: Outcome) -> Iterator[str]:

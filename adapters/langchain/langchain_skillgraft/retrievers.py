@@ -59,7 +59,7 @@ class SkillGraftRetriever(BaseRetriever):
                 return []
             ranked = [(recall.block, recall.score)]
             ranked += [
-                (memory.get(block_id), float(score))  # a namespace's own block, or its base's
+                (memory.blocks.get(block_id), float(score))  # a namespace's own block, or its base's
                 for block_id, score in recall.candidates
                 if block_id != recall.block.id and score >= recall.threshold
             ]

@@ -156,7 +156,7 @@ def test_the_gate_defaults_as_in_the_core(memory):
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 async def test_a_near_miss_never_repeats_the_stored_answer(agent, chat, memory, asynchronous):
-    question, solution = lc_store.NEAR_MISS_QUESTION, memory.get(lc_store.SOLVED_QUESTION)
+    question, solution = lc_store.NEAR_MISS_QUESTION, memory.blocks.get(lc_store.SOLVED_QUESTION)
     # What grafting the solution says, with no rule in the way: 391.
     engine = memory.engine
     keep, after = continuation(engine, solution, [("user", question)])

@@ -27,7 +27,7 @@ def team(home, memory):
 
 
 def test_the_retriever_on_a_namespace_serves_the_bases_blocks(team, memory):
-    assert team.store_of(team.route(GIT_QUESTION).block) is team.base  # the base wins the route
+    assert team.blocks.store_of(team.route(GIT_QUESTION).block) is team.base  # the base wins the route
     documents = SkillGraftRetriever(memory=team, k=3).invoke(GIT_QUESTION)
     assert [d.metadata["name"] for d in documents][0] == "git-squash"
     assert {d.metadata["name"] for d in documents} == {"git-squash", "git-amend", "git-undo"}

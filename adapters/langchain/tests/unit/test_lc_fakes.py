@@ -56,7 +56,7 @@ def test_a_routed_call_is_the_memorys_answer(memory):
 
 
 def test_a_named_block_is_a_forced_recall_and_route_false_a_forced_abstain(memory):
-    block = memory.get("git-squash")
+    block = memory.blocks.get("git-squash")
     forced = ChatSkillGraft(memory=memory, max_tokens=6).invoke("Who won the 1998 world cup?", block_id="git-squash")
     assert meta(forced)["routed"] == "graft" and meta(forced)["block_id"] == block.id
     assert "named by block_id" in meta(forced)["reason"]
@@ -71,7 +71,7 @@ def test_a_system_message_and_history_still_graft(memory):
     chat = ChatSkillGraft(memory=memory, max_tokens=6)
     history = [SystemMessage("Answer in one line."), HumanMessage("hi"), AIMessage("Hello!"), HumanMessage(GRAFT_QUESTION)]
     answer = chat.invoke(history, block_id="git-squash")
-    assert meta(answer)["decision"] == "graft" and 0 < meta(answer)["restored_tokens"] <= memory.get("git-squash").n_tokens
+    assert meta(answer)["decision"] == "graft" and 0 < meta(answer)["restored_tokens"] <= memory.blocks.get("git-squash").n_tokens
 
 
 def test_stream_matches_invoke_and_max_tokens_zero_is_empty(memory):
@@ -161,7 +161,7 @@ def test_every_langchain_door_judges_a_conversation_as_the_memory_does(tmp_path,
     with SkillMemory(tmp_path / "store", engine=FakeEngine(), embedder=FakeEmbedder(), conversations=policy) as memory:
         memory.add_manual("git-squash", MANUAL, examples=[GRAFT_QUESTION, "combine commits into one"])
         memory.add_manual("sourdough", BREAD_MANUAL, examples=[BREAD_QUESTION, "bake sourdough bread"])
-        git_score = dict(memory.route(BREAD_QUESTION).candidates)[memory.get("git-squash").id]
+        git_score = dict(memory.route(BREAD_QUESTION).candidates)[memory.blocks.get("git-squash").id]
         memory.store.set_setting(THRESHOLD_SETTING, str(git_score - 0.01))  # git still scores above it for the bread turn
         chat = [("system", "Answer in one line."), ("user", GRAFT_QUESTION), ("assistant", "Use git rebase -i."),
                 ("user", BREAD_QUESTION)]

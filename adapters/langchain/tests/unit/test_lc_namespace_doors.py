@@ -44,7 +44,7 @@ def meta(message) -> dict:
 def test_the_retriever_serves_the_bases_candidates_when_the_base_wins_the_route(homes):
     base, team = homes
     recall = team.route(GIT_QUERY)
-    assert recall.decision == "graft" and team.store_of(recall.block) is team.base  # the base won
+    assert recall.decision == "graft" and team.blocks.store_of(recall.block) is team.base  # the base won
     docs = SkillGraftRetriever(memory=team, k=5).invoke(GIT_QUERY)
     served = [(recall.block.id, recall.score)] + [(b, float(s)) for b, s in recall.candidates
                                                   if b != recall.block.id and s >= recall.threshold]
@@ -57,7 +57,7 @@ def test_the_retriever_serves_the_bases_candidates_when_the_base_wins_the_route(
 def test_the_retriever_still_serves_a_namespaces_own_block(homes):
     _, team = homes
     (doc,) = SkillGraftRetriever(memory=team).invoke(BREAD_QUERY)
-    assert doc.metadata["name"] == "sourdough" and team.store_of(team.get(doc.id)) is team.store
+    assert doc.metadata["name"] == "sourdough" and team.blocks.store_of(team.blocks.get(doc.id)) is team.store
 
 
 def test_a_block_id_of_the_base_grafts_it_as_the_memory_does(homes):
@@ -101,7 +101,7 @@ def test_a_block_id_of_a_part_of_an_expired_skill_is_refused(homes, tmp_path):
 
 def test_a_block_id_of_a_quarantined_block_is_answered_as_the_memory_answers_it(homes):
     _, team = homes
-    block = team.get("sourdough")
+    block = team.blocks.get("sourdough")
     team.store.mark_quarantined(block)
     core = team.answer([("user", BREAD_QUERY)], AnswerOptions(max_tokens=6), block="sourdough")
     answer = ChatSkillGraft(memory=team, max_tokens=6, block_id="sourdough").invoke(BREAD_QUERY)
