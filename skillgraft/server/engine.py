@@ -304,7 +304,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         if info.n_slots != self.n_slots:
             raise ConfigError(f"the server has {info.n_slots} slots, the engine was told {self.n_slots}")
         if info.n_ctx_slot != self.settings.n_ctx:
-            raise ConfigError(f"the server's slots hold {info.n_ctx_slot} tokens, the settings say {self.settings.n_ctx}")
+            raise ConfigError(window_mismatch(info.n_ctx_slot, self.settings.n_ctx))
         return info
 
     # -- fingerprint -----------------------------------------------------------------------
@@ -382,3 +382,13 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
 
     def require_fits(self, n_tokens: int, what: str = "text") -> None:
         require_fits(self, n_tokens, what)
+
+
+def window_mismatch(slot_tokens: int, asked: int) -> str:
+    """Why a server whose slots hold ``slot_tokens`` cannot serve the ``asked`` window: llama-server
+    gives a slot no more than the model's trained window, whatever ``-c`` says."""
+    said = f"the server's slots hold {slot_tokens} tokens, the settings say {asked}"
+    if 0 < slot_tokens < asked:
+        return (f"{said}: llama-server gives a slot at most the model's trained window; "
+                f"set SKILLGRAFT_N_CTX to {slot_tokens} or less")
+    return said
