@@ -57,6 +57,7 @@ from .records import (
     ServerStep,
     StreamChunk,
     TopToken,
+    window_mismatch,
 )
 from .scratch import in_memory_folder, make_private_folder
 from .slot_states import SlotFiles, SlotStates
@@ -382,13 +383,3 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
 
     def require_fits(self, n_tokens: int, what: str = "text") -> None:
         require_fits(self, n_tokens, what)
-
-
-def window_mismatch(slot_tokens: int, asked: int) -> str:
-    """Why a server whose slots hold ``slot_tokens`` cannot serve the ``asked`` window: llama-server
-    gives a slot no more than the model's trained window, whatever ``-c`` says."""
-    said = f"the server's slots hold {slot_tokens} tokens, the settings say {asked}"
-    if 0 < slot_tokens < asked:
-        return (f"{said}: llama-server gives a slot at most the model's trained window; "
-                f"set SKILLGRAFT_N_CTX to {slot_tokens} or less")
-    return said

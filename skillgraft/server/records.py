@@ -174,3 +174,12 @@ def stop_type(body: dict) -> str:
         return "limit"
     return "word" if body.get("stopped_word") else "eos"
 
+
+def window_mismatch(slot_tokens: int, asked: int) -> str:
+    """Why a server whose slots hold ``slot_tokens`` cannot serve the ``asked`` window: llama-server
+    gives a slot no more than the model's trained window, whatever ``-c`` says."""
+    said = f"the server's slots hold {slot_tokens} tokens, the settings say {asked}"
+    if 0 < slot_tokens < asked:
+        return (f"{said}: llama-server gives a slot at most the model's trained window; "
+                f"set SKILLGRAFT_N_CTX to {slot_tokens} or less")
+    return said

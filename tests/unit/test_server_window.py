@@ -1,7 +1,7 @@
 """A server whose slots hold less than the window asked (llama-server gives a slot at most the
 model's trained window, whatever ``-c`` says) is refused with the reason and the mend."""
 
-from skillgraft.server.engine import window_mismatch
+from skillgraft.server.records import window_mismatch
 
 
 def test_a_slot_capped_at_the_trained_window_says_why_and_what_to_set():
