@@ -29,15 +29,14 @@ def moved_verb(component, component_name: str, old: str):
     call; an old property (``gate_threshold``) warns when read and gives the value."""
     new = MOVED[old][1]
     verb = getattr(component, new)
+    said = f"SkillMemory.{old} is deprecated: use memory.{component_name}.{new}"
     if not callable(verb):
-        warnings.warn(f"SkillMemory.{old} is deprecated: use memory.{component_name}.{new}", DeprecationWarning,
-                      stacklevel=3)
+        warnings.warn(said, DeprecationWarning, stacklevel=3)
         return verb
 
     @functools.wraps(verb)
     def deprecated(*args, **kwargs):
-        warnings.warn(f"SkillMemory.{old} is deprecated: use memory.{component_name}.{new}", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(said, DeprecationWarning, stacklevel=2)
         return verb(*args, **kwargs)
 
     return deprecated
