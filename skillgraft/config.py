@@ -82,14 +82,15 @@ class EngineSettings(BaseModel):
         """llama.cpp pads a context to a multiple of its KV padding (256); say so up front."""
         return None if value is None else _padded(value)
 
-    def for_model(self, context_length: int) -> "EngineSettings":
-        """These settings with the window decided: the one given, else the model's own context
-        (``context_length``, from its GGUF) as llama-server's default takes it, at most
-        :data:`DEFAULT_CONTEXT_CAP`; :data:`FALLBACK_CONTEXT` when the model records none."""
+    def for_model(self, context_length: int, slots: int = 1) -> "EngineSettings":
+        """These settings with the window of each of ``slots`` slots decided: the one given, else
+        the model's own context (``context_length``, from its GGUF) at most
+        :data:`DEFAULT_CONTEXT_CAP` (:data:`FALLBACK_CONTEXT` when the model records none),
+        divided among the slots, as llama-server's default (``-c 0 -np slots``) divides it."""
         if self.n_ctx is not None:
             return self
         own = min(context_length, DEFAULT_CONTEXT_CAP) if context_length > 0 else FALLBACK_CONTEXT
-        return self.model_copy(update={"n_ctx": _padded(own)})
+        return self.model_copy(update={"n_ctx": max(CONTEXT_PADDING, _padded(own // max(1, slots)))})
 
     @field_validator("n_ubatch")
     @classmethod

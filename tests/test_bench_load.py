@@ -41,14 +41,3 @@ def test_quick_load_benchmark(runner):
     assert all(c["requests_per_s_ratio"] > 0 and isinstance(c["met"], bool) for c in report["comparisons"])
     flags = report["llama_server_argv"]
     assert flags[flags.index("-np") + 1] == "1" and flags[flags.index("-c") + 1] == str(report["n_ctx_per_slot"]["smollm2-135m"]["1"])
-
-
-def test_the_gateways_unified_window_never_passes_the_models_own():
-    """K slots sharing one unified KV get K slot windows but no more than the model's own window,
-    the most llama-server gives one slot (two slots of SmolLM2 asked 16,384 and did not start)."""
-    from skillgraft.bench.plain_server import slot_window, unified_window
-    from skillgraft.engine.models import settings_for
-
-    own = settings_for("smollm2-135m").n_ctx
-    assert unified_window("smollm2-135m", 1) == slot_window("smollm2-135m", 1) == own
-    assert 2 * slot_window("smollm2-135m", 2) > own and unified_window("smollm2-135m", 2) == own

@@ -128,12 +128,14 @@ class GatewaySystem:
     def _start(self) -> None:
         import httpx
 
+        from .plain_server import slot_window
         from .serve import GatewayProcess
 
         started = time.perf_counter()
-        self.process = GatewayProcess(
+        self.process = GatewayProcess(  # each slot the window of llama-server's (PlainLlamaServer)
             self.home, servers=1, model=self.model_arg, log_path=self.workdir / f"gateway-{len(self.starts)}.log",
             extra_args=["--create", "--allow-deposits", "--deposits-per-minute", "600", "--slots", str(self.slots)],
+            env={"SKILLGRAFT_N_CTX": str(slot_window(self.model_arg, self.slots))},
         )
         self.client = httpx.Client(base_url=self.process.url, timeout=REQUEST_TIMEOUT_S, trust_env=False)
         self.model = _answer(self.client.get("/v1/models"), "the gateway")["data"][0]["id"]

@@ -6,13 +6,11 @@ after the other, streamed, as fast as they are answered; all N start together. B
 each agent asks once about its *seen* skill, one agent at a time (untimed), so the load mixes
 skills seen and new. Every (model, K, N) starts each system afresh, and the systems run one
 after the other, never at once (llama.cpp's threads spin: two model workloads at once time
-neither). Both get the same threads (``SKILLGRAFT_THREADS``) and the same context per slot:
-llama-server divides ``-c`` across its ``-np K`` slots, so it gets ``-c K*n_ctx``; the gateway's
-server shares one unified KV among its slots, so it gets ``SKILLGRAFT_N_CTX=K*n_ctx``
-(``n_ctx`` the model's window, less where K of them would pass the largest context:
-:func:`~.plain_server.slot_window`), but no more than the model's own window, the most
-llama-server gives one slot (:func:`~.plain_server.unified_window`): with K > 1 the gateway
-holds fewer cells in all than llama-server, never more.
+neither). Both get the same threads (``SKILLGRAFT_THREADS``) and the same context per slot,
+``n_ctx`` (the model's window, less where K of them would pass the largest context:
+:func:`~.plain_server.slot_window`), each slot its own KV stream: llama-server divides ``-c``
+across its ``-np K`` slots, so it gets ``-c K*n_ctx``; the gateway gets ``SKILLGRAFT_N_CTX=n_ctx``
+and gives its server ``-c K*n_ctx`` itself.
 
 Systems: ``skillgraft`` (one namespace); ``llama-server`` (``-m -np -c -t -tb -ngl`` and its
 defaults otherwise: host prompt cache on, weights repacked, flash attention auto), each skill
@@ -78,7 +76,7 @@ class LoadGateway:
         import httpx
 
         from .agent import _answer
-        from .plain_server import unified_window
+        from .plain_server import slot_window
         from .serve import GatewayProcess
 
         self.name = TENANTS if namespaces else GATEWAY
@@ -91,7 +89,7 @@ class LoadGateway:
             key_file.write_text("".join(f"{team} {key}\n" for team, key in self.keys.items()))
             key_file.chmod(0o600)
             args += ["--keys", str(key_file), "--deposit-key", secrets.token_hex(24)]
-        n_ctx = str(unified_window(model, slots))
+        n_ctx = str(slot_window(model, slots))
         self.process = GatewayProcess(home, servers=1, model=model, log_path=workdir / f"{home.name}.log",
                                       extra_args=args, env={"SKILLGRAFT_N_CTX": n_ctx})
         self.url = self.process.url
@@ -190,7 +188,7 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
                turns: int = 3, namespaces: bool = False, quick: bool = False, progress: Progress = None) -> dict:
     """The load benchmark (module docstring). Returns ``{"rows", "comparisons", ...}``."""
     from ..config import engine_settings
-    from .plain_server import slot_window, unified_window
+    from .plain_server import slot_window
 
     started, load_before = time.perf_counter(), os.getloadavg()
     skills, sizes = manuals(quick), plan_sizes(slots, agents_)
@@ -238,9 +236,8 @@ def bench_load(models: Sequence[str], slots: Sequence[int] = (1, 2), agents_: Op
             shutil.rmtree(workdir, ignore_errors=True)
     settings = engine_settings()
     windows = {model: {str(k): slot_window(model, k) for k in slots} for model in models}
-    unified = {model: {str(k): unified_window(model, k) for k in slots} for model in models}
     return {"kind": "load", "models": list(models), "server_build": builds, "n_threads": settings.n_threads,
-            "n_ctx_per_slot": windows, "gateway_n_ctx": unified, "max_tokens": MAX_TOKENS, "turns": turns, "quick": quick,
+            "n_ctx_per_slot": windows, "max_tokens": MAX_TOKENS, "turns": turns, "quick": quick,
             "tools_dropped_by_llama_server": dropped, "llama_server_argv": flags.get(LLAMA, []),
             "rows": rows, "comparisons": comparisons, "requests": requests,
             "load_average_before": [round(x, 2) for x in load_before],

@@ -29,14 +29,6 @@ def slot_window(model: str, slots: int) -> int:
     return min(settings_for(model).n_ctx, MAX_CONTEXT // slots)
 
 
-def unified_window(model: str, slots: int) -> int:
-    """The context of a gateway's one server whose ``slots`` slots share a unified KV: room for
-    ``slots`` slot windows (:func:`slot_window`), but no more than the model's own window, which
-    llama-server gives a slot at most (a slot of a unified KV may take the whole context)."""
-    from ..engine.models import settings_for
-
-    return min(slots * slot_window(model, slots), settings_for(model).n_ctx)
-
 START_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900.0
 

@@ -121,9 +121,10 @@ def resolve_model(model: str | Path) -> tuple[str, Path]:
     raise ModelNotFoundError(f"unknown model {key!r}: use one of {known} or a path to a .gguf file")
 
 
-def settings_for(model: "str | Path | None", settings: Optional[EngineSettings] = None) -> EngineSettings:
-    """``settings`` (the environment's when None) with the window decided for ``model``: the one
-    given, else the model's own context (:meth:`EngineSettings.for_model`). Reads the GGUF's
-    metadata only; nothing is loaded."""
+def settings_for(model: "str | Path | None", settings: Optional[EngineSettings] = None,
+                 slots: int = 1) -> EngineSettings:
+    """``settings`` (the environment's when None) with the window of each of ``slots`` slots
+    decided for ``model``: the one given, else the model's own context divided among them
+    (:meth:`EngineSettings.for_model`). Reads the GGUF's metadata only; nothing is loaded."""
     _, path = resolve_model(model or default_model())
-    return (settings or engine_settings()).for_model(gguf_facts(path).context_length)
+    return (settings or engine_settings()).for_model(gguf_facts(path).context_length, slots)

@@ -6,7 +6,7 @@ a free port, a private ``--slot-save-path``, stopped by its own PID) or attaches
 URL, and keeps skillgraft's checks in front of the server, which checks almost nothing:
 
 - every flag that changes KV bytes or logits is pinned from :class:`EngineSettings`
-  (``-fa off``, ``-ctk/-ctv``, ``-c/-b/-ub/-t``, one slot or a unified KV, no prompt cache
+  (``-fa off``, ``-ctk/-ctv``, ``-c/-b/-ub/-t``, a KV stream a slot, no prompt cache
   in host memory, ``--swa-full`` for sliding-window models) and recorded in the fingerprint;
 - a block's fingerprint, size and SHA-256 are checked before its slot file is written;
 - a graft completes with ``id_slot``, ``cache_prompt`` and the block + query as a token
@@ -79,7 +79,8 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
     """Grafts blocks into a llama-server: started here (default) or attached by ``url``.
 
     Started: ``model`` is a model name or GGUF path; the server gets a private slot folder
-    and ``n_slots`` slots (more than one share a unified KV), and a random API key. Attached:
+    and ``n_slots`` slots (each its own KV stream; the model's window divided among them unless
+    ``settings`` give one a slot), and a random API key. Attached:
     ``url`` names a server started with the same flags, ``slot_dir`` its ``--slot-save-path``
     (writable here), ``settings`` the values it was started with and ``api_key`` its key;
     the fingerprint then names the server's own build, so only blocks captured through such
@@ -103,7 +104,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         if n_slots < 1:
             raise ConfigError(f"n_slots must be at least 1, got {n_slots}")
         self.model_name, self.model_path = resolve_model(model or default_model())
-        self.settings = settings_for(self.model_path, settings)
+        self.settings = settings_for(self.model_path, settings, n_slots)
         self.sliding_window = gguf_facts(self.model_path).sliding_window
         self.text = LlamaText.open(self.model_path, self.model_name)
         if self.sliding_window and self.settings.swa_full is False:
@@ -144,8 +145,8 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         self.slot_files = SlotFiles(self.slot_dir, slot_file_cache_bytes,
                                     in_memory=self._private_dir is not None and in_memory_folder(self._private_dir))
         self.server = self._describe()
+        self._state_header, self._state_per_token = self._measure_state_layout()  # learns the KV streams too
         self.fingerprint = self._build_fingerprint()
-        self._state_header, self._state_per_token = self._measure_state_layout()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -314,6 +315,7 @@ class LlamaServerEngine(SlotStates, ServerCompletions):
         return server_fingerprint(
             self.binary, self.build, started=self._process is not None, model_path=self.model_path,
             settings=self.settings, sliding_window=self.sliding_window, n_slots=self.n_slots,
+            kv_unified=self.slot_files.n_stream == 1,
             gpu_offload=supports_gpu_offload(self._process.log_text() if self._process else None),
         )
 

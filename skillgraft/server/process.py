@@ -9,7 +9,6 @@ logits; :class:`ServerProcess` runs one server on loopback and stops it by its o
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -53,7 +52,7 @@ def server_argv(
         "-m", str(model_path),
         "--host", "127.0.0.1",
         "--port", str(port),
-        "-c", str(settings.n_ctx),
+        "-c", str((settings.n_ctx or 0) * n_slots),  # each slot its own KV stream of the whole window (0: the model's)
         "-b", str(settings.n_batch),
         "-ub", str(settings.n_ubatch),
         "-t", str(settings.n_threads),
@@ -63,7 +62,7 @@ def server_argv(
         "-ctv", settings.type_v,
         "-ngl", str(settings.n_gpu_layers),
         "-np", str(n_slots),
-        "--kv-unified" if n_slots > 1 else "--no-kv-unified",
+        "--no-kv-unified",  # a unified KV makes every slot attend over every slot's cells
         "--cache-ram", str(prompt_cache_mib),
         "--cache-idle-slots" if prompt_cache_mib > 0 else "--no-cache-idle-slots",
         "--cache-reuse", "0",
@@ -218,7 +217,7 @@ def supports_gpu_offload(log: Optional[str]) -> bool:
 
 def server_fingerprint(
     binary: Optional[Path], build: str, *, started: bool, model_path: Path, settings: EngineSettings,
-    sliding_window: int, n_slots: int, gpu_offload: bool = False,
+    sliding_window: int, n_slots: int, gpu_offload: bool = False, kv_unified: bool = False,
 ) -> "RuntimeFingerprint":
     """The runtime fingerprint of blocks captured through a llama-server.
 
@@ -226,7 +225,8 @@ def server_fingerprint(
     sources, so it runs the same native code as the in-process engine and shares its
     fingerprint. Any other server is named by its build string (and, when started here,
     its binary's hash). ``gpu_offload``: whether the server supports GPU offload
-    (:func:`supports_gpu_offload`); the backend follows from it as in-process.
+    (:func:`supports_gpu_offload`); the backend follows from it as in-process. ``kv_unified``:
+    its slots share one KV stream (an attached server started so; a started one never does).
     """
     from ..core.fingerprint import RuntimeFingerprint, backend_of, file_sha256
     from .build import cached_build, llama_cpp_python_version
@@ -256,7 +256,7 @@ def server_fingerprint(
         flash_attn=settings.flash_attn,
         swa_full=sliding_window > 0,
         n_seq_max=n_slots,
-        kv_unified=n_slots > 1,
+        kv_unified=n_slots > 1 and kv_unified,
         n_gpu_layers=settings.n_gpu_layers,
         backend=backend_of(settings.n_gpu_layers, gpu_offload),
     )

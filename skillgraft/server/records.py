@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..kv.prefixes import common_prefix
-from ..errors import DamagedCellsError, InputError, ServerError, SlotReuseError
+from ..errors import DamagedCellsError, InputError, SlotReuseError
 from ..core.states import KVState
 
 

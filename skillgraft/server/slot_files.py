@@ -9,8 +9,10 @@ is what ``llama_state_seq_save_file`` writes and ``POST /slots/{id}?action=resto
 The ``n`` words are either a plain token list or, as llama-server writes them, a packed
 token record: ``-1`` marker, record version 1, token count, tokens, media count 0. So a
 block becomes a slot file as ``header + tokens + payload[8:]`` and a slot file becomes a
-block by the reverse. Files read back from a server are input: every count and marker is
-checked, and anything unexpected raises :class:`SlotFileError`.
+block by the reverse. A server whose slots keep their own KV streams writes one stream a slot
+(all empty but the saved slot's); a block keeps the one holding cells (``one_stream``), and its
+slot file spreads it again (``spread_streams``). Files read back from a server are input: every
+count and marker is checked, and anything unexpected raises :class:`SlotFileError`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..engine.state_cut import STATE_MAGIC  # the preamble of llama_state_seq_get_data
+from ..engine.state_cut import STATE_MAGIC, one_stream, spread_streams  # STATE_MAGIC: llama_state_seq_get_data's preamble
 from ..errors import SlotFileError
 
 SLOT_FILE_MAGIC = 0x67677371  # 'ggsq', LLAMA_STATE_SEQ_MAGIC
@@ -69,13 +71,15 @@ def payload_state(payload: bytes) -> bytes:
     return payload[_PREAMBLE.size :]
 
 
-def slot_file_from_block(tokens: Sequence[int], payload: bytes) -> bytes:
-    """The slot file for a block: header, its tokens as a plain list, then its state."""
+def slot_file_from_block(tokens: Sequence[int], payload: bytes, n_stream: int = 1) -> bytes:
+    """The slot file for a block: header, its tokens as a plain list, then its state, spread to
+    the ``n_stream`` KV streams of the server that reads it (one a slot, unless they share one)."""
     checked = _check_tokens(tokens)
     payload_state(payload[: _PREAMBLE.size + 1])  # its preamble checked; the state is not copied for it
     words = struct.pack(f"<{len(checked)}i", *checked)
     header = _HEADER.pack(SLOT_FILE_MAGIC, SLOT_FILE_VERSION, len(checked))
-    return b"".join((header, words, memoryview(payload)[_PREAMBLE.size:]))  # one copy of tens of megabytes
+    state = spread_streams(memoryview(payload)[_PREAMBLE.size:], n_stream)
+    return b"".join((header, words, state))  # one copy of tens of megabytes
 
 
 def _unpack_token_words(words: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
@@ -111,4 +115,14 @@ def parse_slot_file(data: bytes, *, max_tokens: int = 1 << 20) -> SlotFile:
     words = struct.unpack_from(f"<{n_words}i", data, _HEADER.size)
     tokens, packed = _unpack_token_words(words)
     _check_tokens(tokens)
-    return SlotFile(tokens=tuple(tokens), state=memoryview(data)[state_at:], packed=packed)
+    return SlotFile(tokens=tuple(tokens), state=memoryview(one_stream(memoryview(data)[state_at:])), packed=packed)
+
+
+def stream_count(data: bytes) -> int:
+    """How many KV streams the server that wrote slot file ``data`` keeps (its state's first word)."""
+    if len(data) < _HEADER.size:
+        raise SlotFileError(f"slot file of {len(data)} bytes is shorter than its header")
+    at = _HEADER.size + 4 * _HEADER.unpack_from(data)[2]
+    if at + 4 > len(data):
+        raise SlotFileError("a slot file with no state")
+    return struct.unpack_from("<I", data, at)[0]

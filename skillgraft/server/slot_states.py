@@ -25,7 +25,7 @@ from ..kv.context import KEEPER, AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
 from .slot import SlotBackend
-from .slot_files import SlotFile, parse_slot_file, slot_file_from_block
+from .slot_files import SlotFile, parse_slot_file, slot_file_from_block, stream_count
 
 __all__ = ["SLOT_FILE_SUFFIX", "SlotFiles", "SlotStates"]
 
@@ -47,6 +47,7 @@ class SlotFiles:
         self.in_memory = in_memory  # the folder is in a memory file system (see skillgraft.server.scratch)
         self.lock = threading.Lock()
         self._sizes: OrderedDict[str, int] = OrderedDict()
+        self.n_stream = 1  # the server's KV streams (one a slot, unless they share one): learnt from its saves
 
     def write(self, state: KVState) -> tuple[str, float]:
         """The file name of ``state``'s slot file, written unless kept already, and the seconds it took."""
@@ -56,7 +57,7 @@ class SlotFiles:
         if name in self._sizes and path.is_file():
             self._sizes.move_to_end(name)
             return name, 0.0
-        data = slot_file_from_block(state.tokens, state.payload)
+        data = slot_file_from_block(state.tokens, state.payload, self.n_stream)
         staged = self.folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(staged, "wb") as handle:
             write_in_chunks(handle, data)
@@ -192,7 +193,9 @@ class SlotStates:
         path = self.slot_dir / name
         try:
             self._request("POST", f"/slots/{slot}", params={"action": "save"}, json={"filename": name})
-            parsed = parse_slot_file(path.read_bytes())
+            data = path.read_bytes()
+            self.slot_files.n_stream = stream_count(data)
+            parsed = parse_slot_file(data)
         except OSError as exc:
             raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
         finally:

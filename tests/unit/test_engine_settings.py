@@ -26,3 +26,16 @@ def test_old_fingerprints_with_a_thread_count_still_load():
     old = RuntimeFingerprint.model_validate(data)
     assert "n_threads" not in old.canonical_json()
     assert old == RuntimeFingerprint.model_validate({**data, "n_threads": 1})
+
+
+def test_the_models_window_is_divided_among_a_servers_slots_unless_one_is_given():
+    """As llama-server's default (``-c 0 -np K``) divides the model's window: each slot of a
+    K-slot server its share (a multiple of 256), the KV memory of one slot of the whole window."""
+    from skillgraft.config import DEFAULT_CONTEXT_CAP, EngineSettings
+
+    assert EngineSettings().for_model(32768).n_ctx == 32768
+    assert EngineSettings().for_model(8192, slots=2).n_ctx == 4096
+    assert EngineSettings().for_model(65536, slots=4).n_ctx == DEFAULT_CONTEXT_CAP // 4
+    assert EngineSettings().for_model(8192, slots=3).n_ctx == 2816  # 2,730 padded up to 256
+    assert EngineSettings().for_model(8192, slots=64).n_ctx == 256  # never below one padding
+    assert EngineSettings(n_ctx=8192).for_model(32768, slots=4).n_ctx == 8192  # given: each slot's

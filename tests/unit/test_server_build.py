@@ -93,10 +93,13 @@ def test_an_sdist_without_sources_is_refused(tmp_path):
 def test_settings_pin_what_the_server_is_started_with():
     from skillgraft.server.process import server_argv
 
-    argv = server_argv("llama-server", "m.gguf", engine_settings(n_batch=256, n_ubatch=128, type_k="q8_0"),
-                       port=1, slot_dir="d", n_slots=4)
+    settings = engine_settings(n_ctx=4096, n_batch=256, n_ubatch=128, type_k="q8_0")
+    argv = server_argv("llama-server", "m.gguf", settings, port=1, slot_dir="d", n_slots=4)
     assert argv[argv.index("-b") + 1] == "256" and argv[argv.index("-ub") + 1] == "128"
-    assert argv[argv.index("-ctk") + 1] == "q8_0" and "--kv-unified" in argv and "--no-cache-idle-slots" in argv
+    assert argv[argv.index("-ctk") + 1] == "q8_0" and "--no-cache-idle-slots" in argv
+    # each of the 4 slots its own KV stream of the whole window (a unified KV attends over all of them)
+    assert "--no-kv-unified" in argv and "--kv-unified" not in argv
+    assert argv[argv.index("-c") + 1] == "16384"
 
 
 # The start of a server's log on a GPU and where llama.cpp cannot offload to one.
