@@ -10,15 +10,15 @@ The ``n`` words are either a plain token list or, as llama-server writes them, a
 token record: ``-1`` marker, record version 1, token count, tokens, media count 0. So a
 block becomes a slot file as ``header + tokens + payload[8:]`` and a slot file becomes a
 block by the reverse. A server whose slots keep their own KV streams writes one stream a slot
-(all empty but the saved slot's); a block keeps the one holding cells (``one_stream``), and its
-slot file spreads it again (``spread_streams``). Files read back from a server are input: every
+(all empty but the saved slot's); a block keeps the one holding cells (:meth:`SlotFile.one_stream`),
+and its slot file spreads it again (``n_stream``). Files read back from a server are input: every
 count and marker is checked, and anything unexpected raises :class:`SlotFileError`.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..engine.state_cut import STATE_MAGIC, one_stream, spread_streams  # STATE_MAGIC: llama_state_seq_get_data's preamble
@@ -42,6 +42,11 @@ class SlotFile:
     tokens: tuple[int, ...]
     state: memoryview
     packed: bool
+
+    def one_stream(self) -> "SlotFile":
+        """This file as a one-slot server writes it: the stream of a server's several that holds
+        the cells (its cells naming sequence 0), as a block keeps it."""
+        return replace(self, state=memoryview(one_stream(self.state)))
 
     def to_payload(self, seq_id: int = 0) -> bytes:
         """The block payload these bytes stand for (preamble for ``seq_id`` + state)."""
@@ -115,7 +120,7 @@ def parse_slot_file(data: bytes, *, max_tokens: int = 1 << 20) -> SlotFile:
     words = struct.unpack_from(f"<{n_words}i", data, _HEADER.size)
     tokens, packed = _unpack_token_words(words)
     _check_tokens(tokens)
-    return SlotFile(tokens=tuple(tokens), state=memoryview(one_stream(memoryview(data)[state_at:])), packed=packed)
+    return SlotFile(tokens=tuple(tokens), state=memoryview(data)[state_at:], packed=packed)
 
 
 def stream_count(data: bytes) -> int:

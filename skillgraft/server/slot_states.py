@@ -196,6 +196,8 @@ class SlotStates:
             data = path.read_bytes()
             self.slot_files.n_stream = stream_count(data)
             parsed = parse_slot_file(data)
+            if self.slot_files.n_stream > 1:  # a block keeps the slot's own stream
+                parsed = parsed.one_stream()
         except OSError as exc:
             raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
         finally:

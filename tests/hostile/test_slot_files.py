@@ -88,3 +88,20 @@ def test_bad_blocks_never_become_slot_files(tokens, payload, message):
 
 def test_slot_file_error_is_an_input_error():
     assert issubclass(SlotFileError, InputError)
+
+
+@given(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=16), st.binary(min_size=1, max_size=256),
+       st.integers(2, 8))
+@settings(max_examples=80, deadline=None)
+def test_any_state_spread_to_several_streams_comes_back_or_is_refused(tokens, state, n_stream):
+    """A block's state spread for a server of ``n_stream`` slot streams is refused with a reason,
+    or read back as one stream that spreads and comes back the same: never a crash."""
+    payload = struct.pack("<Ii", STATE_MAGIC, 0) + state
+    try:
+        data = slot_file_from_block(tokens, payload, n_stream)
+    except SlotFileError:
+        return
+    parsed = parse_slot_file(data).one_stream()
+    again = parse_slot_file(slot_file_from_block(tokens, parsed.to_payload(), n_stream)).one_stream()
+    assert list(parsed.tokens) == tokens and again.to_payload() == parsed.to_payload()
+    assert len(parsed.to_payload()) == len(payload)  # only sequence ids may change (to 0), never the size
