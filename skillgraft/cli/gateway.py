@@ -34,7 +34,8 @@ def _serve_extra() -> None:
               help="Interface to listen on; not loopback needs --api-key or --keys.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
 @click.option("--servers", default=1, show_default=True, type=click.IntRange(1, 64), help="llama-server processes.")
-@click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64), help="Slots per server.")
+@click.option("--slots", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Slots per server, each its own KV: the model's window divided among them unless $SKILLGRAFT_N_CTX sets a slot's.")
 @click.option("--api-key", envvar="SKILLGRAFT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' ($SKILLGRAFT_API_KEY).")
 @click.option("--keys", "keys_file", type=click.Path(dir_okay=False), default=None,
               help="Key file: one 'NAMESPACE KEY' a line ('admin KEY': an admin key); prefix reuse stays within a "
