@@ -37,3 +37,17 @@ def unavailable(reason: str) -> NoReturn:
     if required():
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+def require_llama_server() -> None:
+    """Skip unless a llama-server build is at hand; under ``SKILLGRAFT_REQUIRE_SERVER`` (``make
+    test`` builds it first) a missing build fails instead."""
+    from skillgraft.errors import ServerBuildError
+    from skillgraft.server.build import find_server
+
+    try:
+        find_server()
+    except ServerBuildError as exc:
+        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
+            pytest.fail(f"no llama-server build although make built one: {exc}")
+        pytest.skip(f"no llama-server build: {exc}")

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 
 class QuickAgentRun:
@@ -98,7 +98,7 @@ def test_placement_shapes_reach_both_real_systems(tmp_path):
     """``bench placement``'s requests on the real systems (short manuals): llama-server takes the
     tools parameter and the pasted skill, the gateway places the routed skill after the tools and,
     asked again, continues what the slot holds of the agent's prompt and tools at least."""
-    _require_server()
+    require_llama_server()
     from skillgraft.bench.agent import GatewaySystem, LlamaServerSystem
     from skillgraft.bench.agent_texts import Texts
     from skillgraft.bench import agent_data as data
@@ -127,7 +127,7 @@ def test_placement_shapes_reach_both_real_systems(tmp_path):
 @pytest.mark.model
 def test_quick_agent_benchmark(quick_agent_run):
     """Last in the module: the run started with it and went on beside the tests above."""
-    _require_server()
+    require_llama_server()
     from skillgraft.bench.agent import CONVERSATION, requests_per_system
 
     report, seen = quick_agent_run.report()

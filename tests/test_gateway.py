@@ -14,8 +14,8 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
-from tests.required import need
+from tests.conftest import GIT_MANUAL
+from tests.required import need, require_llama_server
 
 openai = need("openai", "skillgraft[dev]")
 
@@ -24,18 +24,6 @@ pytestmark = pytest.mark.server
 SYSTEM = "You are a helpful assistant."
 IN_DOMAIN = "How do I squash my last three commits with git?"
 OFF_TOPIC = "Who painted the Mona Lisa?"
-
-
-def _require_server() -> None:
-    from skillgraft.errors import ServerBuildError
-    from skillgraft.server.build import find_server
-
-    try:
-        find_server()
-    except ServerBuildError as exc:
-        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
-            pytest.fail(f"no llama-server build although make built one: {exc}")
-        pytest.skip(f"no llama-server build: {exc}")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +44,7 @@ def store(tmp_path_factory, stocked_store, smollm2, embedder):
 def gateway(store, tmp_path_factory):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     home, _ = store
     process = GatewayProcess(home, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log",
                              extra_args=["--allow-deposits", "--deposits-per-minute", "60"])  # room for both skills tests
@@ -381,7 +369,7 @@ def test_an_api_key_is_required_off_loopback_and_checked(store, tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert refused.returncode == 1 and "--api-key" in refused.stderr
-    _require_server()
+    require_llama_server()
     keyed = GatewayProcess(home, servers=1, model=None, log_path=tmp_path / "gw.log", extra_args=["--api-key", "s3cret"])
     try:
         body = {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
@@ -401,7 +389,7 @@ def test_a_killed_server_loses_no_request_and_comes_back():
     """Bounded load with one llama-server SIGKILLed a third of the way through."""
     from skillgraft.bench.serve import bench_serve
 
-    _require_server()
+    require_llama_server()
     report = bench_serve(clients=3, requests=4, servers=2, kill=True)
     summary = report["summary"]
     assert summary["killed_server_pid"] is not None
@@ -462,7 +450,7 @@ def test_a_damaged_block_is_never_grafted(tmp_path, smollm2, embedder):
     from skillgraft.bench.serve import GatewayProcess
     from skillgraft.memory import SkillMemory
 
-    _require_server()
+    require_llama_server()
     home = tmp_path / "store"
     with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
         block = memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])

@@ -22,22 +22,17 @@ from skillgraft.errors import (
     SlotReuseError,
 )
 
+from tests.required import require_llama_server
+
 PREFIX = "A git rebase rewrites a branch so that its commits sit on top of another base. " * 6
 QUERY = " Question: what does it rewrite?"
 
 
 @pytest.fixture(scope="session")
 def server():
-    from skillgraft.errors import ServerBuildError
-    from skillgraft.server.build import find_server
     from skillgraft.server.engine import LlamaServerEngine
 
-    try:
-        find_server()
-    except ServerBuildError as exc:
-        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):  # `make test` builds it first: missing is a failure
-            pytest.fail(f"no llama-server build although make built one: {exc}")
-        pytest.skip(f"no llama-server build: {exc}")
+    require_llama_server()
     engine = LlamaServerEngine("smollm2-135m")
     try:
         yield engine

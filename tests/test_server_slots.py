@@ -10,12 +10,13 @@ one stream naming sequence 0, so its bytes are a one-slot server's and the in-pr
 
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
 
 from skillgraft.core.sampling import SamplingOptions
+
+from tests.required import require_llama_server
 
 pytestmark = pytest.mark.server
 
@@ -26,16 +27,9 @@ GREEDY = SamplingOptions(8)
 
 @pytest.fixture(scope="module", params=["smollm2-135m", "gemma3-270m"])
 def two_slots(request):
-    from skillgraft.errors import ServerBuildError
-    from skillgraft.server.build import find_server
     from skillgraft.server.engine import LlamaServerEngine
 
-    try:
-        find_server()
-    except ServerBuildError as exc:
-        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):
-            pytest.fail(f"no llama-server build although make built one: {exc}")
-        pytest.skip(f"no llama-server build: {exc}")
+    require_llama_server()
     engine = LlamaServerEngine(request.param, n_slots=2)
     try:
         yield engine

@@ -12,7 +12,6 @@ bug needs ``--cache-ram``, which skillgraft's servers never turn on.
 
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
@@ -21,6 +20,8 @@ from skillgraft.core.sampling import SamplingOptions
 from skillgraft.errors import DamagedCellsError, ServerError, SlotReuseError
 from skillgraft.server.slot_files import slot_file_from_block
 from skillgraft.server.slot_states import SLOT_FILE_SUFFIX
+
+from tests.required import require_llama_server
 
 pytestmark = pytest.mark.server
 
@@ -33,16 +34,9 @@ GREEDY = SamplingOptions(8)
 
 @pytest.fixture(scope="module")
 def server():
-    from skillgraft.errors import ServerBuildError
-    from skillgraft.server.build import find_server
     from skillgraft.server.engine import LlamaServerEngine
 
-    try:
-        find_server()
-    except ServerBuildError as exc:
-        if os.environ.get("SKILLGRAFT_REQUIRE_SERVER"):  # `make test` builds it first: missing is a failure
-            pytest.fail(f"no llama-server build although make built one: {exc}")
-        pytest.skip(f"no llama-server build: {exc}")
+    require_llama_server()
     engine = LlamaServerEngine("smollm2-135m")
     try:
         yield engine
