@@ -9,7 +9,7 @@ import json
 import pytest
 
 from skillgraft.cli.main import cli
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 
 def test_plot_is_refused_before_anything_runs(runner):
@@ -21,7 +21,7 @@ def test_plot_is_refused_before_anything_runs(runner):
 @pytest.mark.server
 @pytest.mark.model
 def test_quick_load_benchmark(runner):
-    _require_server()
+    require_llama_server()
     result = runner.invoke(cli, ["bench", "load", "--model", "smollm2-135m", "--quick", "--namespaces", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
 from tests.required import need, required
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 openai = need("openai", "skillgraft[dev]")
 need("langchain_skillgraft", "langchain-skillgraft")
@@ -88,7 +88,7 @@ def doors(request, tmp_path_factory, embedder):
     from skillgraft.engine.llama import Engine
     from skillgraft.memory import SkillMemory
 
-    _require_server()
+    require_llama_server()
     name = request.param
     engine = request.getfixturevalue("smollm2" if name.startswith("smollm2") else "gemma3")
     home = tmp_path_factory.mktemp(f"doors-{name}") / "store"

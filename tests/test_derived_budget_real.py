@@ -30,9 +30,9 @@ def test_one_bound_for_the_whole_gateway_on_llama_server(tmp_path, smollm2, embe
     from skillgraft.gateway.service import Gateway
     from skillgraft.memory import SkillMemory
     from skillgraft.store.derived_budget import SharedBytes
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     home = tmp_path / "home"
     SkillMemory(home, engine=smollm2, embedder=embedder).close()
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.required import need
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 from tests.unit.skill_uploads import skill_md
 
 need("fastapi", "skillgraft[serve]")
@@ -67,7 +67,7 @@ def _in_flight(url: str, chat: Chat) -> None:
 def gateway(tmp_path_factory):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     folder = tmp_path_factory.mktemp("uploads")
     process = GatewayProcess(folder / "store", servers=1, model="smollm2-135m", log_path=folder / "gateway.log",
                              extra_args=["--create", "--allow-deposits", "--deposits-per-minute", "60"])

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import GIT_MANUAL
 from tests.required import need
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 need("fastapi", "skillgraft[serve]")
 
@@ -44,7 +44,7 @@ def home(tmp_path_factory, smollm2, embedder):
 def gateway(home, tmp_path_factory):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     os.environ[CANARY] = "1"  # in the gateway's environment: no method may see it
     log = tmp_path_factory.mktemp("hardening-log") / "gateway.log"
     try:

@@ -10,7 +10,7 @@ import pytest
 from skillgraft.kv.prefixes import MIN_TAIL
 from tests.conftest import GIT_MANUAL
 from tests.required import need
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 openai = need("openai", "skillgraft[dev]")
 
@@ -29,7 +29,7 @@ QUESTIONS = ("How do I squash my last three commits?", "Can I combine two commit
 def test_an_idle_gateway_keeps_the_agents_prefix_and_a_restart_restores_it(tmp_path, model):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     home = tmp_path / "store"
     states = lambda: list((home / "derived").rglob("*.state"))  # noqa: E731
     gateway = GatewayProcess(home, servers=1, model=model, log_path=tmp_path / "gateway.log",
@@ -74,7 +74,7 @@ def test_a_chat_opening_with_a_captured_manual_reuses_its_block_by_key_through_t
     routing) whose system message is the manual's text reuses the block's cells."""
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     manual = (GIT_MANUAL + " To squash the last three commits run git rebase -i HEAD~3 and mark two of them as squash."
               " Edit the combined message when the editor opens. To undo a squash, find the old head with git reflog.")
     gateway = GatewayProcess(tmp_path / "store", servers=1, model=model, log_path=tmp_path / "gateway.log",

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.required import need
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 openai = need("openai", "skillgraft[dev]")
 
@@ -40,7 +40,7 @@ def gateway(tmp_path_factory):
     """One gateway on a new SQLite store: four namespaces' keys, deposits allowed, an admin key."""
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     folder = tmp_path_factory.mktemp("scopes")
     keys = folder / "keys"
     keys.write_text(f"team-a {KEY_A}\nteam-b {KEY_B}\nteam-c {KEY_C}\nteam-d {KEY_D}\n")

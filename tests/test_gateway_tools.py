@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import GIT_MANUAL, doc_block
 from tests.required import need
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 openai = need("openai", "skillgraft[dev]")
 jsonschema = need("jsonschema", "skillgraft[dev]")
@@ -127,7 +127,7 @@ def memory(store, smollm2, embedder):
 def gateway(store, tmp_path_factory):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     process = GatewayProcess(store[0], servers=1, model=MODEL, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log")
     try:
         yield process

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from tests.conftest import GIT_MANUAL, SOURDOUGH_MANUAL
-from tests.test_gateway import IN_DOMAIN, OFF_TOPIC, _require_server
+from tests.required import require_llama_server
+from tests.test_gateway import IN_DOMAIN, OFF_TOPIC
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_IMG = ROOT / "docs" / "img"
@@ -138,7 +139,7 @@ def _plots_drawn(page) -> int:
 def gateway(store, tmp_path_factory):
     from skillgraft.bench.serve import GatewayProcess
 
-    _require_server()
+    require_llama_server()
     process = GatewayProcess(store, servers=1, model=None, log_path=tmp_path_factory.mktemp("gwlog") / "gateway.log",
                              extra_args=["--api-key", KEY])
     try:

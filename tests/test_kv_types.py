@@ -44,9 +44,9 @@ def test_verify_q8_0_is_exact_within_its_runtime(runner, model):
 @pytest.mark.server
 @pytest.mark.parametrize("model", MODELS)
 def test_verify_q8_0_through_llama_server(runner, model):
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     report = _verify(runner, "--engine", "server", "--model", model)
     assert report["sha_equal"] == 2 and report["argmax_mismatch"] == 0
     assert report["round_trip_equal"] and report["cache_n_ok"]
@@ -60,9 +60,9 @@ def test_verify_q8_0_through_llama_server(runner, model):
 @pytest.mark.server
 @pytest.mark.parametrize("model", MODELS)
 def test_flash_attention_on_is_exact_through_llama_server(runner, model, monkeypatch):
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     monkeypatch.setenv("SKILLGRAFT_FLASH_ATTN", "on")
     result = runner.invoke(cli, ["verify", "--engine", "server", "--model", model, "--samples", "2", "--json"])
     assert result.exit_code == 0, result.output

@@ -52,9 +52,9 @@ def test_the_gateway_over_llama_server_answers_plainly_when_the_payload_is_damag
     from skillgraft.gateway.pool import ServerPool
     from skillgraft.gateway.service import Gateway
     from skillgraft.memory import SkillMemory
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     home = tmp_path / "store"
     with SkillMemory(home, engine=smollm2, embedder=embedder) as memory:
         git = memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])

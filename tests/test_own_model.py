@@ -91,9 +91,9 @@ def test_verify_a_gguf_by_path_in_process(runner, own_gguf):
 def test_verify_a_gguf_by_path_through_llama_server(runner, own_gguf):
     from skillgraft.cli.main import cli
 
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     result = runner.invoke(cli, ["verify", "--engine", "server", "--model", str(own_gguf), "--samples", "2", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -107,9 +107,9 @@ def test_verify_a_gguf_by_path_through_llama_server(runner, own_gguf):
 def test_serve_a_gguf_by_path_grafts_what_was_captured_in_process(own_gguf, own_store, tmp_path):
     from skillgraft.bench.serve import GatewayProcess
 
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     home, block = own_store
     gateway = GatewayProcess(home, servers=1, model=str(own_gguf), log_path=tmp_path / "gateway.log")
     try:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import GIT_MANUAL
-from tests.test_gateway import _require_server
+from tests.required import require_llama_server
 
 MODEL = "qwen2.5-coder-0.5b"
 QUESTION = "How can I squash my last three commits into one?"
@@ -52,7 +52,7 @@ def test_verify_is_exact_in_process_and_its_control_is_not(qwen):
 def test_verify_is_exact_through_llama_server(runner):
     from skillgraft.cli.main import cli
 
-    _require_server()
+    require_llama_server()
     result = runner.invoke(cli, ["verify", "--engine", "server", "--model", MODEL, "--samples", "1",
                                  "--seed", str(SERVER_SEED), "--json"])
     assert result.exit_code == 0, result.output
@@ -71,7 +71,7 @@ def test_the_memory_and_the_gateway_give_the_same_graft(qwen, embedder, tmp_path
     from skillgraft.core.gate import GATE_SETTING
     from skillgraft.memory import SkillMemory
 
-    _require_server()
+    require_llama_server()
     home = tmp_path / "store"
     with SkillMemory(home, model=MODEL, engine=qwen, embedder=embedder) as memory:
         block = memory.add_manual("git-squash", GIT_MANUAL, examples=["how do I squash my last commits?"])

@@ -83,9 +83,9 @@ class Gateway:
 
 
 def test_the_readme_steps_run_in_order(folder):
-    from tests.test_gateway import _require_server
+    from tests.required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     outputs: list[str] = []
     gateway = None
     try:

@@ -228,9 +228,9 @@ def test_a_gateway_on_another_host_grafts_from_the_shared_store(tmp_path, shared
 
     from skillgraft.bench.serve import GatewayProcess
 
-    from .test_gateway import _require_server
+    from .required import require_llama_server
 
-    _require_server()
+    require_llama_server()
     with host(tmp_path, "a", shared, engine=smollm2, embedder=embedder) as a:
         block = a.add_manual("git-squash", MANUAL, examples=["how do I squash my last commits?"])
     monkeypatch.setenv("SKILLGRAFT_CATALOG", shared["catalog"])
