@@ -28,6 +28,8 @@ VARIANTS = [
     ("n_batch", {"n_batch": 256, "n_ubatch": 256}),
     ("n_batch", {"n_batch": 64, "n_ubatch": 64}),
     ("n_ubatch", {"n_ubatch": 16}),
+    ("n_batch alone", {"n_batch": 1024}),  # the micro-batch (n_ubatch) kept at 512
+    ("n_batch alone", {"n_batch": 2048}),
     ("type_k/type_v", {"type_k": "f32", "type_v": "f32"}),
     ("flash_attn", {"flash_attn": True}),
 ]
