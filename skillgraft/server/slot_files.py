@@ -43,6 +43,13 @@ class SlotFile:
     state: memoryview
     packed: bool
 
+    @property
+    def n_stream(self) -> int:
+        """How many KV streams the server that wrote it keeps (its state's first word)."""
+        if len(self.state) < 4:
+            raise SlotFileError(f"a slot file's state of {len(self.state)} bytes holds no stream count")
+        return struct.unpack_from("<I", self.state)[0]
+
     def one_stream(self) -> "SlotFile":
         """This file as a one-slot server writes it: the stream of a server's several that holds
         the cells (its cells naming sequence 0), as a block keeps it."""
@@ -122,12 +129,3 @@ def parse_slot_file(data: bytes, *, max_tokens: int = 1 << 20) -> SlotFile:
     _check_tokens(tokens)
     return SlotFile(tokens=tuple(tokens), state=memoryview(data)[state_at:], packed=packed)
 
-
-def stream_count(data: bytes) -> int:
-    """How many KV streams the server that wrote slot file ``data`` keeps (its state's first word)."""
-    if len(data) < _HEADER.size:
-        raise SlotFileError(f"slot file of {len(data)} bytes is shorter than its header")
-    at = _HEADER.size + 4 * _HEADER.unpack_from(data)[2]
-    if at + 4 > len(data):
-        raise SlotFileError("a slot file with no state")
-    return struct.unpack_from("<I", data, at)[0]

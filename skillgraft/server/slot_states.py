@@ -25,7 +25,7 @@ from ..kv.context import KEEPER, AnswerContext
 from ..errors import ServerError, SlotReuseError
 from .records import Restore
 from .slot import SlotBackend
-from .slot_files import SlotFile, parse_slot_file, slot_file_from_block, stream_count
+from .slot_files import SlotFile, parse_slot_file, slot_file_from_block
 
 __all__ = ["SLOT_FILE_SUFFIX", "SlotFiles", "SlotStates"]
 
@@ -193,10 +193,9 @@ class SlotStates:
         path = self.slot_dir / name
         try:
             self._request("POST", f"/slots/{slot}", params={"action": "save"}, json={"filename": name})
-            data = path.read_bytes()
-            self.slot_files.n_stream = stream_count(data)
-            parsed = parse_slot_file(data)
-            if self.slot_files.n_stream > 1:  # a block keeps the slot's own stream
+            parsed = parse_slot_file(path.read_bytes())
+            self.slot_files.n_stream = parsed.n_stream
+            if parsed.n_stream > 1:  # a block keeps the slot's own stream
                 parsed = parsed.one_stream()
         except OSError as exc:
             raise ServerError(f"the server saved slot {slot} but {path} cannot be read: {exc}") from None
